@@ -1,0 +1,96 @@
+//! How an instance ended: an exit code or the signal that killed it.
+
+use std::fmt;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+
+use nix::sys::signal::Signal;
+
+/// How an instance ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited by itself with this code.
+    Code(i32),
+    /// A signal ended it.
+    Signal(Signal),
+    /// The backend could not observe how it ended (the reason says why).
+    Unknown(String),
+}
+
+impl Exit {
+    pub fn code(&self) -> Option<i32> {
+        match self {
+            Exit::Code(code) => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// The signal's name as the run's history records it, e.g. `"SIGKILL"`.
+    pub fn signal_name(&self) -> Option<&'static str> {
+        match self {
+            Exit::Signal(signal) => Some(signal.as_str()),
+            _ => None,
+        }
+    }
+
+    pub fn success(&self) -> bool {
+        *self == Exit::Code(0)
+    }
+}
+
+impl From<ExitStatus> for Exit {
+    fn from(status: ExitStatus) -> Self {
+        if let Some(code) = status.code() {
+            return Exit::Code(code);
+        }
+        match status.signal() {
+            Some(number) => match Signal::try_from(number) {
+                Ok(signal) => Exit::Signal(signal),
+                // Real-time signals have no nix name; keep the number rather than guess.
+                Err(_) => Exit::Unknown(format!("signal {number}")),
+            },
+            None => Exit::Unknown(format!("wait status {status}")),
+        }
+    }
+}
+
+impl fmt::Display for Exit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Exit::Code(code) => write!(f, "exit code {code}"),
+            Exit::Signal(signal) => write!(f, "signal {}", signal.as_str()),
+            Exit::Unknown(reason) => write!(f, "unknown exit ({reason})"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_code_is_a_code() {
+        // A raw wait status keeps the exit code in the second byte.
+        let exit = Exit::from(ExitStatus::from_raw(3 << 8));
+        assert_eq!(exit, Exit::Code(3));
+        assert_eq!(exit.code(), Some(3));
+        assert_eq!(exit.signal_name(), None);
+        assert!(!exit.success());
+        assert!(Exit::from(ExitStatus::from_raw(0)).success());
+    }
+
+    #[test]
+    fn a_signal_is_named() {
+        let exit = Exit::from(ExitStatus::from_raw(9));
+        assert_eq!(exit, Exit::Signal(Signal::SIGKILL));
+        assert_eq!(exit.signal_name(), Some("SIGKILL"));
+        assert_eq!(exit.code(), None);
+        assert_eq!(exit.to_string(), "signal SIGKILL");
+    }
+
+    #[test]
+    fn a_realtime_signal_keeps_its_number() {
+        let exit = Exit::from(ExitStatus::from_raw(40));
+        assert_eq!(exit, Exit::Unknown("signal 40".into()));
+    }
+}

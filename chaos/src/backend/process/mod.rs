@@ -1,0 +1,182 @@
+//! The process backend: each instance is a real OS process leading its own process group, with its
+//! output appended to its log file, dying with the supervisor even when the supervisor is
+//! SIGKILLed (parent-death signal; see `spawn`).
+//!
+//! Graceful stops go to the leader's process group (a shell wrapper's children included); kill,
+//! pause and resume go to the whole process tree as well, because PostgreSQL's children leave the
+//! group (`setsid`) and a paused or killed service must not keep half of itself running.
+
+mod spawn;
+mod tree;
+
+use std::io;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::{killpg, Signal};
+use nix::unistd::Pid;
+
+pub use spawn::run_to_exit;
+use tree::Proc;
+
+use super::{Backend, BackendError, BoxFuture, Command, Exit, InstanceId, Op, Started, Unit};
+
+/// How long a start waits for the last instance's killed processes to be gone.
+const LEFTOVER_WAIT: Duration = Duration::from_secs(5);
+
+/// Runs every unit as a local process.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ProcessBackend;
+
+impl Backend for ProcessBackend {
+    fn create(
+        &self,
+        name: String,
+        command: Command,
+    ) -> BoxFuture<'_, Result<Box<dyn Unit>, BackendError>> {
+        let unit: Box<dyn Unit> = Box::new(ProcessUnit {
+            name,
+            command,
+            instance: Arc::new(Mutex::new(Instance::default())),
+        });
+        Box::pin(std::future::ready(Ok(unit)))
+    }
+}
+
+struct ProcessUnit {
+    name: String,
+    command: Command,
+    instance: Arc<Mutex<Instance>>,
+}
+
+#[derive(Debug, Default)]
+struct Instance {
+    /// The running leader (its pid names its process group); `None` once it has exited.
+    leader: Option<Pid>,
+    /// Processes of a killed tree that may still be dying; the next start waits for them (a new
+    /// PostgreSQL refuses to start while an old backend holds the shared memory).
+    killed: Vec<Proc>,
+}
+
+impl ProcessUnit {
+    fn leader(&self) -> Option<Pid> {
+        lock(&self.instance).leader
+    }
+
+    /// Signals the leader's process group.
+    fn signal_group(&self, leader: Pid, signal: Signal) -> Result<(), BackendError> {
+        match killpg(leader, signal) {
+            // It exited on its own between our look and the signal.
+            Ok(()) | Err(Errno::ESRCH) => Ok(()),
+            Err(source) => Err(signal_error(leader, source)),
+        }
+    }
+
+    /// Signals the group and every descendant of the leader; returns the tree it saw.
+    fn signal_tree(&self, leader: Pid, signal: Signal) -> Result<Vec<Proc>, BackendError> {
+        let seen = tree::tree(leader);
+        self.signal_group(leader, signal)?;
+        tree::signal_all(&seen, signal).map_err(|source| signal_error(leader, source))?;
+        Ok(seen)
+    }
+
+    fn send_now(&self, op: Op) -> Result<(), BackendError> {
+        let Some(leader) = self.leader() else {
+            return Ok(());
+        };
+        match op {
+            Op::Terminate => self.signal_group(leader, self.command.stop_signal),
+            Op::Kill => {
+                let killed = self.signal_tree(leader, Signal::SIGKILL)?;
+                lock(&self.instance).killed = killed;
+                Ok(())
+            }
+            Op::Pause => {
+                // Twice: a child forked while the first pass ran is caught by the second.
+                self.signal_tree(leader, Signal::SIGSTOP)?;
+                self.signal_tree(leader, Signal::SIGSTOP).map(drop)
+            }
+            Op::Resume => self.signal_tree(leader, Signal::SIGCONT).map(drop),
+        }
+    }
+
+    async fn wait_for_killed(&self) {
+        let killed = std::mem::take(&mut lock(&self.instance).killed);
+        let deadline = tokio::time::Instant::now() + LEFTOVER_WAIT;
+        while killed.iter().any(tree::alive) {
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(
+                    "{}: starting although processes of the last instance still run",
+                    self.name
+                );
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+impl Unit for ProcessUnit {
+    fn start(&self) -> BoxFuture<'_, Result<Started, BackendError>> {
+        Box::pin(async move {
+            self.wait_for_killed().await;
+            let mut child = spawn::spawn(&self.command, &self.name)?;
+            // `id()` is `None` only once the child was reaped, and pids always fit an i32.
+            let Some((raw, leader)) = child
+                .id()
+                .and_then(|raw| Some((raw, Pid::from_raw(i32::try_from(raw).ok()?))))
+            else {
+                return Err(BackendError::Spawn {
+                    program: self.command.display(),
+                    source: io::Error::other("the child has no pid"),
+                });
+            };
+            lock(&self.instance).leader = Some(leader);
+            let instance = Arc::clone(&self.instance);
+            let exit = Box::pin(async move {
+                let exit = match child.wait().await {
+                    Ok(status) => Exit::from(status),
+                    Err(error) => Exit::Unknown(format!("wait failed: {error}")),
+                };
+                {
+                    let mut instance = lock(&instance);
+                    if instance.leader == Some(leader) {
+                        instance.leader = None;
+                    }
+                }
+                // Group members that outlived their leader (a shell's children) go with it.
+                let _ = killpg(leader, Signal::SIGKILL);
+                exit
+            });
+            Ok(Started {
+                id: InstanceId::Pid(raw),
+                exit,
+            })
+        })
+    }
+
+    fn send(&self, op: Op) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(std::future::ready(self.send_now(op)))
+    }
+
+    fn kill_now(&self) {
+        let _ = self.send_now(Op::Kill);
+    }
+
+    fn log_path(&self) -> &std::path::Path {
+        &self.command.log
+    }
+}
+
+fn signal_error(leader: Pid, source: Errno) -> BackendError {
+    BackendError::Signal {
+        id: InstanceId::Pid(leader.as_raw().unsigned_abs()),
+        source,
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // The guarded values are plain ids, valid even if a holder panicked.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

@@ -1,0 +1,142 @@
+//! Forking a command: its log, its user, its own process group, and the parent-death signal.
+//!
+//! The parent-death signal fires when the *thread* that forked the child exits, not the process.
+//! So spawn only from threads that live as long as the supervisor: the main thread or a tokio
+//! runtime worker (any `async fn` polled by the runtime runs on one). Never from `spawn_blocking`
+//! or `block_in_place`: those threads are transient, and their children would be SIGKILLed when
+//! the thread idles out.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::process::Stdio;
+
+use nix::errno::Errno;
+use nix::sys::signal::Signal;
+use nix::unistd::{getpid, getppid, setgid, setgroups, setuid, Gid, Pid, Uid};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use crate::backend::{BackendError, Command, Exit};
+
+/// Runs `command` to its end (one-shot tools such as `initdb`), with the same user, log and
+/// parent-death handling as a service.
+pub async fn run_to_exit(command: &Command, name: &str) -> Result<Exit, BackendError> {
+    let mut child = spawn(command, name)?;
+    Ok(match child.wait().await {
+        Ok(status) => Exit::from(status),
+        Err(error) => Exit::Unknown(format!("wait failed: {error}")),
+    })
+}
+
+/// Forks and executes `command` on the calling thread (see the module docs for why that matters).
+pub(super) fn spawn(command: &Command, name: &str) -> Result<tokio::process::Child, BackendError> {
+    let log = open_log(command, name)?;
+    let log_error = |source| BackendError::Log {
+        path: command.log.clone(),
+        source,
+    };
+    let stdout = log.try_clone().map_err(log_error)?;
+
+    let mut child = tokio::process::Command::new(&command.program);
+    child
+        .args(&command.args)
+        .envs(command.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(stdout)
+        .stderr(log)
+        // A new process group led by the child, so one signal reaches its whole tree.
+        .process_group(0)
+        // The last line of defence when the supervisor unwinds without a shutdown.
+        .kill_on_drop(true);
+    if let Some(dir) = &command.cwd {
+        child.current_dir(dir);
+    }
+    let parent = getpid();
+    let user = command.user.as_ref().map(|user| (user.uid, user.gid));
+    // SAFETY: `in_child` only makes async-signal-safe system calls and does not allocate.
+    unsafe {
+        child.pre_exec(move || in_child(parent, user));
+    }
+    child.spawn().map_err(|source| BackendError::Spawn {
+        program: command.display(),
+        source,
+    })
+}
+
+/// Runs in the forked child just before `exec`.
+fn in_child(parent: Pid, user: Option<(Uid, Gid)>) -> io::Result<()> {
+    if let Some((uid, gid)) = user {
+        // Group first: after setuid we would no longer be allowed to change it.
+        setgroups(&[gid])?;
+        setgid(gid)?;
+        setuid(uid)?;
+    }
+    // After the user switch, because changing credentials clears the parent-death signal.
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+    // The supervisor may have died between fork and prctl; then no signal would ever come.
+    if getppid() != parent {
+        return Err(Errno::ESRCH.into());
+    }
+    Ok(())
+}
+
+/// Opens the log for appending (creating its directory) and marks where this start begins.
+fn open_log(command: &Command, name: &str) -> Result<File, BackendError> {
+    let path = &command.log;
+    let error = |source| BackendError::Log {
+        path: path.clone(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(error)?;
+    }
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(error)?;
+    let now = OffsetDateTime::now_utc()
+        .format(&Rfc3339)
+        .unwrap_or_else(|_| "now".to_owned());
+    writeln!(
+        file,
+        "==== anyplay-chaos: {now} starting {name}: {}",
+        command.display()
+    )
+    .map_err(error)?;
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log_in(dir: &str) -> std::path::PathBuf {
+        std::env::temp_dir()
+            .join(format!("anyplay-chaos-unit-{}-{dir}", std::process::id()))
+            .join("logs/x.log")
+    }
+
+    #[tokio::test]
+    async fn runs_to_exit_and_appends_the_log() {
+        let log = log_in("append");
+        let echo = Command::new("/bin/sh", &log).args(["-c", "echo out; echo err >&2; exit 3"]);
+        assert_eq!(run_to_exit(&echo, "x").await.ok(), Some(Exit::Code(3)));
+        assert_eq!(run_to_exit(&echo, "x").await.ok(), Some(Exit::Code(3)));
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert_eq!(text.matches("out\nerr\n").count(), 2, "{text}");
+        assert_eq!(text.matches("starting x: /bin/sh").count(), 2, "{text}");
+        if let Some(dir) = log.parent().and_then(|logs| logs.parent()) {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_missing_program_is_a_spawn_error() {
+        let command = Command::new("/nonexistent/program", log_in("missing"));
+        assert!(matches!(
+            run_to_exit(&command, "x").await,
+            Err(BackendError::Spawn { .. })
+        ));
+    }
+}

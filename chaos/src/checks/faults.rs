@@ -1,0 +1,348 @@
+//! The faults of a run as the history shows them (each `action_start` paired with its
+//! `action_end`), which player losses each one caused, and the faults table of the report.
+//!
+//! A loss belongs to the latest fault that started at or before it and ended no more than
+//! `grace` (the players_back limit) before it: a player only notices a break a little later.
+
+use std::collections::HashMap;
+
+use serde::{Serialize, Serializer};
+
+use crate::events::{Event, History};
+use crate::plan::ActionKind;
+
+/// One action as it ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fault {
+    pub action: ActionKind,
+    pub target: String,
+    /// Scheduled offset, seconds.
+    pub at: f64,
+    /// Actual `t` of `action_start` and `action_end` (the end of the history when missing).
+    pub start: f64,
+    pub end: f64,
+}
+
+impl Fault {
+    /// The window a loss or an error is laid to this fault in.
+    pub fn window_end(&self, grace: f64) -> f64 {
+        self.end + grace
+    }
+
+    pub fn label(&self) -> String {
+        format!("{} {} at {}s", self.action, self.target, fmt_num(self.at))
+    }
+}
+
+/// Every action of the history, in start order.
+pub fn faults(history: &History) -> Vec<Fault> {
+    let mut faults: Vec<(Fault, bool)> = Vec::new();
+    for (t, event) in history.iter() {
+        match event {
+            Event::ActionStart { action, target, at } => faults.push((
+                Fault {
+                    action: *action,
+                    target: target.clone(),
+                    at: *at,
+                    start: t,
+                    end: history.end(),
+                },
+                false,
+            )),
+            Event::ActionEnd {
+                action, target, at, ..
+            } => {
+                let open = faults.iter_mut().find(|(f, closed)| {
+                    !closed && f.action == *action && f.target == *target && f.at == *at
+                });
+                if let Some((fault, closed)) = open {
+                    fault.end = t;
+                    *closed = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    faults.into_iter().map(|(fault, _)| fault).collect()
+}
+
+/// One player that lost its connection during a fault, and when (if ever) it was back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    pub account: u64,
+    /// The node it was on when it lost the connection (its last loss in this fault).
+    pub node: String,
+    pub lost_t: f64,
+    /// `t` of the first welcome after that loss.
+    pub back_t: Option<f64>,
+    /// `t` of the first welcome after that loss from a node other than `node`.
+    pub back_elsewhere_t: Option<f64>,
+}
+
+/// The players each fault broke, indexed like `faults`; plus the losses no fault explains.
+pub fn hits(history: &History, faults: &[Fault], grace: f64) -> (Vec<Vec<Hit>>, usize) {
+    let records = history.records();
+    // Each account's welcomes-after-loss in record order, to find "the first after" by search.
+    let mut backs: HashMap<u64, Vec<(usize, f64, &str)>> = HashMap::new();
+    for (i, record) in records.iter().enumerate() {
+        if let Event::PlayerBack { account, node } = &record.event {
+            backs.entry(*account).or_default().push((i, record.t, node));
+        }
+    }
+    let mut per_fault: Vec<Vec<Hit>> = vec![Vec::new(); faults.len()];
+    let mut unexplained = 0;
+    for (i, record) in records.iter().enumerate() {
+        let Event::PlayerLost { account, node, .. } = &record.event else {
+            continue;
+        };
+        let owner = faults
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.start <= record.t && record.t <= f.window_end(grace))
+            .max_by(|(_, a), (_, b)| a.start.total_cmp(&b.start))
+            .map(|(k, _)| k);
+        let Some(owner) = owner else {
+            unexplained += 1;
+            continue;
+        };
+        let later: &[(usize, f64, &str)] = match backs.get(account) {
+            Some(list) => &list[list.partition_point(|(j, _, _)| *j < i)..],
+            None => &[],
+        };
+        let hit = Hit {
+            account: *account,
+            node: node.clone(),
+            lost_t: record.t,
+            back_t: later.first().map(|(_, t, _)| *t),
+            back_elsewhere_t: later
+                .iter()
+                .find(|(_, _, n)| *n != node.as_str())
+                .map(|(_, t, _)| *t),
+        };
+        // A player lost twice in one fault counts once, from its last loss.
+        let hits = &mut per_fault[owner];
+        match hits.iter_mut().find(|h| h.account == *account) {
+            Some(earlier) => *earlier = hit,
+            None => hits.push(hit),
+        }
+    }
+    (per_fault, unexplained)
+}
+
+/// Seconds from a fault's start until 50/90/95/99/100 % of its players were back
+/// (`null` when that share never came back, or nobody was hit).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct BackSeconds {
+    #[serde(rename = "50", serialize_with = "secs")]
+    pub p50: Option<f64>,
+    #[serde(rename = "90", serialize_with = "secs")]
+    pub p90: Option<f64>,
+    #[serde(rename = "95", serialize_with = "secs")]
+    pub p95: Option<f64>,
+    #[serde(rename = "99", serialize_with = "secs")]
+    pub p99: Option<f64>,
+    #[serde(rename = "100", serialize_with = "secs")]
+    pub p100: Option<f64>,
+}
+
+fn secs<S: Serializer>(value: &Option<f64>, serializer: S) -> Result<S::Ok, S::Error> {
+    // Milliseconds are the precision that matters in a report.
+    value
+        .map(|v| (v * 1000.0).round() / 1000.0)
+        .serialize(serializer)
+}
+
+impl BackSeconds {
+    /// Nearest-rank percentiles over the times back (`None` = never back, ranked last).
+    pub fn of(start: f64, hits: &[Hit]) -> BackSeconds {
+        let mut times: Vec<Option<f64>> = hits
+            .iter()
+            .map(|h| h.back_t.map(|t| (t - start).max(0.0)))
+            .collect();
+        times.sort_by(|a, b| match (a, b) {
+            (Some(a), Some(b)) => a.total_cmp(b),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        });
+        let rank = |q: f64| -> Option<f64> {
+            if times.is_empty() {
+                return None;
+            }
+            let k = ((q / 100.0) * times.len() as f64).ceil().max(1.0) as usize;
+            times[k - 1]
+        };
+        BackSeconds {
+            p50: rank(50.0),
+            p90: rank(90.0),
+            p95: rank(95.0),
+            p99: rank(99.0),
+            p100: rank(100.0),
+        }
+    }
+}
+
+/// A row of the report's faults table.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FaultRow {
+    pub action: ActionKind,
+    pub target: String,
+    pub at: f64,
+    pub players_hit: u64,
+    pub back_s: BackSeconds,
+    /// HTTP errors the load saw during the fault's window.
+    pub errors: u64,
+}
+
+/// The faults table: one row per action of the run.
+pub fn table(history: &History, grace: f64) -> Vec<FaultRow> {
+    let faults = faults(history);
+    let (hits, _) = hits(history, &faults, grace);
+    faults
+        .iter()
+        .zip(hits)
+        .map(|(fault, hits)| FaultRow {
+            action: fault.action,
+            target: fault.target.clone(),
+            at: fault.at,
+            players_hit: hits.len() as u64,
+            back_s: BackSeconds::of(fault.start, &hits),
+            errors: errors_between(history, fault.start, fault.window_end(grace)),
+        })
+        .collect()
+}
+
+/// HTTP errors in the load ticks whose second overlaps `[from, until]`.
+fn errors_between(history: &History, from: f64, until: f64) -> u64 {
+    history
+        .iter()
+        .filter_map(|(t, e)| match e {
+            Event::LoadTick(tick) if t > from && t - 1.0 <= until => Some(tick.http_errors),
+            _ => None,
+        })
+        .sum()
+}
+
+/// `30`, `92.5`: a number of seconds without noise.
+pub fn fmt_num(v: f64) -> String {
+    let text = format!("{v:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::Tick;
+
+    fn start(action: ActionKind, target: &str, at: f64) -> Event {
+        Event::ActionStart {
+            action,
+            target: target.into(),
+            at,
+        }
+    }
+
+    fn end(action: ActionKind, target: &str, at: f64) -> Event {
+        Event::ActionEnd {
+            action,
+            target: target.into(),
+            at,
+            error: None,
+        }
+    }
+
+    fn lost(account: u64, node: &str) -> Event {
+        Event::PlayerLost {
+            account,
+            node: node.into(),
+            reason: "reset".into(),
+        }
+    }
+
+    fn back(account: u64, node: &str) -> Event {
+        Event::PlayerBack {
+            account,
+            node: node.into(),
+        }
+    }
+
+    #[test]
+    fn actions_pair_with_their_ends() {
+        let history: History = [
+            (30.0, start(ActionKind::Pause, "nats", 30.0)),
+            (31.0, start(ActionKind::Kill, "node-1", 31.0)),
+            (31.1, end(ActionKind::Kill, "node-1", 31.0)),
+            (35.0, end(ActionKind::Pause, "nats", 30.0)),
+            (40.0, start(ActionKind::Drop, "players", 40.0)),
+        ]
+        .into_iter()
+        .collect();
+        let faults = faults(&history);
+        let spans: Vec<(f64, f64)> = faults.iter().map(|f| (f.start, f.end)).collect();
+        assert_eq!(spans, vec![(30.0, 35.0), (31.0, 31.1), (40.0, 40.0)]);
+    }
+
+    #[test]
+    fn losses_go_to_the_latest_fault_and_times_are_ranked() {
+        let mut events = vec![
+            (10.0, start(ActionKind::Drop, "players", 10.0)),
+            (10.0, end(ActionKind::Drop, "players", 10.0)),
+        ];
+        for account in 1..=10 {
+            events.push((10.1, lost(account, "node-1")));
+            events.push((10.0 + account as f64, back(account, "node-1")));
+        }
+        events.push((99.0, lost(11, "node-1")));
+        let history: History = events.into_iter().collect();
+        let faults = faults(&history);
+        let (hits, unexplained) = hits(&history, &faults, 5.0);
+        assert_eq!((hits[0].len(), unexplained), (10, 1));
+        let back = BackSeconds::of(faults[0].start, &hits[0]);
+        assert_eq!(back.p50, Some(5.0));
+        assert_eq!(back.p90, Some(9.0));
+        assert_eq!(back.p100, Some(10.0));
+    }
+
+    #[test]
+    fn a_player_never_back_leaves_the_top_percentiles_empty() {
+        let history: History = [
+            (10.0, start(ActionKind::Kill, "node-1", 10.0)),
+            (10.0, end(ActionKind::Kill, "node-1", 10.0)),
+            (10.1, lost(1, "node-1")),
+            (10.1, lost(2, "node-1")),
+            (12.0, back(1, "node-2")),
+        ]
+        .into_iter()
+        .collect();
+        let rows = table(&history, 5.0);
+        assert_eq!(rows[0].players_hit, 2);
+        assert_eq!(rows[0].back_s.p50, Some(2.0));
+        assert_eq!(rows[0].back_s.p100, None);
+        let json = serde_json::to_string(&rows[0].back_s).unwrap();
+        assert_eq!(
+            json,
+            r#"{"50":2.0,"90":null,"95":null,"99":null,"100":null}"#
+        );
+    }
+
+    #[test]
+    fn errors_are_counted_in_the_fault_window() {
+        let tick = |errors| {
+            Event::LoadTick(Tick {
+                http_errors: errors,
+                ..Tick::default()
+            })
+        };
+        let history: History = [
+            (9.0, tick(100)),
+            (10.0, start(ActionKind::Kill, "node-1", 10.0)),
+            (10.0, end(ActionKind::Kill, "node-1", 10.0)),
+            (11.0, tick(3)),
+            (12.0, tick(4)),
+            (30.0, tick(50)),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(table(&history, 2.0)[0].errors, 7);
+    }
+}

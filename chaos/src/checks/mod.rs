@@ -1,0 +1,168 @@
+//! The invariant checks: pure functions from the recorded history to a verdict (Jepsen
+//! style), each testable on a hand-made history, plus the faults table.
+//!
+//! A check that has something to judge but not the evidence to judge it (no samples, no
+//! final state) fails with a detail starting `unknown:`, so missing instrumentation shows.
+
+pub mod clients;
+pub mod duplicates;
+pub mod failover;
+pub mod faults;
+pub mod http_errors;
+pub mod lost_writes;
+pub mod players_back;
+pub mod presence;
+
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+
+use crate::events::History;
+use crate::plan::{Client, Limits};
+
+pub use faults::{BackSeconds, FaultRow};
+
+/// One check's verdict, as the report lists it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckResult {
+    pub name: String,
+    pub limit: Quantity,
+    /// `null` when nothing could be measured (say, a player never came back).
+    pub value: Option<Quantity>,
+    pub pass: bool,
+    pub detail: String,
+}
+
+/// A limit or a measured value; JSON writes it as a plain number.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Quantity {
+    Count(u64),
+    Seconds(f64),
+    Ratio(f64),
+    ExitCode(i32),
+}
+
+impl Serialize for Quantity {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            Quantity::Count(n) => serializer.serialize_u64(n),
+            Quantity::Seconds(s) => serializer.serialize_f64((s * 1000.0).round() / 1000.0),
+            Quantity::Ratio(r) => serializer.serialize_f64(r),
+            Quantity::ExitCode(c) => serializer.serialize_i32(c),
+        }
+    }
+}
+
+impl fmt::Display for Quantity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Quantity::Count(n) => write!(f, "{n}"),
+            Quantity::Seconds(s) => write!(f, "{}s", faults::fmt_num(s)),
+            Quantity::Ratio(r) => write!(f, "{}", fmt_ratio(r)),
+            Quantity::ExitCode(c) => write!(f, "exit {c}"),
+        }
+    }
+}
+
+/// A ratio with enough digits to compare with a limit like 0.001.
+fn fmt_ratio(r: f64) -> String {
+    if r == 0.0 {
+        "0".to_owned()
+    } else if r >= 0.01 {
+        format!("{r:.3}")
+    } else {
+        format!("{r:.2e}")
+    }
+}
+
+/// Every check of a run, in report order; `client:<name>` last.
+pub fn run_all(history: &History, limits: &Limits, clients: &[Client]) -> Vec<CheckResult> {
+    // Losses and errors are laid to a fault up to `players_back` after it ended.
+    let grace = limits.players_back.as_secs_f64();
+    let mut results = vec![
+        players_back::check(history, limits.players_back),
+        duplicates::check(history, limits.duplicate_sessions),
+        presence::check(history, limits.presence_missing),
+        lost_writes::check(history, limits.lost_writes),
+        http_errors::check(history, limits.http_error_ratio, grace),
+        failover::check(history, limits.failover, grace),
+    ];
+    results.extend(
+        clients
+            .iter()
+            .map(|c| clients::check(history, &c.name, c.expect_exit)),
+    );
+    results
+}
+
+/// `a, b, c` and `…` after `max` items, for details that name examples.
+fn some<T: fmt::Display>(items: impl IntoIterator<Item = T>, max: usize) -> String {
+    let mut out = Vec::new();
+    let mut more = false;
+    for (i, item) in items.into_iter().enumerate() {
+        if i == max {
+            more = true;
+            break;
+        }
+        out.push(item.to_string());
+    }
+    let mut text = out.join(", ");
+    if more {
+        text.push_str(", …");
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_are_plain_numbers_in_json() {
+        let json = serde_json::to_string(&[
+            Quantity::Count(3),
+            Quantity::Seconds(1.23456),
+            Quantity::Ratio(0.001),
+            Quantity::ExitCode(-1),
+        ])
+        .unwrap();
+        assert_eq!(json, "[3,1.235,0.001,-1]");
+    }
+
+    #[test]
+    fn quantities_print_with_units() {
+        assert_eq!(Quantity::Seconds(20.0).to_string(), "20s");
+        assert_eq!(Quantity::Ratio(0.0004).to_string(), "4.00e-4");
+        assert_eq!(Quantity::Ratio(0.0).to_string(), "0");
+        assert_eq!(Quantity::ExitCode(0).to_string(), "exit 0");
+    }
+
+    #[test]
+    fn an_empty_history_runs_every_check() {
+        let clients = vec![Client {
+            name: "c".into(),
+            cmd: "true".into(),
+            expect_exit: 0,
+        }];
+        let results = run_all(&History::default(), &Limits::default(), &clients);
+        let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "players_back",
+                "duplicate_sessions",
+                "presence_missing",
+                "lost_writes",
+                "http_error_ratio",
+                "failover",
+                "client:c"
+            ]
+        );
+    }
+
+    #[test]
+    fn some_cuts_long_lists() {
+        assert_eq!(some([1, 2, 3], 2), "1, 2, …");
+        assert_eq!(some([1, 2], 2), "1, 2");
+    }
+}

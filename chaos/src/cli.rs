@@ -1,0 +1,136 @@
+//! The command line: the flags as clap reads them, the outcome every command ends in, and
+//! the two commands that need no running topology, `check` and `report`.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand, ValueEnum};
+
+use anyplay_chaos::plan::{Backend, Plan};
+use anyplay_chaos::report::{self, markdown, Verdict};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "anyplay-chaos",
+    version,
+    about = "Bring up a game-cloud topology, play players against it, break it on a timeline, check, report."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The whole run: up, load, timeline, heal, check, report.
+    Run {
+        plan: PathBuf,
+        /// Run directory; default results/runs/<plan name>-<UTC time>.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Overrides the plan's seed.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Overrides the plan's backend.
+        #[arg(long, value_enum)]
+        backend: Option<BackendArg>,
+    },
+    /// Validate a plan without starting anything and print its resolved timeline.
+    Check { plan: PathBuf },
+    /// Start the topology and the load only, and hold them until Ctrl-C.
+    Up { plan: PathBuf },
+    /// Render report.json and summary.md again from a run directory's event log.
+    Report { dir: PathBuf },
+    /// Run again the plan and seed recorded in a run directory.
+    Rerun { dir: PathBuf },
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum BackendArg {
+    Process,
+    Docker,
+}
+
+impl From<BackendArg> for Backend {
+    fn from(arg: BackendArg) -> Backend {
+        match arg {
+            BackendArg::Process => Backend::Process,
+            BackendArg::Docker => Backend::Docker,
+        }
+    }
+}
+
+/// How a command ended, and so the exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// 0: valid, or every check passed.
+    Pass,
+    /// 1: a check failed.
+    Fail,
+    /// 2: the plan is invalid (or the topology could not start).
+    Invalid,
+}
+
+impl From<Outcome> for ExitCode {
+    fn from(outcome: Outcome) -> ExitCode {
+        ExitCode::from(match outcome {
+            Outcome::Pass => 0,
+            Outcome::Fail => 1,
+            Outcome::Invalid => 2,
+        })
+    }
+}
+
+impl From<Verdict> for Outcome {
+    fn from(verdict: Verdict) -> Outcome {
+        match verdict {
+            Verdict::Pass => Outcome::Pass,
+            Verdict::Fail => Outcome::Fail,
+        }
+    }
+}
+
+/// `check PLAN`: the resolved timeline on stdout, or the refusal (line and key) on stderr.
+pub fn check(path: &Path) -> anyhow::Result<Outcome> {
+    let plan = match Plan::load(path) {
+        Ok(plan) => plan,
+        Err(err) => {
+            eprintln!("{}: {err}", path.display());
+            return Ok(Outcome::Invalid);
+        }
+    };
+    // `Plan::load` already walked the timeline with this seed, so this cannot refuse.
+    let timeline = plan.resolve(plan.seed)?;
+    let topology: Vec<String> = plan.topology().iter().map(ToString::to_string).collect();
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{}: valid. {} backend, {}; {} players",
+        path.display(),
+        match plan.backend {
+            Backend::Process => "process",
+            Backend::Docker => "docker",
+        },
+        topology.join(", "),
+        plan.load.players
+    )?;
+    writeln!(out, "\n{timeline}")?;
+    Ok(Outcome::Pass)
+}
+
+/// `report DIR`: writes report.json and summary.md again and prints the tables.
+pub fn report(dir: &Path) -> anyhow::Result<Outcome> {
+    let report = report::render_dir(dir)
+        .with_context(|| format!("cannot render the report of {}", dir.display()))?;
+    let mut out = std::io::stdout().lock();
+    write!(out, "{}", markdown::summary(&report))?;
+    writeln!(
+        out,
+        "\nwrote {} and {}",
+        dir.join(report::REPORT_FILE).display(),
+        dir.join(report::SUMMARY_FILE).display()
+    )?;
+    Ok(report.verdict.into())
+}

@@ -1,0 +1,650 @@
+//! The recorded history of a run (Jepsen style): one JSON object per line in `events.jsonl`,
+//! `{"t": <seconds>, "kind": ..., ...}`, each line written and flushed as it happens so the
+//! file survives a crash of the supervisor; the writer ([`EventLog`]) and the reader
+//! ([`read_history`]) that `report DIR` and the checks work from.
+//!
+//! Conventions the checks rely on: a node's id in player events is the service name
+//! (`node-1`), as the supervisor configures it; `action_end` of a lasting fault (pause,
+//! partition, latency) is written when it has healed; `player_back` is the first welcome
+//! after a `player_lost`.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::plan::{ActionKind, Service, Step};
+
+/// The event log's file name in a run directory.
+pub const EVENTS_FILE: &str = "events.jsonl";
+
+/// One line of the history: when (seconds since the log's zero) and what.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    pub t: f64,
+    pub event: Event,
+}
+
+/// Everything a run records. `kind` on the line is the variant's snake_case name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Event {
+    /// First line of every log: what ran, where, and with which tool.
+    RunStart(RunMeta),
+    ServiceUp {
+        service: Service,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        addr: Option<String>,
+    },
+    /// A process ended: with an exit `code`, or killed by a `signal` such as `"SIGKILL"`.
+    ServiceExit {
+        service: Service,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<String>,
+    },
+    /// `at` is the scheduled offset in seconds, beside the actual `t`.
+    ActionStart {
+        action: ActionKind,
+        target: String,
+        at: f64,
+    },
+    /// The action is complete (a lasting fault: healed); `error` when it could not be done.
+    ActionEnd {
+        action: ActionKind,
+        target: String,
+        at: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A player's event connection ended without being replaced.
+    PlayerLost {
+        account: u64,
+        node: String,
+        reason: String,
+    },
+    /// The first welcome after a loss, and from which node.
+    PlayerBack {
+        account: u64,
+        node: String,
+    },
+    /// One round of the duplicate sampler over every node's `/v1/admin/connections`: only the
+    /// accounts seen on two connections in that round.
+    CheckSample {
+        round: u64,
+        duplicates: Vec<u64>,
+    },
+    Note {
+        text: String,
+    },
+    /// An activity change the cloud acknowledged (204).
+    PresenceChange {
+        account: u64,
+        version: u64,
+    },
+    /// A presence event `observer` received about `account`.
+    PresenceSeen {
+        observer: u64,
+        account: u64,
+        version: u64,
+    },
+    /// A write the cloud acknowledged (2xx).
+    WriteAck(Write),
+    /// A write sent without a definite answer (timeout, broken connection): it may or may not
+    /// have happened, so it makes the writes it could undo impossible to judge.
+    WriteUnknown(Write),
+    /// What `GET /v1/friends` and `GET /v1/sessions/{id}` said at the end of the run. An
+    /// account or session missing here was not read; a session that answered 404 has no
+    /// members.
+    FinalState {
+        friends: Vec<FriendList>,
+        sessions: Vec<SessionMembers>,
+    },
+    /// The load's second-by-second numbers: one per second, becomes the report's series.
+    LoadTick(Tick),
+    ClientExit {
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<String>,
+    },
+}
+
+/// A friend or session write, by the account `a` that made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Write {
+    FriendAdd { a: u64, b: u64 },
+    FriendRemove { a: u64, b: u64 },
+    SessionJoin { a: u64, session: u64 },
+    SessionLeave { a: u64, session: u64 },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FriendList {
+    pub account: u64,
+    pub friends: Vec<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionMembers {
+    pub session: u64,
+    pub members: Vec<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Tick {
+    pub online: u64,
+    pub welcomes: u64,
+    pub disconnects: u64,
+    pub http_calls: u64,
+    pub http_errors: u64,
+    /// `null` in a second without calls.
+    pub p99_ms: Option<f64>,
+    pub presence_p99_ms: Option<f64>,
+    pub nodes: BTreeMap<String, NodeTick>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeTick {
+    pub up: bool,
+    /// Cores busy (1.0 = one core fully used).
+    pub cpu: f64,
+    pub rss_mb: f64,
+    pub pool_busy: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunMeta {
+    pub plan: String,
+    pub seed: u64,
+    /// RFC 3339, UTC.
+    pub started_at: String,
+    pub machine: Machine,
+    pub tool: Tool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    pub os: String,
+    pub arch: String,
+    pub cpu: String,
+    pub cores: usize,
+    pub memory_mb: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tool {
+    pub version: String,
+    pub commit: String,
+}
+
+impl RunMeta {
+    /// The metadata of a run that starts now on this machine with this build.
+    pub fn now(plan: &str, seed: u64) -> RunMeta {
+        let started_at = time::OffsetDateTime::now_utc()
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap_or_default();
+        RunMeta {
+            plan: plan.to_owned(),
+            seed,
+            started_at,
+            machine: Machine::current(),
+            tool: Tool::current(),
+        }
+    }
+}
+
+impl Machine {
+    pub fn current() -> Machine {
+        let mut system = sysinfo::System::new();
+        system.refresh_memory();
+        system.refresh_cpu_list(sysinfo::CpuRefreshKind::nothing());
+        Machine {
+            os: sysinfo::System::long_os_version().unwrap_or_default(),
+            arch: sysinfo::System::cpu_arch(),
+            cpu: system
+                .cpus()
+                .first()
+                .map(|cpu| cpu.brand().trim().to_owned())
+                .unwrap_or_default(),
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            memory_mb: system.total_memory() / (1024 * 1024),
+        }
+    }
+}
+
+impl Tool {
+    /// This build's version, and its commit: `ANYPLAY_COMMIT` at build time, else what git
+    /// says about the source tree it was built from, else `unknown`.
+    pub fn current() -> Tool {
+        let commit = option_env!("ANYPLAY_COMMIT")
+            .map(str::to_owned)
+            .or_else(|| {
+                let out = std::process::Command::new("git")
+                    .args([
+                        "-C",
+                        env!("CARGO_MANIFEST_DIR"),
+                        "rev-parse",
+                        "--short=12",
+                        "HEAD",
+                    ])
+                    .stderr(std::process::Stdio::null())
+                    .output()
+                    .ok()?;
+                let commit = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+                (out.status.success() && !commit.is_empty()).then_some(commit)
+            })
+            .unwrap_or_else(|| "unknown".to_owned());
+        Tool {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            commit,
+        }
+    }
+}
+
+impl Event {
+    /// `action_start` for a resolved step.
+    pub fn action_start(step: &Step) -> Event {
+        Event::ActionStart {
+            action: step.action.kind(),
+            target: step.action.target_label(),
+            at: step.at.as_secs_f64(),
+        }
+    }
+
+    /// `action_end` for a resolved step, with the error if it could not be done.
+    pub fn action_end(step: &Step, error: Option<String>) -> Event {
+        Event::ActionEnd {
+            action: step.action.kind(),
+            target: step.action.target_label(),
+            at: step.at.as_secs_f64(),
+            error,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EventsError {
+    #[error("cannot open {}: {source}", path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write to the event log: {0}")]
+    Write(#[source] std::io::Error),
+    #[error("cannot encode an event: {0}")]
+    Encode(#[source] serde_json::Error),
+    #[error("{}:{line}: {source}", path.display())]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+impl Record {
+    /// The record as one JSON line, `t` first, without the newline.
+    pub fn to_line(&self) -> Result<String, serde_json::Error> {
+        let event = serde_json::to_string(&self.event)?;
+        // A tagged enum always serializes as an object: `{"kind":...}`. Microseconds are plenty.
+        let t = (self.t * 1e6).round() / 1e6;
+        Ok(format!(
+            "{{\"t\":{},{}",
+            serde_json::to_string(&t)?,
+            &event[1..]
+        ))
+    }
+
+    pub fn from_line(line: &str) -> Result<Record, serde_json::Error> {
+        use serde::de::Error as _;
+        let mut value: serde_json::Value = serde_json::from_str(line)?;
+        let t = value
+            .as_object_mut()
+            .and_then(|object| object.remove("t"))
+            .and_then(|t| t.as_f64())
+            .ok_or_else(|| serde_json::Error::custom("a record needs a number `t`"))?;
+        Ok(Record {
+            t,
+            event: Event::deserialize(value)?,
+        })
+    }
+}
+
+/// The writer: cheap to clone, shared by every task of a run; each record is one `write` of
+/// one whole line to an unbuffered file, so nothing waits in memory when the process dies.
+#[derive(Debug, Clone)]
+pub struct EventLog {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    zero: Instant,
+    file: Mutex<File>,
+}
+
+impl EventLog {
+    /// Creates (or truncates) the log at `path`; `t` counts seconds from `zero`.
+    pub fn create(path: &Path, zero: Instant) -> Result<EventLog, EventsError> {
+        let file = File::create(path).map_err(|source| EventsError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+        Ok(EventLog {
+            inner: Arc::new(Inner {
+                zero,
+                file: Mutex::new(file),
+            }),
+        })
+    }
+
+    /// Seconds since the log's zero, as `record` would stamp them now.
+    pub fn now(&self) -> f64 {
+        seconds_since(self.inner.zero)
+    }
+
+    /// Stamps `event` with the current `t` and appends it.
+    pub fn record(&self, event: Event) -> Result<(), EventsError> {
+        // A panic elsewhere while holding the lock leaves the file itself intact.
+        let mut file = self
+            .inner
+            .file
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Stamped under the lock, so times in the file never go backwards.
+        let record = Record {
+            t: self.now(),
+            event,
+        };
+        let mut line = record.to_line().map_err(EventsError::Encode)?;
+        line.push('\n');
+        file.write_all(line.as_bytes()).map_err(EventsError::Write)
+    }
+}
+
+fn seconds_since(zero: Instant) -> f64 {
+    let now = Instant::now();
+    match now.checked_duration_since(zero) {
+        Some(d) => d.as_secs_f64(),
+        None => -zero
+            .checked_duration_since(now)
+            .unwrap_or(Duration::ZERO)
+            .as_secs_f64(),
+    }
+}
+
+/// A run's history in time order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct History {
+    records: Vec<Record>,
+}
+
+impl History {
+    pub fn new(mut records: Vec<Record>) -> History {
+        records.sort_by(|a, b| a.t.total_cmp(&b.t));
+        History { records }
+    }
+
+    pub fn records(&self) -> &[Record] {
+        &self.records
+    }
+
+    /// `(t, event)` in time order.
+    pub fn iter(&self) -> impl Iterator<Item = (f64, &Event)> {
+        self.records.iter().map(|r| (r.t, &r.event))
+    }
+
+    /// The time of the last record (0 when empty).
+    pub fn end(&self) -> f64 {
+        self.records.last().map_or(0.0, |r| r.t)
+    }
+
+    /// The `run_start` line, when the log has one.
+    pub fn meta(&self) -> Option<&RunMeta> {
+        self.iter().find_map(|(_, e)| match e {
+            Event::RunStart(meta) => Some(meta),
+            _ => None,
+        })
+    }
+}
+
+impl FromIterator<(f64, Event)> for History {
+    fn from_iter<I: IntoIterator<Item = (f64, Event)>>(iter: I) -> History {
+        History::new(
+            iter.into_iter()
+                .map(|(t, event)| Record { t, event })
+                .collect(),
+        )
+    }
+}
+
+/// Reads a run's `events.jsonl`. A last line cut short by a crash is skipped; any other line
+/// that does not parse is an error naming it.
+pub fn read_history(path: &Path) -> Result<History, EventsError> {
+    let text = std::fs::read_to_string(path).map_err(|source| EventsError::Open {
+        path: path.to_owned(),
+        source,
+    })?;
+    let torn_tail = !text.is_empty() && !text.ends_with('\n');
+    let lines: Vec<&str> = text.lines().collect();
+    let mut records = Vec::with_capacity(lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match Record::from_line(line) {
+            Ok(record) => records.push(record),
+            Err(_) if torn_tail && i + 1 == lines.len() => {}
+            Err(source) => {
+                return Err(EventsError::Parse {
+                    path: path.to_owned(),
+                    line: i + 1,
+                    source,
+                })
+            }
+        }
+    }
+    Ok(History::new(records))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("anyplay-events-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn lines_carry_t_first_and_the_contract_fields() {
+        let record = Record {
+            t: 30.0123456789,
+            event: Event::ServiceExit {
+                service: Service::Node(1),
+                code: None,
+                signal: Some("SIGKILL".into()),
+            },
+        };
+        assert_eq!(
+            record.to_line().unwrap(),
+            r#"{"t":30.012346,"kind":"service_exit","service":"node-1","signal":"SIGKILL"}"#
+        );
+        let start = Record {
+            t: 30.02,
+            event: Event::ActionStart {
+                action: ActionKind::Kill,
+                target: "node-1".into(),
+                at: 30.0,
+            },
+        };
+        assert_eq!(
+            start.to_line().unwrap(),
+            r#"{"t":30.02,"kind":"action_start","action":"kill","target":"node-1","at":30.0}"#
+        );
+        let write = Record {
+            t: 1.0,
+            event: Event::WriteAck(Write::SessionJoin { a: 4, session: 9 }),
+        };
+        assert_eq!(
+            write.to_line().unwrap(),
+            r#"{"t":1.0,"kind":"write_ack","op":"session_join","a":4,"session":9}"#
+        );
+    }
+
+    #[test]
+    fn every_kind_reads_back_equal() {
+        let mut nodes = BTreeMap::new();
+        nodes.insert(
+            "node-1".to_owned(),
+            NodeTick {
+                up: true,
+                cpu: 0.5,
+                rss_mb: 40.0,
+                pool_busy: 3,
+            },
+        );
+        let events = vec![
+            Event::RunStart(RunMeta {
+                plan: "p".into(),
+                seed: 7,
+                started_at: "2025-01-01T00:00:00Z".into(),
+                machine: Machine::default(),
+                tool: Tool {
+                    version: "0.1.0".into(),
+                    commit: "abc".into(),
+                },
+            }),
+            Event::ServiceUp {
+                service: Service::Postgres,
+                addr: Some("127.0.0.1:5432".into()),
+            },
+            Event::ActionEnd {
+                action: ActionKind::Pause,
+                target: "nats".into(),
+                at: 130.0,
+                error: None,
+            },
+            Event::PlayerLost {
+                account: 1,
+                node: "node-1".into(),
+                reason: "reset".into(),
+            },
+            Event::PlayerBack {
+                account: 1,
+                node: "node-2".into(),
+            },
+            Event::CheckSample {
+                round: 3,
+                duplicates: vec![5],
+            },
+            Event::Note { text: "hi".into() },
+            Event::PresenceChange {
+                account: 1,
+                version: 10,
+            },
+            Event::PresenceSeen {
+                observer: 2,
+                account: 1,
+                version: 10,
+            },
+            Event::WriteUnknown(Write::FriendRemove { a: 1, b: 2 }),
+            Event::FinalState {
+                friends: vec![FriendList {
+                    account: 1,
+                    friends: vec![2],
+                }],
+                sessions: vec![SessionMembers {
+                    session: 9,
+                    members: vec![1, 2],
+                }],
+            },
+            Event::LoadTick(Tick {
+                online: 10,
+                p99_ms: Some(12.5),
+                nodes,
+                ..Tick::default()
+            }),
+            Event::ClientExit {
+                name: "c".into(),
+                code: Some(0),
+                signal: None,
+            },
+        ];
+        for event in events {
+            let record = Record { t: 1.5, event };
+            let line = record.to_line().unwrap();
+            assert_eq!(Record::from_line(&line).unwrap(), record, "{line}");
+        }
+    }
+
+    #[test]
+    fn the_log_is_readable_while_written_and_after_a_torn_line() {
+        let dir = temp_dir("torn");
+        let path = dir.join(EVENTS_FILE);
+        let log = EventLog::create(&path, Instant::now()).unwrap();
+        let clone = log.clone();
+        let writer = std::thread::spawn(move || {
+            for i in 0..50 {
+                clone
+                    .record(Event::Note {
+                        text: format!("{i}"),
+                    })
+                    .unwrap();
+            }
+        });
+        for i in 0..50 {
+            log.record(Event::PresenceChange {
+                account: i,
+                version: i,
+            })
+            .unwrap();
+        }
+        writer.join().unwrap();
+        // Nothing buffered: the file already holds every line.
+        let history = read_history(&path).unwrap();
+        assert_eq!(history.records().len(), 100);
+        assert!(history.records().windows(2).all(|w| w[0].t <= w[1].t));
+
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        file.write_all(b"{\"t\":9.0,\"kind\":\"no").unwrap();
+        assert_eq!(read_history(&path).unwrap().records().len(), 100);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_bad_line_in_the_middle_is_an_error_naming_it() {
+        let dir = temp_dir("bad");
+        let path = dir.join(EVENTS_FILE);
+        std::fs::write(
+            &path,
+            "{\"t\":1,\"kind\":\"note\",\"text\":\"a\"}\n{\"t\":2,\"kind\":\"nope\"}\n{\"t\":3,\"kind\":\"note\",\"text\":\"b\"}\n",
+        )
+        .unwrap();
+        let err = read_history(&path).unwrap_err();
+        assert!(matches!(err, EventsError::Parse { line: 2, .. }), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn run_metadata_is_filled() {
+        let meta = RunMeta::now("p", 3);
+        assert!(meta.started_at.ends_with('Z'), "{}", meta.started_at);
+        assert!(meta.machine.cores >= 1);
+        assert!(!meta.tool.version.is_empty());
+    }
+}

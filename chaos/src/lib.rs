@@ -1,0 +1,21 @@
+//! anyplay-chaos: brings up a game-cloud topology, plays players against it, fires a
+//! timed plan of faults, checks invariants over the recorded history, and reports.
+//!
+//! Layout (one job per module):
+//! - `ports`: free loopback ports, below the ephemeral range.
+//! - `backend`: how a service runs (real processes now, Docker later) behind one trait.
+//! - `supervisor`: service handles, lifecycle states and events, readiness, service builders.
+//! - `proxy`: the in-process TCP fault proxy (cut, reset, latency) on each link.
+//! - `plan`: the YAML plan read, validated and its timeline resolved with the seed.
+//! - `events`: the recorded history (`events.jsonl`), its writer and its reader.
+//! - `checks`: pure invariant checks over the history, and the faults table.
+//! - `report`: `report.json` and `summary.md`, rendered from a run directory.
+
+pub mod backend;
+pub mod checks;
+pub mod events;
+pub mod plan;
+pub mod ports;
+pub mod proxy;
+pub mod report;
+pub mod supervisor;

@@ -1,0 +1,539 @@
+//! The chaos plan: the topology to bring up, the load to play, the faults to fire and when,
+//! and the limits the checks hold the run to.
+//!
+//! A plan is read in two stages (raw flags, then validated settings, as ripgrep does):
+//! [`raw`] is the YAML exactly as written, [`validate`] turns it into the typed [`Plan`] and
+//! refuses what cannot run, naming the line and the key; [`timeline`] then draws the random
+//! targets with the seed and expands every entry into the operations a runner performs.
+
+pub mod duration;
+pub mod raw;
+pub mod timeline;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use timeline::{DropScope, Op, Route, Step, TimedOp, Timeline};
+
+/// Why a plan cannot be used. `Invalid` always names the line and the key.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("line {line}: {key}: {message}")]
+    Invalid {
+        line: usize,
+        key: String,
+        message: String,
+    },
+}
+
+/// A validated plan. Defaults are filled in; see `Plan::to_yaml` for its canonical text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub name: String,
+    pub description: String,
+    pub seed: u64,
+    pub backend: Backend,
+    pub store: Store,
+    pub services: Services,
+    pub load: Load,
+    /// In the order written; [`Plan::resolve`] orders them by time.
+    pub timeline: Vec<Entry>,
+    pub clients: Vec<Client>,
+    /// Time after the last action before the final checks.
+    pub settle: Duration,
+    pub checks: Limits,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    #[default]
+    Process,
+    Docker,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Store {
+    #[default]
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Reconnect {
+    /// The cloud API's reconnect rule (random spread after 1001/1012, backoff otherwise).
+    #[default]
+    Spec,
+    /// Reconnect at once after every break: the worst case for a storm.
+    Immediate,
+}
+
+/// Which processes the topology has. Nodes are always there; PostgreSQL and NATS when declared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Services {
+    pub postgres: Option<Dependency>,
+    pub nats: Option<Dependency>,
+    pub nodes: Nodes,
+}
+
+/// PostgreSQL or NATS: how to start it (defaults belong to the backend).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Dependency {
+    /// Docker image; the process backend ignores it.
+    pub image: Option<String>,
+    pub port: Option<u16>,
+    pub args: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Nodes {
+    pub count: u32,
+    pub drain_timeout: Duration,
+    /// Store pool size per node; `None` leaves the node's own default.
+    pub db_connections: Option<u32>,
+    /// Extra environment for every node.
+    pub env: BTreeMap<String, String>,
+    pub image: Option<String>,
+}
+
+/// What the load crate plays during the run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Load {
+    pub players: u32,
+    /// Logins per second during the ramp.
+    pub login_rate: u32,
+    pub friends: u32,
+    pub reconnect: Reconnect,
+    pub presence_rate: u32,
+    pub session_rate: u32,
+    pub cards_rate: u32,
+    /// Players reach nodes through the fault proxy (needed to drop or cut them).
+    pub through_proxy: bool,
+}
+
+/// A real client program that rides through the run; its exit code is a check of its own.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Client {
+    pub name: String,
+    /// With `{urls}`, `{name}` and `{out}` still in it; the runner fills them.
+    pub cmd: String,
+    pub expect_exit: i32,
+}
+
+/// The checks' limits. Every check always runs; an unset limit takes the default shown in the
+/// plan contract's example (players_back 20s, failover 7s, ratio 0.001, counts 0).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    pub players_back: Duration,
+    pub duplicate_sessions: u64,
+    pub presence_missing: u64,
+    pub lost_writes: u64,
+    pub http_error_ratio: f64,
+    pub failover: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            players_back: Duration::from_secs(20),
+            duplicate_sessions: 0,
+            presence_missing: 0,
+            lost_writes: 0,
+            http_error_ratio: 0.001,
+            failover: Duration::from_secs(7),
+        }
+    }
+}
+
+/// One timeline entry as written: when, what, and its line in the plan for messages.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// Offset from the moment every player is signed in and online.
+    pub at: Duration,
+    pub action: Action,
+    pub line: usize,
+}
+
+/// What a plan may aim an action at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Target {
+    /// `node-N`, 1-based.
+    Node(u32),
+    Nodes,
+    RandomNode,
+    Postgres,
+    Nats,
+    Players,
+}
+
+impl Target {
+    /// Whether the target names one or more cloud nodes.
+    pub fn is_node(self) -> bool {
+        matches!(self, Target::Node(_) | Target::Nodes | Target::RandomNode)
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Node(n) => write!(f, "node-{n}"),
+            Target::Nodes => f.write_str("nodes"),
+            Target::RandomNode => f.write_str("random-node"),
+            Target::Postgres => f.write_str("postgres"),
+            Target::Nats => f.write_str("nats"),
+            Target::Players => f.write_str("players"),
+        }
+    }
+}
+
+impl FromStr for Target {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let unknown = || {
+            format!("unknown target `{s}` (node-N, nodes, random-node, postgres, nats or players)")
+        };
+        match s {
+            "nodes" => Ok(Target::Nodes),
+            "random-node" => Ok(Target::RandomNode),
+            "postgres" => Ok(Target::Postgres),
+            "nats" => Ok(Target::Nats),
+            "players" => Ok(Target::Players),
+            _ => {
+                let n = s.strip_prefix("node-").ok_or_else(unknown)?;
+                // `node-01` would print back as `node-1`: accept only the canonical spelling.
+                match n.parse::<u32>() {
+                    Ok(0) => Err(format!("`{s}`: nodes count from 1")),
+                    Ok(k) if n == k.to_string() => Ok(Target::Node(k)),
+                    _ => Err(unknown()),
+                }
+            }
+        }
+    }
+}
+
+/// A pair of targets with the fault proxy between them (`partition`, `latency`): a node
+/// (`node-N`, `nodes` or `random-node`) and `postgres`, `nats` or `players`, in either order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Link {
+    pub a: Target,
+    pub b: Target,
+}
+
+impl Link {
+    /// The node side and the peer side, whatever order the plan wrote them in.
+    pub fn ends(&self) -> (Target, Target) {
+        if self.a.is_node() {
+            (self.a, self.b)
+        } else {
+            (self.b, self.a)
+        }
+    }
+}
+
+impl fmt::Display for Link {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}<->{}", self.a, self.b)
+    }
+}
+
+/// A timeline action with its parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Action {
+    /// SIGKILL (docker kill).
+    Kill(Target),
+    /// SIGTERM; the node drains; SIGKILL only after drain_timeout + 5 s.
+    Stop(Target),
+    Start(Target),
+    /// Stop, then start, then wait until ready.
+    Restart(Target),
+    /// Each node in turn: stop, start, wait ready, then `gap` before the next.
+    Rolling {
+        target: Target,
+        gap: Duration,
+    },
+    /// SIGSTOP, then SIGCONT after `duration` (docker pause / unpause).
+    Pause {
+        target: Target,
+        duration: Duration,
+    },
+    /// Every player connection through the target cut at once with a TCP reset.
+    Drop(Target),
+    Partition {
+        link: Link,
+        duration: Duration,
+    },
+    Latency {
+        link: Link,
+        ms: u32,
+        jitter: u32,
+        duration: Duration,
+    },
+}
+
+/// The name of an action, as plans, events and reports spell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionKind {
+    Kill,
+    Stop,
+    Start,
+    Restart,
+    Rolling,
+    Pause,
+    Drop,
+    Partition,
+    Latency,
+}
+
+impl ActionKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionKind::Kill => "kill",
+            ActionKind::Stop => "stop",
+            ActionKind::Start => "start",
+            ActionKind::Restart => "restart",
+            ActionKind::Rolling => "rolling",
+            ActionKind::Pause => "pause",
+            ActionKind::Drop => "drop",
+            ActionKind::Partition => "partition",
+            ActionKind::Latency => "latency",
+        }
+    }
+}
+
+impl fmt::Display for ActionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Action {
+    pub fn kind(&self) -> ActionKind {
+        match self {
+            Action::Kill(_) => ActionKind::Kill,
+            Action::Stop(_) => ActionKind::Stop,
+            Action::Start(_) => ActionKind::Start,
+            Action::Restart(_) => ActionKind::Restart,
+            Action::Rolling { .. } => ActionKind::Rolling,
+            Action::Pause { .. } => ActionKind::Pause,
+            Action::Drop(_) => ActionKind::Drop,
+            Action::Partition { .. } => ActionKind::Partition,
+            Action::Latency { .. } => ActionKind::Latency,
+        }
+    }
+
+    /// The target of a one-target action; `None` for `partition` and `latency` (a link).
+    pub fn target(&self) -> Option<Target> {
+        match self {
+            Action::Kill(t)
+            | Action::Stop(t)
+            | Action::Start(t)
+            | Action::Restart(t)
+            | Action::Drop(t)
+            | Action::Rolling { target: t, .. }
+            | Action::Pause { target: t, .. } => Some(*t),
+            Action::Partition { .. } | Action::Latency { .. } => None,
+        }
+    }
+
+    /// What the action aims at, as events and reports print it (`node-1`, `node-1<->postgres`).
+    pub fn target_label(&self) -> String {
+        match self {
+            Action::Partition { link, .. } | Action::Latency { link, .. } => link.to_string(),
+            _ => self.target().map(|t| t.to_string()).unwrap_or_default(),
+        }
+    }
+
+    /// How long the fault holds, for the actions that have a `for`.
+    pub fn duration(&self) -> Option<Duration> {
+        match self {
+            Action::Pause { duration, .. }
+            | Action::Partition { duration, .. }
+            | Action::Latency { duration, .. } => Some(*duration),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.kind(), self.target_label())?;
+        match self {
+            Action::Rolling { gap, .. } => write!(f, ", gap {}", duration::format(*gap)),
+            Action::Latency {
+                ms,
+                jitter,
+                duration: d,
+                ..
+            } => write!(f, " {ms}±{jitter}ms for {}", duration::format(*d)),
+            Action::Pause { duration: d, .. } | Action::Partition { duration: d, .. } => {
+                write!(f, " for {}", duration::format(*d))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A process of the topology that actions start, stop and pause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Service {
+    Node(u32),
+    Postgres,
+    Nats,
+}
+
+impl fmt::Display for Service {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Service::Node(n) => write!(f, "node-{n}"),
+            Service::Postgres => f.write_str("postgres"),
+            Service::Nats => f.write_str("nats"),
+        }
+    }
+}
+
+impl FromStr for Service {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.parse::<Target>() {
+            Ok(Target::Node(n)) => Ok(Service::Node(n)),
+            Ok(Target::Postgres) => Ok(Service::Postgres),
+            Ok(Target::Nats) => Ok(Service::Nats),
+            _ => Err(format!("`{s}` is not a service (node-N, postgres or nats)")),
+        }
+    }
+}
+
+impl Serialize for Service {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Service {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+impl Plan {
+    /// Parses and validates a plan, including a walk of its timeline with its own seed.
+    pub fn from_yaml(src: &str) -> Result<Plan, PlanError> {
+        let plan = validate::validate(raw::parse(src)?, src)?;
+        plan.resolve(plan.seed)?;
+        Ok(plan)
+    }
+
+    /// Reads and validates the plan file at `path`.
+    pub fn load(path: &Path) -> Result<Plan, PlanError> {
+        let src = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_yaml(&src)
+    }
+
+    /// The canonical text of the plan, every default written out: what a run stores as
+    /// `plan.yaml` so that `rerun` repeats it.
+    pub fn to_yaml(&self) -> String {
+        let raw = raw::RawPlan::from(self);
+        // Plain strings, numbers and maps: serializing them cannot fail.
+        serde_yaml::to_string(&raw).unwrap_or_default()
+    }
+
+    /// The plan as JSON, for the report's `plan` field (the same shape as `to_yaml`).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(raw::RawPlan::from(self)).unwrap_or_default()
+    }
+
+    /// The same plan with another seed (`run --seed N`).
+    pub fn with_seed(&self, seed: u64) -> Plan {
+        Plan {
+            seed,
+            ..self.clone()
+        }
+    }
+
+    /// Draws the random targets with `seed`, orders the entries by time, expands each into its
+    /// operations and walks every service's state; refuses what cannot run.
+    pub fn resolve(&self, seed: u64) -> Result<Timeline, PlanError> {
+        timeline::resolve(self, seed)
+    }
+
+    /// Every process of the topology, in start order (stores first, then nodes).
+    pub fn topology(&self) -> Vec<Service> {
+        let mut services = Vec::new();
+        if self.services.postgres.is_some() {
+            services.push(Service::Postgres);
+        }
+        if self.services.nats.is_some() {
+            services.push(Service::Nats);
+        }
+        services.extend((1..=self.services.nodes.count).map(Service::Node));
+        services
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_parse_and_print_the_same() {
+        for text in [
+            "node-1",
+            "node-12",
+            "nodes",
+            "random-node",
+            "postgres",
+            "nats",
+            "players",
+        ] {
+            let target: Target = text.parse().unwrap();
+            assert_eq!(target.to_string(), text);
+        }
+    }
+
+    #[test]
+    fn bad_targets_are_refused() {
+        for text in [
+            "node-0", "node-01", "node-", "node-x", "node1", "redis", "Node-1", "",
+        ] {
+            assert!(text.parse::<Target>().is_err(), "{text:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn services_serialize_as_their_names() {
+        let json = serde_json::to_string(&Service::Node(2)).unwrap();
+        assert_eq!(json, "\"node-2\"");
+        let back: Service = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, Service::Node(2));
+    }
+
+    #[test]
+    fn a_link_knows_its_node_side() {
+        let link = Link {
+            a: Target::Postgres,
+            b: Target::Node(1),
+        };
+        assert_eq!(link.ends(), (Target::Node(1), Target::Postgres));
+    }
+}

@@ -1,0 +1,587 @@
+//! The plan as serde reads it from YAML: exact key names, unknown keys refused, and where a
+//! key sits in the source (for errors that name the line).
+//!
+//! Scalars that need parsing (durations, targets) stay strings here; `validate` types them.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::{duration, Action, Backend, Dependency, Plan, PlanError, Reconnect, Store};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPlan {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub seed: Option<u64>,
+    pub backend: Option<Backend>,
+    pub store: Option<Store>,
+    pub services: Option<RawServices>,
+    pub load: Option<RawLoad>,
+    #[serde(default)]
+    pub timeline: Vec<RawEntry>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub clients: Vec<RawClient>,
+    pub settle: Option<String>,
+    pub checks: Option<RawChecks>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServices {
+    // `postgres:` with nothing after it declares the service just like `postgres: {}`.
+    #[serde(
+        default,
+        deserialize_with = "declared",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub postgres: Option<RawDependency>,
+    #[serde(
+        default,
+        deserialize_with = "declared",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub nats: Option<RawDependency>,
+    pub nodes: Option<RawNodes>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDependency {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNodes {
+    pub count: Option<u32>,
+    pub drain_timeout: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub db_connections: Option<u32>,
+    // Values stay YAML scalars so `PORT: 8080` is as good as `PORT: "8080"`.
+    pub env: Option<BTreeMap<String, serde_yaml::Value>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLoad {
+    pub players: u32,
+    pub login_rate: Option<u32>,
+    pub friends: Option<u32>,
+    pub reconnect: Option<Reconnect>,
+    pub presence_rate: Option<u32>,
+    pub session_rate: Option<u32>,
+    pub cards_rate: Option<u32>,
+    pub through_proxy: Option<bool>,
+}
+
+/// One timeline entry: `at` plus exactly one action key and that action's parameters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEntry {
+    pub at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kill: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restart: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rolling: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pause: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drop: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub partition: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub latency: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gap: Option<String>,
+    #[serde(rename = "for", skip_serializing_if = "Option::is_none")]
+    pub for_: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ms: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawClient {
+    pub name: String,
+    pub cmd: String,
+    pub expect_exit: Option<i32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawChecks {
+    pub players_back: Option<String>,
+    pub duplicate_sessions: Option<u64>,
+    pub presence_missing: Option<u64>,
+    pub lost_writes: Option<u64>,
+    pub http_error_ratio: Option<f64>,
+    pub failover: Option<String>,
+}
+
+fn declared<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Some(
+        Option::<T>::deserialize(deserializer)?.unwrap_or_default(),
+    ))
+}
+
+/// Reads YAML into a [`RawPlan`]; a syntax error, an unknown key or a wrong type names its line.
+pub fn parse(src: &str) -> Result<RawPlan, PlanError> {
+    serde_yaml::from_str(src).map_err(|err| from_yaml_error(&err))
+}
+
+/// Splits serde_norway's `path: message at line L column C` into our line, key and message.
+fn from_yaml_error(err: &serde_yaml::Error) -> PlanError {
+    let text = err.to_string();
+    let line = err.location().map_or(1, |loc| loc.line());
+    let text = match err.location() {
+        Some(loc) => {
+            let suffix = format!(" at line {} column {}", loc.line(), loc.column());
+            text.strip_suffix(&suffix).unwrap_or(&text).to_owned()
+        }
+        None => text,
+    };
+    // A path has no spaces (`timeline[2].at`); serde's own messages always do.
+    let (path, message) = match text.split_once(": ") {
+        Some((path, rest)) if !path.is_empty() && !path.contains(char::is_whitespace) => {
+            (path.to_owned(), rest.to_owned())
+        }
+        _ => (String::new(), text),
+    };
+    let field = ["unknown field `", "missing field `", "duplicate field `"]
+        .iter()
+        .find_map(|lead| message.strip_prefix(lead))
+        .and_then(|rest| rest.split('`').next());
+    let key = match (field, path.is_empty()) {
+        (Some(field), true) => field.to_owned(),
+        (Some(field), false) => format!("{path}.{field}"),
+        (None, false) => path,
+        (None, true) => "(document)".to_owned(),
+    };
+    PlanError::Invalid { line, key, message }
+}
+
+/// One step of a key path: a mapping key or a sequence index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+/// A path to a value in the plan, written the way serde_norway writes it: `timeline[3].start`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyPath(pub Vec<Seg>);
+
+impl KeyPath {
+    pub fn key(&self, key: &str) -> Self {
+        let mut segs = self.0.clone();
+        segs.push(Seg::Key(key.to_owned()));
+        Self(segs)
+    }
+
+    pub fn index(&self, index: usize) -> Self {
+        let mut segs = self.0.clone();
+        segs.push(Seg::Index(index));
+        Self(segs)
+    }
+}
+
+impl fmt::Display for KeyPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, seg) in self.0.iter().enumerate() {
+            match seg {
+                Seg::Key(key) if i == 0 => write!(f, "{key}")?,
+                Seg::Key(key) => write!(f, ".{key}")?,
+                Seg::Index(index) => write!(f, "[{index}]")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The line of `path` in `src`, or of its nearest ancestor that is written there.
+///
+/// serde_norway keeps no spans, but it stamps the position of the node being read on every
+/// error; so we read the source again with a seed that fails exactly at `path` and take the
+/// position from that error. It works for block and flow style alike.
+pub fn locate(src: &str, path: &KeyPath) -> usize {
+    let mut segs = path.0.as_slice();
+    loop {
+        let probe = Probe { path: segs };
+        if let Err(err) = probe.deserialize(serde_yaml::Deserializer::from_str(src)) {
+            if let Some(loc) = err.location() {
+                return loc.line();
+            }
+        }
+        match segs.split_last() {
+            Some((_, parent)) => segs = parent,
+            None => return 1,
+        }
+    }
+}
+
+/// Walks the document along `path`, skipping everything else, and fails at its end.
+struct Probe<'a> {
+    path: &'a [Seg],
+}
+
+impl<'de> DeserializeSeed<'de> for Probe<'_> {
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        match self.path.split_first() {
+            // Any visitor method left at its default refuses the node: that is the hit.
+            None => deserializer.deserialize_any(Hit),
+            Some((Seg::Key(key), rest)) => deserializer.deserialize_any(InMap { key, rest }),
+            Some((Seg::Index(index), rest)) => deserializer.deserialize_any(InSeq {
+                index: *index,
+                rest,
+            }),
+        }
+    }
+}
+
+struct Hit;
+
+impl Visitor<'_> for Hit {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("nothing (position probe)")
+    }
+}
+
+struct InMap<'a> {
+    key: &'a str,
+    rest: &'a [Seg],
+}
+
+impl<'de> Visitor<'de> for InMap<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a mapping")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let hit_key = self.rest.is_empty();
+        while let Some(found) = map.next_key_seed(KeyProbe {
+            key: self.key,
+            hit: hit_key,
+        })? {
+            if found {
+                map.next_value_seed(Probe { path: self.rest })?;
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads one mapping key: `Ok(true)` when it is the key sought, an error when the path ends
+/// at this key (so the position is the key's own, not its value's).
+struct KeyProbe<'a> {
+    key: &'a str,
+    hit: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for KeyProbe<'_> {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<bool, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl Visitor<'_> for KeyProbe<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<bool, E> {
+        match (v == self.key, self.hit) {
+            (true, true) => Err(E::custom("position probe")),
+            (found, _) => Ok(found),
+        }
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<bool, E> {
+        self.visit_str(&v.to_string())
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<bool, E> {
+        self.visit_str(&v.to_string())
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<bool, E> {
+        Ok(false)
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<bool, E> {
+        Ok(false)
+    }
+}
+
+struct InSeq<'a> {
+    index: usize,
+    rest: &'a [Seg],
+}
+
+impl<'de> Visitor<'de> for InSeq<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a sequence")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut i = 0;
+        loop {
+            let more = if i == self.index {
+                seq.next_element_seed(Probe { path: self.rest })?.is_some()
+            } else {
+                seq.next_element::<IgnoredAny>()?.is_some()
+            };
+            if !more {
+                return Ok(());
+            }
+            i += 1;
+        }
+    }
+}
+
+impl From<&Plan> for RawPlan {
+    /// The canonical written form of a validated plan: every default spelled out, so the file a
+    /// run stores (`plan.yaml`) reads back to the same plan whatever defaults become later.
+    fn from(plan: &Plan) -> Self {
+        let dependency = |dep: &Dependency| RawDependency {
+            image: dep.image.clone(),
+            port: dep.port,
+            args: (!dep.args.is_empty()).then(|| dep.args.clone()),
+        };
+        let nodes = &plan.services.nodes;
+        let load = &plan.load;
+        let checks = &plan.checks;
+        RawPlan {
+            name: plan.name.clone(),
+            description: (!plan.description.is_empty()).then(|| plan.description.clone()),
+            seed: Some(plan.seed),
+            backend: Some(plan.backend),
+            store: Some(plan.store),
+            services: Some(RawServices {
+                postgres: plan.services.postgres.as_ref().map(dependency),
+                nats: plan.services.nats.as_ref().map(dependency),
+                nodes: Some(RawNodes {
+                    count: Some(nodes.count),
+                    drain_timeout: Some(duration::format(nodes.drain_timeout)),
+                    db_connections: nodes.db_connections,
+                    env: Some(
+                        nodes
+                            .env
+                            .iter()
+                            .map(|(k, v)| (k.clone(), serde_yaml::Value::String(v.clone())))
+                            .collect(),
+                    ),
+                    image: nodes.image.clone(),
+                }),
+            }),
+            load: Some(RawLoad {
+                players: load.players,
+                login_rate: Some(load.login_rate),
+                friends: Some(load.friends),
+                reconnect: Some(load.reconnect),
+                presence_rate: Some(load.presence_rate),
+                session_rate: Some(load.session_rate),
+                cards_rate: Some(load.cards_rate),
+                through_proxy: Some(load.through_proxy),
+            }),
+            timeline: plan
+                .timeline
+                .iter()
+                .map(|e| raw_entry(e.at, &e.action))
+                .collect(),
+            clients: plan
+                .clients
+                .iter()
+                .map(|c| RawClient {
+                    name: c.name.clone(),
+                    cmd: c.cmd.clone(),
+                    expect_exit: Some(c.expect_exit),
+                })
+                .collect(),
+            settle: Some(duration::format(plan.settle)),
+            checks: Some(RawChecks {
+                players_back: Some(duration::format(checks.players_back)),
+                duplicate_sessions: Some(checks.duplicate_sessions),
+                presence_missing: Some(checks.presence_missing),
+                lost_writes: Some(checks.lost_writes),
+                http_error_ratio: Some(checks.http_error_ratio),
+                failover: Some(duration::format(checks.failover)),
+            }),
+        }
+    }
+}
+
+fn raw_entry(at: std::time::Duration, action: &Action) -> RawEntry {
+    let mut raw = RawEntry {
+        at: duration::format(at),
+        ..RawEntry::default()
+    };
+    let pair = |link: &super::Link| vec![link.a.to_string(), link.b.to_string()];
+    match action {
+        Action::Kill(t) => raw.kill = Some(t.to_string()),
+        Action::Stop(t) => raw.stop = Some(t.to_string()),
+        Action::Start(t) => raw.start = Some(t.to_string()),
+        Action::Restart(t) => raw.restart = Some(t.to_string()),
+        Action::Rolling { target, gap } => {
+            raw.rolling = Some(target.to_string());
+            raw.gap = Some(duration::format(*gap));
+        }
+        Action::Pause {
+            target,
+            duration: d,
+        } => {
+            raw.pause = Some(target.to_string());
+            raw.for_ = Some(duration::format(*d));
+        }
+        Action::Drop(t) => raw.drop = Some(t.to_string()),
+        Action::Partition { link, duration: d } => {
+            raw.partition = Some(pair(link));
+            raw.for_ = Some(duration::format(*d));
+        }
+        Action::Latency {
+            link,
+            ms,
+            jitter,
+            duration: d,
+        } => {
+            raw.latency = Some(pair(link));
+            raw.ms = Some(*ms);
+            raw.jitter = Some(*jitter);
+            raw.for_ = Some(duration::format(*d));
+        }
+    }
+    raw
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: &str = "\
+name: x
+services:
+  nodes:
+    count: 2
+timeline:
+  - { at: 1s, kill: node-1 }
+  - at: 2s
+    start: node-1
+  -
+    at: 3s
+    partition:
+      - node-1
+      - postgres
+    for: 1s
+";
+
+    fn path(segs: &[Seg]) -> KeyPath {
+        KeyPath(segs.to_vec())
+    }
+
+    fn key(k: &str) -> Seg {
+        Seg::Key(k.to_owned())
+    }
+
+    #[test]
+    fn locates_keys_and_entries_in_any_style() {
+        assert_eq!(locate(SRC, &path(&[key("name")])), 1);
+        assert_eq!(
+            locate(SRC, &path(&[key("services"), key("nodes"), key("count")])),
+            4
+        );
+        assert_eq!(locate(SRC, &path(&[key("timeline"), Seg::Index(0)])), 6);
+        assert_eq!(
+            locate(SRC, &path(&[key("timeline"), Seg::Index(0), key("kill")])),
+            6
+        );
+        assert_eq!(
+            locate(SRC, &path(&[key("timeline"), Seg::Index(1), key("start")])),
+            8
+        );
+        assert_eq!(
+            locate(
+                SRC,
+                &path(&[key("timeline"), Seg::Index(2), key("partition")])
+            ),
+            11
+        );
+        assert_eq!(
+            locate(SRC, &path(&[key("timeline"), Seg::Index(2), key("for")])),
+            14
+        );
+    }
+
+    #[test]
+    fn a_missing_key_falls_back_to_its_nearest_written_ancestor() {
+        assert_eq!(
+            locate(SRC, &path(&[key("timeline"), Seg::Index(1), key("gap")])),
+            7
+        );
+        assert_eq!(locate(SRC, &path(&[key("store")])), 1);
+    }
+
+    #[test]
+    fn unknown_keys_name_line_and_key() {
+        let err = parse("name: x\nservices:\n  nodes:\n    cont: 2\n").unwrap_err();
+        let PlanError::Invalid { line, key, .. } = err else {
+            panic!("{err}")
+        };
+        assert_eq!((line, key.as_str()), (4, "services.nodes.cont"));
+    }
+
+    #[test]
+    fn wrong_types_name_line_and_key() {
+        let err = parse("name: x\nseed: seven\n").unwrap_err();
+        let PlanError::Invalid { line, key, .. } = err else {
+            panic!("{err}")
+        };
+        assert_eq!((line, key.as_str()), (2, "seed"));
+    }
+
+    #[test]
+    fn key_paths_print_like_serde_norway() {
+        let p = KeyPath::default().key("timeline").index(3).key("start");
+        assert_eq!(p.to_string(), "timeline[3].start");
+    }
+}

@@ -1,0 +1,687 @@
+//! Resolving a plan's timeline with its seed: random targets drawn, entries ordered by time
+//! and expanded into the operations a runner performs (with each fault's heal), every
+//! service's state walked, and overlaps that cannot run refused.
+//!
+//! The draws use ChaCha8 seeded from the plan's seed and take `next_u64() % n`, both stable
+//! across library versions, so the same plan and seed always resolve to the same timeline.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use rand_chacha::rand_core::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::{duration, Action, Link, Plan, PlanError, Service, Target};
+
+/// A plan's timeline as it will run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timeline {
+    pub plan: String,
+    pub seed: u64,
+    /// Ordered by scheduled time (entries with the same time keep the plan's order).
+    pub steps: Vec<Step>,
+}
+
+/// One timeline entry, resolved.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// Index of the entry in the plan's `timeline` list.
+    pub entry: usize,
+    pub line: usize,
+    /// Scheduled offset from the moment every player is online.
+    pub at: Duration,
+    /// The action as the plan wrote it (`random-node` still in it).
+    pub written: Action,
+    /// The action with every random target drawn.
+    pub action: Action,
+    /// What the runner does, in order, with the heal of a lasting fault at its end.
+    pub ops: Vec<TimedOp>,
+}
+
+/// One operation of a step and when it may start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimedOp {
+    /// The scheduled offset; for a chained op (`after` is set) the earliest it can start.
+    pub at: Duration,
+    /// `Some(gap)`: starts `gap` after the step's previous op has completed, not at a fixed
+    /// time (rolling and restart wait for stops, starts and readiness).
+    pub after: Option<Duration>,
+    pub op: Op,
+}
+
+/// A single thing done to one process, one proxied route or the players.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Kill(Service),
+    /// SIGTERM, SIGKILL after the drain timeout + 5 s.
+    Stop(Service),
+    Start(Service),
+    /// Wait until the service answers ready (`/readyz` for a node).
+    WaitReady(Service),
+    /// SIGSTOP (docker pause).
+    Pause(Service),
+    /// SIGCONT (docker unpause).
+    Resume(Service),
+    /// Every player connection in scope reset at once.
+    Drop(DropScope),
+    /// Traffic on the route stops flowing (connections kept open, nothing passes).
+    Cut(Route),
+    Delay {
+        route: Route,
+        ms: u32,
+        jitter: u32,
+    },
+    /// The route back to normal: the end of a cut or a delay.
+    Restore(Route),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DropScope {
+    AllPlayers,
+    /// The players connected through this node's proxy.
+    Node(u32),
+}
+
+/// The proxied route between one node and a peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Route {
+    pub node: u32,
+    pub peer: Peer,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Peer {
+    Postgres,
+    Nats,
+    Players,
+}
+
+impl fmt::Display for Route {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let peer = match self.peer {
+            Peer::Postgres => "postgres",
+            Peer::Nats => "nats",
+            Peer::Players => "players",
+        };
+        write!(f, "node-{}<->{peer}", self.node)
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Op::Kill(s) => write!(f, "kill {s}"),
+            Op::Stop(s) => write!(f, "stop {s}"),
+            Op::Start(s) => write!(f, "start {s}"),
+            Op::WaitReady(s) => write!(f, "wait until {s} is ready"),
+            Op::Pause(s) => write!(f, "pause {s}"),
+            Op::Resume(s) => write!(f, "resume {s}"),
+            Op::Drop(DropScope::AllPlayers) => f.write_str("drop every player connection"),
+            Op::Drop(DropScope::Node(n)) => write!(f, "drop the players of node-{n}"),
+            Op::Cut(r) => write!(f, "cut {r}"),
+            Op::Delay { route, ms, jitter } => write!(f, "delay {route} by {ms}±{jitter}ms"),
+            Op::Restore(r) => write!(f, "restore {r}"),
+        }
+    }
+}
+
+/// What a step holds busy, and from when to when (half-open), to find overlaps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resource {
+    Process(Service),
+    Route(Route),
+}
+
+/// An instant action still occupies its target for a moment: two at the same time collide.
+const INSTANT: Duration = Duration::from_millis(1);
+
+pub fn resolve(plan: &Plan, seed: u64) -> Result<Timeline, PlanError> {
+    let mut order: Vec<usize> = (0..plan.timeline.len()).collect();
+    order.sort_by_key(|&i| plan.timeline[i].at);
+
+    let mut walk = Walk {
+        plan,
+        rng: ChaCha8Rng::seed_from_u64(seed),
+        running: plan.topology().into_iter().map(|s| (s, None)).collect(),
+    };
+    let mut steps: Vec<Step> = Vec::with_capacity(order.len());
+    let mut held: Vec<(usize, Resource, Duration, Duration)> = Vec::new();
+    for index in order {
+        let entry = &plan.timeline[index];
+        let fail = |message: String| PlanError::Invalid {
+            line: entry.line,
+            key: format!("timeline[{index}].{}", entry.action.kind()),
+            message,
+        };
+        let action = walk.draw(entry.action, entry.at).map_err(fail)?;
+        walk.apply(&action, entry.at, index, entry.line)
+            .map_err(fail)?;
+        let count = plan.services.nodes.count;
+        for (resource, from, until) in holds(&action, entry.at, count) {
+            let clash = held
+                .iter()
+                .find(|(_, r, f, u)| *r == resource && from < *u && *f < until);
+            if let Some((other, _, f, u)) = clash {
+                let other = &steps[*other];
+                return Err(fail(format!(
+                    "overlaps timeline[{}] on line {} ({}), which holds {} from {} to {}",
+                    other.entry,
+                    other.line,
+                    other.action,
+                    resource_name(resource),
+                    duration::seconds(*f),
+                    duration::seconds(u.saturating_sub(INSTANT).max(*f)),
+                )));
+            }
+            held.push((steps.len(), resource, from, until));
+        }
+        steps.push(Step {
+            entry: index,
+            line: entry.line,
+            at: entry.at,
+            written: entry.action,
+            action,
+            ops: expand(&action, entry.at, count),
+        });
+    }
+    Ok(Timeline {
+        plan: plan.name.clone(),
+        seed,
+        steps,
+    })
+}
+
+fn resource_name(resource: Resource) -> String {
+    match resource {
+        Resource::Process(s) => s.to_string(),
+        Resource::Route(r) => r.to_string(),
+    }
+}
+
+/// The timeline walk: each service's state (with who last changed it) and the seeded draws.
+struct Walk<'a> {
+    plan: &'a Plan,
+    rng: ChaCha8Rng,
+    /// `None` while running; `Some((entry, line))` of the step that stopped it.
+    running: BTreeMap<Service, Option<(usize, usize)>>,
+}
+
+impl Walk<'_> {
+    fn nodes(&self) -> impl Iterator<Item = u32> {
+        1..=self.plan.services.nodes.count
+    }
+
+    fn is_running(&self, service: Service) -> bool {
+        matches!(self.running.get(&service), Some(None))
+    }
+
+    /// Replaces `random-node` by a node drawn among those the action can apply to.
+    fn draw(&mut self, action: Action, at: Duration) -> Result<Action, String> {
+        let running: Vec<u32> = self
+            .nodes()
+            .filter(|&n| self.is_running(Service::Node(n)))
+            .collect();
+        let stopped: Vec<u32> = self
+            .nodes()
+            .filter(|&n| !self.is_running(Service::Node(n)))
+            .collect();
+        let all: Vec<u32> = self.nodes().collect();
+        // Players only sit on running nodes; with none running, any node will do.
+        let with_players = if running.is_empty() { &all } else { &running };
+        Ok(match action {
+            Action::Kill(t) => Action::Kill(self.pick(t, &running, "running", at)?),
+            Action::Stop(t) => Action::Stop(self.pick(t, &running, "running", at)?),
+            Action::Restart(t) => Action::Restart(self.pick(t, &running, "running", at)?),
+            Action::Start(t) => Action::Start(self.pick(t, &stopped, "stopped", at)?),
+            Action::Pause { target, duration } => Action::Pause {
+                target: self.pick(target, &running, "running", at)?,
+                duration,
+            },
+            Action::Drop(t) => Action::Drop(self.pick(t, with_players, "there", at)?),
+            Action::Partition { link, duration } => Action::Partition {
+                link: self.pick_link(link, &all, at)?,
+                duration,
+            },
+            Action::Latency {
+                link,
+                ms,
+                jitter,
+                duration,
+            } => Action::Latency {
+                link: self.pick_link(link, &all, at)?,
+                ms,
+                jitter,
+                duration,
+            },
+            rolling @ Action::Rolling { .. } => rolling,
+        })
+    }
+
+    fn pick(
+        &mut self,
+        target: Target,
+        candidates: &[u32],
+        wanted: &str,
+        at: Duration,
+    ) -> Result<Target, String> {
+        if target != Target::RandomNode {
+            return Ok(target);
+        }
+        if candidates.is_empty() {
+            return Err(format!(
+                "random-node: no node is {wanted} at {}",
+                duration::seconds(at)
+            ));
+        }
+        // Modulo bias is negligible for a handful of nodes, and `%` never changes meaning.
+        let pick = self.rng.next_u64() % candidates.len() as u64;
+        Ok(Target::Node(candidates[pick as usize]))
+    }
+
+    fn pick_link(&mut self, link: Link, nodes: &[u32], at: Duration) -> Result<Link, String> {
+        Ok(Link {
+            a: self.pick(link.a, nodes, "there", at)?,
+            b: self.pick(link.b, nodes, "there", at)?,
+        })
+    }
+
+    /// Refuses to start what runs or stop what is stopped, then records the new states.
+    fn apply(
+        &mut self,
+        action: &Action,
+        at: Duration,
+        entry: usize,
+        line: usize,
+    ) -> Result<(), String> {
+        // What each service must be before the action, and what it is after.
+        let (needs_running, leaves_running) = match action {
+            Action::Kill(_) | Action::Stop(_) => (true, false),
+            Action::Start(_) => (false, true),
+            Action::Restart(_) | Action::Pause { .. } | Action::Rolling { .. } => (true, true),
+            Action::Drop(_) | Action::Partition { .. } | Action::Latency { .. } => return Ok(()),
+        };
+        let Some(target) = action.target() else {
+            return Ok(());
+        };
+        let services = services_of(target, self.plan.services.nodes.count);
+        for service in &services {
+            let running = self.is_running(*service);
+            if running != needs_running {
+                let when = duration::seconds(at);
+                let verb = action.kind();
+                return Err(match self.running.get(service).copied().flatten() {
+                    Some((by, by_line)) => format!(
+                        "cannot {verb} {service} at {when}: it is stopped (by timeline[{by}] on line {by_line})"
+                    ),
+                    None if running => format!("cannot {verb} {service} at {when}: it is already running"),
+                    None => format!("cannot {verb} {service} at {when}: it is stopped"),
+                });
+            }
+        }
+        for service in services {
+            self.running
+                .insert(service, (!leaves_running).then_some((entry, line)));
+        }
+        Ok(())
+    }
+}
+
+/// The processes a (drawn) target stands for.
+fn services_of(target: Target, count: u32) -> Vec<Service> {
+    match target {
+        Target::Node(n) => vec![Service::Node(n)],
+        Target::Nodes | Target::RandomNode => (1..=count).map(Service::Node).collect(),
+        Target::Postgres => vec![Service::Postgres],
+        Target::Nats => vec![Service::Nats],
+        Target::Players => Vec::new(),
+    }
+}
+
+fn routes_of(link: Link, count: u32) -> Vec<Route> {
+    let (node, peer) = link.ends();
+    let peer = match peer {
+        Target::Postgres => Peer::Postgres,
+        Target::Nats => Peer::Nats,
+        _ => Peer::Players,
+    };
+    services_of(node, count)
+        .into_iter()
+        .filter_map(|s| match s {
+            Service::Node(node) => Some(Route { node, peer }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What a step keeps busy and for how long, at the least (readiness only makes it longer).
+fn holds(action: &Action, at: Duration, count: u32) -> Vec<(Resource, Duration, Duration)> {
+    match action {
+        Action::Kill(t) | Action::Stop(t) | Action::Start(t) | Action::Restart(t) => {
+            services_of(*t, count)
+                .into_iter()
+                .map(|s| (Resource::Process(s), at, at + INSTANT))
+                .collect()
+        }
+        Action::Rolling { target, gap } => {
+            let until = at + *gap * count.saturating_sub(1) + INSTANT;
+            services_of(*target, count)
+                .into_iter()
+                .map(|s| (Resource::Process(s), at, until))
+                .collect()
+        }
+        Action::Pause { target, duration } => services_of(*target, count)
+            .into_iter()
+            .map(|s| (Resource::Process(s), at, at + *duration))
+            .collect(),
+        Action::Partition { link, duration } | Action::Latency { link, duration, .. } => {
+            routes_of(*link, count)
+                .into_iter()
+                .map(|r| (Resource::Route(r), at, at + *duration))
+                .collect()
+        }
+        Action::Drop(_) => Vec::new(),
+    }
+}
+
+/// The runner's operations for one drawn action, heal included.
+fn expand(action: &Action, at: Duration, count: u32) -> Vec<TimedOp> {
+    let fixed = |at: Duration, op: Op| TimedOp {
+        at,
+        after: None,
+        op,
+    };
+    let chained = |at: Duration, gap: Duration, op: Op| TimedOp {
+        at,
+        after: Some(gap),
+        op,
+    };
+    match *action {
+        Action::Kill(t) => services_of(t, count)
+            .into_iter()
+            .map(|s| fixed(at, Op::Kill(s)))
+            .collect(),
+        Action::Stop(t) => services_of(t, count)
+            .into_iter()
+            .map(|s| fixed(at, Op::Stop(s)))
+            .collect(),
+        Action::Start(t) => services_of(t, count)
+            .into_iter()
+            .map(|s| fixed(at, Op::Start(s)))
+            .collect(),
+        Action::Restart(t) => {
+            let services = services_of(t, count);
+            let mut ops: Vec<TimedOp> = services.iter().map(|&s| fixed(at, Op::Stop(s))).collect();
+            ops.extend(
+                services
+                    .iter()
+                    .map(|&s| chained(at, Duration::ZERO, Op::Start(s))),
+            );
+            ops.extend(
+                services
+                    .iter()
+                    .map(|&s| chained(at, Duration::ZERO, Op::WaitReady(s))),
+            );
+            ops
+        }
+        Action::Rolling { target, gap } => {
+            let mut ops = Vec::new();
+            for (k, s) in services_of(target, count).into_iter().enumerate() {
+                let earliest = at + gap * k as u32;
+                ops.push(match k {
+                    0 => fixed(at, Op::Stop(s)),
+                    _ => chained(earliest, gap, Op::Stop(s)),
+                });
+                ops.push(chained(earliest, Duration::ZERO, Op::Start(s)));
+                ops.push(chained(earliest, Duration::ZERO, Op::WaitReady(s)));
+            }
+            ops
+        }
+        Action::Pause { target, duration } => {
+            let services = services_of(target, count);
+            let mut ops: Vec<TimedOp> = services.iter().map(|&s| fixed(at, Op::Pause(s))).collect();
+            ops.extend(
+                services
+                    .iter()
+                    .map(|&s| fixed(at + duration, Op::Resume(s))),
+            );
+            ops
+        }
+        Action::Drop(t) => {
+            let scopes = match t {
+                Target::Node(n) => vec![DropScope::Node(n)],
+                _ => vec![DropScope::AllPlayers],
+            };
+            scopes.into_iter().map(|d| fixed(at, Op::Drop(d))).collect()
+        }
+        Action::Partition { link, duration } => {
+            let routes = routes_of(link, count);
+            let mut ops: Vec<TimedOp> = routes.iter().map(|&r| fixed(at, Op::Cut(r))).collect();
+            ops.extend(routes.iter().map(|&r| fixed(at + duration, Op::Restore(r))));
+            ops
+        }
+        Action::Latency {
+            link,
+            ms,
+            jitter,
+            duration,
+        } => {
+            let routes = routes_of(link, count);
+            let mut ops: Vec<TimedOp> = routes
+                .iter()
+                .map(|&route| fixed(at, Op::Delay { route, ms, jitter }))
+                .collect();
+            ops.extend(routes.iter().map(|&r| fixed(at + duration, Op::Restore(r))));
+            ops
+        }
+    }
+}
+
+impl fmt::Display for Timeline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "plan {}, seed {}: {} steps, offsets from the moment every player is online",
+            self.plan,
+            self.seed,
+            self.steps.len()
+        )?;
+        if self.steps.is_empty() {
+            return writeln!(f, "  (no faults: the run only plays the load)");
+        }
+        writeln!(
+            f,
+            "(≥ marks an earliest time: that op waits for the one before it)\n"
+        )?;
+        let labels: Vec<String> = self.steps.iter().map(step_label).collect();
+        let width = labels
+            .iter()
+            .map(|l| l.chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(6);
+        writeln!(f, "{:>9}  {:>4}  {:<width$}  ops", "at", "line", "action")?;
+        for (step, label) in self.steps.iter().zip(&labels) {
+            for (k, op) in step.ops.iter().enumerate() {
+                let at = match op.after {
+                    Some(_) => format!("≥{}", duration::seconds(op.at)),
+                    None => duration::seconds(op.at),
+                };
+                let gap = match op.after {
+                    Some(gap) if !gap.is_zero() => {
+                        format!("  (after a {} gap)", duration::seconds(gap))
+                    }
+                    _ => String::new(),
+                };
+                if k == 0 {
+                    writeln!(
+                        f,
+                        "{at:>9}  {:>4}  {label:<width$}  {}{gap}",
+                        step.line, op.op
+                    )?;
+                } else {
+                    writeln!(f, "{at:>9}  {:>4}  {:<width$}  {}{gap}", "", "", op.op)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn step_label(step: &Step) -> String {
+    if step.written == step.action {
+        step.action.to_string()
+    } else {
+        format!(
+            "{} (drawn from {})",
+            step.action,
+            step.written.target_label()
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(timeline: &str) -> Result<Plan, PlanError> {
+        let src = format!(
+            "name: t\nseed: 7\nstore: postgres\nservices:\n  postgres: {{}}\n  nats: {{}}\n  nodes: {{count: 3}}\nload: {{players: 10, through_proxy: true}}\ntimeline:\n{timeline}"
+        );
+        Plan::from_yaml(&src)
+    }
+
+    fn refusal(timeline: &str) -> (usize, String, String) {
+        match plan(timeline) {
+            Err(PlanError::Invalid { line, key, message }) => (line, key, message),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_timeline() {
+        let p = plan("  - { at: 1s, restart: random-node }\n  - { at: 5s, kill: random-node }\n  - { at: 9s, drop: random-node }\n").unwrap();
+        let first = p.resolve(7).unwrap();
+        for _ in 0..5 {
+            assert_eq!(p.resolve(7).unwrap(), first);
+        }
+        assert_eq!(first.to_string(), p.resolve(7).unwrap().to_string());
+    }
+
+    #[test]
+    fn seeds_spread_the_draws_over_the_nodes() {
+        let p = plan("  - { at: 1s, kill: random-node }\n").unwrap();
+        let drawn: std::collections::BTreeSet<String> = (0..64)
+            .map(|seed| p.resolve(seed).unwrap().steps[0].action.target_label())
+            .collect();
+        assert_eq!(drawn.len(), 3, "{drawn:?}");
+    }
+
+    #[test]
+    fn random_start_draws_only_a_stopped_node() {
+        let p = plan("  - { at: 1s, kill: node-2 }\n  - { at: 5s, start: random-node }\n").unwrap();
+        for seed in 0..32 {
+            let t = p.resolve(seed).unwrap();
+            assert_eq!(t.steps[1].action, Action::Start(Target::Node(2)));
+        }
+    }
+
+    #[test]
+    fn steps_are_ordered_by_time() {
+        let p = plan("  - { at: 9s, drop: players }\n  - { at: 1s, drop: players }\n").unwrap();
+        let t = p.resolve(1).unwrap();
+        assert_eq!(
+            t.steps.iter().map(|s| s.entry).collect::<Vec<_>>(),
+            vec![1, 0]
+        );
+    }
+
+    #[test]
+    fn rolling_expands_node_by_node_with_earliest_times() {
+        let p = plan("  - { at: 90s, rolling: nodes, gap: 2s }\n").unwrap();
+        let t = p.resolve(1).unwrap();
+        let ops: Vec<(Duration, Option<Duration>, Op)> = t.steps[0]
+            .ops
+            .iter()
+            .map(|o| (o.at, o.after, o.op))
+            .collect();
+        let s = Duration::from_secs;
+        let n = Service::Node;
+        assert_eq!(
+            ops,
+            vec![
+                (s(90), None, Op::Stop(n(1))),
+                (s(90), Some(s(0)), Op::Start(n(1))),
+                (s(90), Some(s(0)), Op::WaitReady(n(1))),
+                (s(92), Some(s(2)), Op::Stop(n(2))),
+                (s(92), Some(s(0)), Op::Start(n(2))),
+                (s(92), Some(s(0)), Op::WaitReady(n(2))),
+                (s(94), Some(s(2)), Op::Stop(n(3))),
+                (s(94), Some(s(0)), Op::Start(n(3))),
+                (s(94), Some(s(0)), Op::WaitReady(n(3))),
+            ]
+        );
+    }
+
+    #[test]
+    fn lasting_faults_carry_their_heal() {
+        let p = plan("  - { at: 10s, partition: [postgres, nodes], for: 5s }\n").unwrap();
+        let ops = &p.resolve(1).unwrap().steps[0].ops;
+        assert_eq!(ops.len(), 6);
+        assert_eq!(
+            ops[0].op,
+            Op::Cut(Route {
+                node: 1,
+                peer: Peer::Postgres
+            })
+        );
+        assert_eq!(ops[5].at, Duration::from_secs(15));
+        assert_eq!(
+            ops[5].op,
+            Op::Restore(Route {
+                node: 3,
+                peer: Peer::Postgres
+            })
+        );
+    }
+
+    #[test]
+    fn starting_a_running_node_is_refused_on_its_line() {
+        let (line, key, message) = refusal("  - { at: 1s, start: node-1 }\n");
+        assert_eq!((line, key.as_str()), (10, "timeline[0].start"));
+        assert!(message.contains("already running"), "{message}");
+    }
+
+    #[test]
+    fn stopping_a_stopped_node_names_who_stopped_it() {
+        let (line, key, message) =
+            refusal("  - { at: 1s, kill: node-1 }\n  - { at: 2s, stop: node-1 }\n");
+        assert_eq!((line, key.as_str()), (11, "timeline[1].stop"));
+        assert!(message.contains("timeline[0] on line 10"), "{message}");
+    }
+
+    #[test]
+    fn two_faults_on_one_target_at_once_are_refused() {
+        let (line, key, message) =
+            refusal("  - { at: 10s, pause: nats, for: 5s }\n  - { at: 12s, restart: nats }\n");
+        assert_eq!((line, key.as_str()), (11, "timeline[1].restart"));
+        assert!(message.contains("overlaps timeline[0]"), "{message}");
+        let (_, key, _) = refusal(
+            "  - { at: 10s, partition: [node-1, nats], for: 5s }\n  - { at: 14s, latency: [nats, node-1], ms: 5, for: 1s }\n",
+        );
+        assert_eq!(key, "timeline[1].latency");
+    }
+
+    #[test]
+    fn faults_on_different_targets_or_after_the_heal_run() {
+        plan("  - { at: 10s, pause: nats, for: 5s }\n  - { at: 15s, restart: nats }\n  - { at: 11s, kill: node-1 }\n  - { at: 12s, partition: [node-1, postgres], for: 5s }\n").unwrap();
+    }
+
+    #[test]
+    fn the_table_shows_drawn_targets_and_earliest_times() {
+        let p = plan("  - { at: 1s, restart: random-node }\n").unwrap();
+        let text = p.resolve(3).unwrap().to_string();
+        assert!(text.contains("(drawn from random-node)"), "{text}");
+        assert!(text.contains("≥1s"), "{text}");
+    }
+}

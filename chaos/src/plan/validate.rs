@@ -1,0 +1,662 @@
+//! From the raw YAML shapes to the typed [`Plan`]: defaults filled, durations and targets
+//! parsed, the topology's rules enforced; every refusal names its line and key.
+//!
+//! Topology rules (decided here, stated once): `store: postgres` and a declared
+//! `services.postgres` go together; a cluster (more than one node) needs both PostgreSQL and
+//! NATS; NATS only links nodes that share PostgreSQL, so it is refused with `store: sqlite`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use super::raw::{locate, KeyPath, RawDependency, RawEntry, RawNodes, RawPlan};
+use super::{
+    duration, Action, ActionKind, Client, Dependency, Entry, Limits, Link, Load, Nodes, Plan,
+    PlanError, Reconnect, Services, Store, Target,
+};
+
+/// Defaults for keys a plan may leave out.
+const DEFAULT_SEED: u64 = 1;
+const DEFAULT_DRAIN: Duration = Duration::from_secs(5);
+const DEFAULT_SETTLE: Duration = Duration::from_secs(30);
+const DEFAULT_LOGIN_RATE: u32 = 200;
+const DEFAULT_FRIENDS: u32 = 10;
+
+pub fn validate(raw: RawPlan, src: &str) -> Result<Plan, PlanError> {
+    let cx = Cx { src };
+    let root = KeyPath::default();
+
+    if raw.name.is_empty()
+        || !raw
+            .name
+            .chars()
+            .all(|c| matches!(c, 'a'..='z' | '0'..='9' | '-'))
+    {
+        return Err(cx.err(
+            &root.key("name"),
+            format!("`{}` is not a plan name ([a-z0-9-]+)", raw.name),
+        ));
+    }
+    let store = raw.store.unwrap_or_default();
+    let raw_services = raw.services.unwrap_or_default();
+    let services = Services {
+        postgres: raw_services.postgres.map(dependency),
+        nats: raw_services.nats.map(dependency),
+        nodes: cx.nodes(raw_services.nodes.unwrap_or_default())?,
+    };
+    cx.topology(store, raw.store.is_some(), &services)?;
+    let load = cx.load(raw.load)?;
+
+    let timeline_path = root.key("timeline");
+    let mut timeline = Vec::with_capacity(raw.timeline.len());
+    for (i, entry) in raw.timeline.iter().enumerate() {
+        let path = timeline_path.index(i);
+        let entry = cx.entry(entry, &path)?;
+        cx.reachable(&entry.action, &services, &load, &path)?;
+        timeline.push(entry);
+    }
+
+    let mut clients = Vec::with_capacity(raw.clients.len());
+    let mut names = BTreeSet::new();
+    for (i, client) in raw.clients.into_iter().enumerate() {
+        let path = root.key("clients").index(i);
+        // The name becomes a directory and a log file name, and a check `client:<name>`.
+        let fine = !client.name.is_empty()
+            && client
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !fine {
+            return Err(cx.err(
+                &path.key("name"),
+                format!("`{}` is not a client name ([A-Za-z0-9_-]+)", client.name),
+            ));
+        }
+        if !names.insert(client.name.clone()) {
+            return Err(cx.err(
+                &path.key("name"),
+                format!("a client named `{}` is already listed", client.name),
+            ));
+        }
+        if client.cmd.trim().is_empty() {
+            return Err(cx.err(&path.key("cmd"), "empty command".to_owned()));
+        }
+        clients.push(Client {
+            name: client.name,
+            cmd: client.cmd,
+            expect_exit: client.expect_exit.unwrap_or(0),
+        });
+    }
+
+    let settle = match &raw.settle {
+        Some(text) => cx.duration(text, &root.key("settle"))?,
+        None => DEFAULT_SETTLE,
+    };
+    let checks = cx.limits(raw.checks.unwrap_or_default())?;
+
+    Ok(Plan {
+        name: raw.name,
+        description: raw.description.unwrap_or_default(),
+        seed: raw.seed.unwrap_or(DEFAULT_SEED),
+        backend: raw.backend.unwrap_or_default(),
+        store,
+        services,
+        load,
+        timeline,
+        clients,
+        settle,
+        checks,
+    })
+}
+
+fn dependency(raw: RawDependency) -> Dependency {
+    Dependency {
+        image: raw.image,
+        port: raw.port,
+        args: raw.args.unwrap_or_default(),
+    }
+}
+
+/// The source text, to put a line on every refusal.
+struct Cx<'a> {
+    src: &'a str,
+}
+
+impl Cx<'_> {
+    fn err(&self, path: &KeyPath, message: String) -> PlanError {
+        PlanError::Invalid {
+            line: locate(self.src, path),
+            key: path.to_string(),
+            message,
+        }
+    }
+
+    fn duration(&self, text: &str, path: &KeyPath) -> Result<Duration, PlanError> {
+        duration::parse(text).map_err(|message| self.err(path, message))
+    }
+
+    fn nodes(&self, raw: RawNodes) -> Result<Nodes, PlanError> {
+        let path = KeyPath::default().key("services").key("nodes");
+        let count = raw.count.unwrap_or(1);
+        if count == 0 {
+            return Err(self.err(
+                &path.key("count"),
+                "a topology has at least one node".into(),
+            ));
+        }
+        if raw.db_connections == Some(0) {
+            return Err(self.err(
+                &path.key("db_connections"),
+                "a node needs at least one store connection".into(),
+            ));
+        }
+        let drain_timeout = match &raw.drain_timeout {
+            Some(text) => self.duration(text, &path.key("drain_timeout"))?,
+            None => DEFAULT_DRAIN,
+        };
+        let mut env = BTreeMap::new();
+        for (key, value) in raw.env.unwrap_or_default() {
+            let text = match value {
+                serde_yaml::Value::String(s) => s,
+                serde_yaml::Value::Number(n) => n.to_string(),
+                serde_yaml::Value::Bool(b) => b.to_string(),
+                _ => {
+                    return Err(self.err(
+                        &path.key("env").key(&key),
+                        "an environment value is a string, number or boolean".into(),
+                    ))
+                }
+            };
+            env.insert(key, text);
+        }
+        Ok(Nodes {
+            count,
+            drain_timeout,
+            db_connections: raw.db_connections,
+            env,
+            image: raw.image,
+        })
+    }
+
+    fn topology(
+        &self,
+        store: Store,
+        store_written: bool,
+        services: &Services,
+    ) -> Result<(), PlanError> {
+        let root = KeyPath::default();
+        let count = services.nodes.count;
+        let services_path = root.key("services");
+        // Point at `store:` when the plan wrote it, else at what makes the need.
+        let store_or = |other: KeyPath| {
+            if store_written {
+                root.key("store")
+            } else {
+                other
+            }
+        };
+        if count > 1 && store != Store::Postgres {
+            return Err(self.err(
+                &store_or(services_path.key("nodes").key("count")),
+                format!("a cluster of {count} nodes needs `store: postgres` (and postgres and nats under services)"),
+            ));
+        }
+        match (store, services.postgres.is_some()) {
+            (Store::Postgres, false) => {
+                return Err(self.err(
+                    &store_or(services_path.key("postgres")),
+                    "`store: postgres` needs `postgres: {}` under services".into(),
+                ))
+            }
+            (Store::Sqlite, true) => {
+                return Err(self.err(
+                    &services_path.key("postgres"),
+                    "postgres is declared but the store is sqlite (write `store: postgres`)".into(),
+                ))
+            }
+            _ => {}
+        }
+        if count > 1 && services.nats.is_none() {
+            return Err(self.err(
+                &services_path.key("nats"),
+                format!("a cluster of {count} nodes needs `nats: {{}}` under services"),
+            ));
+        }
+        if store == Store::Sqlite && services.nats.is_some() {
+            return Err(self.err(
+                &services_path.key("nats"),
+                "nats links nodes that share postgres; with `store: sqlite` it has nothing to do"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn load(&self, raw: Option<super::raw::RawLoad>) -> Result<Load, PlanError> {
+        let path = KeyPath::default().key("load");
+        let Some(raw) = raw else {
+            return Err(self.err(
+                &path,
+                "missing: every run plays players (load: {players: N})".into(),
+            ));
+        };
+        if raw.players == 0 {
+            return Err(self.err(
+                &path.key("players"),
+                "a run needs at least one player".into(),
+            ));
+        }
+        let login_rate = raw.login_rate.unwrap_or(DEFAULT_LOGIN_RATE);
+        if login_rate == 0 {
+            return Err(self.err(
+                &path.key("login_rate"),
+                "players log in at one per second or more".into(),
+            ));
+        }
+        Ok(Load {
+            players: raw.players,
+            login_rate,
+            friends: raw.friends.unwrap_or(DEFAULT_FRIENDS),
+            reconnect: raw.reconnect.unwrap_or(Reconnect::Spec),
+            presence_rate: raw.presence_rate.unwrap_or(0),
+            session_rate: raw.session_rate.unwrap_or(0),
+            cards_rate: raw.cards_rate.unwrap_or(0),
+            through_proxy: raw.through_proxy.unwrap_or(false),
+        })
+    }
+
+    fn limits(&self, raw: super::raw::RawChecks) -> Result<Limits, PlanError> {
+        let path = KeyPath::default().key("checks");
+        let defaults = Limits::default();
+        let duration_or = |text: &Option<String>, key: &str, default: Duration| match text {
+            Some(text) => self.duration(text, &path.key(key)),
+            None => Ok(default),
+        };
+        let http_error_ratio = raw.http_error_ratio.unwrap_or(defaults.http_error_ratio);
+        if !(0.0..=1.0).contains(&http_error_ratio) {
+            return Err(self.err(
+                &path.key("http_error_ratio"),
+                format!("{http_error_ratio} is not a ratio between 0 and 1"),
+            ));
+        }
+        Ok(Limits {
+            players_back: duration_or(&raw.players_back, "players_back", defaults.players_back)?,
+            duplicate_sessions: raw
+                .duplicate_sessions
+                .unwrap_or(defaults.duplicate_sessions),
+            presence_missing: raw.presence_missing.unwrap_or(defaults.presence_missing),
+            lost_writes: raw.lost_writes.unwrap_or(defaults.lost_writes),
+            http_error_ratio,
+            failover: duration_or(&raw.failover, "failover", defaults.failover)?,
+        })
+    }
+
+    /// One timeline entry: exactly one action key, and only that action's parameters.
+    fn entry(&self, raw: &RawEntry, path: &KeyPath) -> Result<Entry, PlanError> {
+        let at = self.duration(&raw.at, &path.key("at"))?;
+        let named: Vec<ActionKind> = [
+            (ActionKind::Kill, raw.kill.is_some()),
+            (ActionKind::Stop, raw.stop.is_some()),
+            (ActionKind::Start, raw.start.is_some()),
+            (ActionKind::Restart, raw.restart.is_some()),
+            (ActionKind::Rolling, raw.rolling.is_some()),
+            (ActionKind::Pause, raw.pause.is_some()),
+            (ActionKind::Drop, raw.drop.is_some()),
+            (ActionKind::Partition, raw.partition.is_some()),
+            (ActionKind::Latency, raw.latency.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(kind, set)| set.then_some(kind))
+        .collect();
+        let kind = match named.as_slice() {
+            [kind] => *kind,
+            [] => {
+                return Err(self.err(
+                    path,
+                    "no action (kill, stop, start, restart, rolling, pause, drop, partition or latency)".into(),
+                ))
+            }
+            [first, second, ..] => {
+                return Err(self.err(
+                    &path.key(second.as_str()),
+                    format!("one action per entry, and this one already has `{first}`"),
+                ))
+            }
+        };
+        let key = kind.as_str();
+        let action_path = path.key(key);
+        let allowed: &[&str] = match kind {
+            ActionKind::Rolling => &["gap"],
+            ActionKind::Pause | ActionKind::Partition => &["for"],
+            ActionKind::Latency => &["for", "ms", "jitter"],
+            _ => &[],
+        };
+        for (param, set) in [
+            ("gap", raw.gap.is_some()),
+            ("for", raw.for_.is_some()),
+            ("ms", raw.ms.is_some()),
+            ("jitter", raw.jitter.is_some()),
+        ] {
+            if set && !allowed.contains(&param) {
+                return Err(self.err(
+                    &path.key(param),
+                    format!("`{param}` does not go with `{key}`"),
+                ));
+            }
+        }
+        let hold = || -> Result<Duration, PlanError> {
+            let text = raw.for_.as_deref().ok_or_else(|| {
+                self.err(
+                    &path.key("for"),
+                    format!("`{key}` needs `for` (how long it holds)"),
+                )
+            })?;
+            let d = self.duration(text, &path.key("for"))?;
+            if d.is_zero() {
+                return Err(self.err(
+                    &path.key("for"),
+                    "a fault that holds 0s does nothing".into(),
+                ));
+            }
+            Ok(d)
+        };
+        let target = |text: &Option<String>, allowed: &[Target]| -> Result<Target, PlanError> {
+            let text = text.as_deref().unwrap_or_default();
+            let target: Target = text.parse().map_err(|m| self.err(&action_path, m))?;
+            let fits = allowed
+                .iter()
+                .any(|a| *a == target || matches!((a, target), (Target::Node(_), Target::Node(_))));
+            if !fits {
+                let names: Vec<String> = allowed
+                    .iter()
+                    .map(|a| match a {
+                        Target::Node(_) => "node-N".to_owned(),
+                        other => other.to_string(),
+                    })
+                    .collect();
+                return Err(self.err(
+                    &action_path,
+                    format!(
+                        "`{key}` cannot aim at `{target}` (only {})",
+                        names.join(", ")
+                    ),
+                ));
+            }
+            Ok(target)
+        };
+        const PROCESSES: &[Target] = &[
+            Target::Node(1),
+            Target::Nodes,
+            Target::RandomNode,
+            Target::Postgres,
+            Target::Nats,
+        ];
+        let action = match kind {
+            ActionKind::Kill => Action::Kill(target(&raw.kill, PROCESSES)?),
+            ActionKind::Stop => Action::Stop(target(&raw.stop, PROCESSES)?),
+            ActionKind::Start => Action::Start(target(&raw.start, PROCESSES)?),
+            ActionKind::Restart => Action::Restart(target(&raw.restart, PROCESSES)?),
+            ActionKind::Pause => Action::Pause {
+                target: target(&raw.pause, PROCESSES)?,
+                duration: hold()?,
+            },
+            ActionKind::Rolling => Action::Rolling {
+                target: target(&raw.rolling, &[Target::Nodes])?,
+                gap: match &raw.gap {
+                    Some(text) => self.duration(text, &path.key("gap"))?,
+                    None => Duration::ZERO,
+                },
+            },
+            ActionKind::Drop => Action::Drop(target(
+                &raw.drop,
+                &[Target::Players, Target::Node(1), Target::RandomNode],
+            )?),
+            ActionKind::Partition => Action::Partition {
+                link: self.link(raw.partition.as_deref().unwrap_or_default(), &action_path)?,
+                duration: hold()?,
+            },
+            ActionKind::Latency => {
+                let ms = raw.ms.ok_or_else(|| {
+                    self.err(
+                        &path.key("ms"),
+                        "`latency` needs `ms` (the added delay)".into(),
+                    )
+                })?;
+                if ms == 0 {
+                    return Err(self.err(&path.key("ms"), "a latency of 0 ms does nothing".into()));
+                }
+                Action::Latency {
+                    link: self.link(raw.latency.as_deref().unwrap_or_default(), &action_path)?,
+                    ms,
+                    jitter: raw.jitter.unwrap_or(0),
+                    duration: hold()?,
+                }
+            }
+        };
+        Ok(Entry {
+            at,
+            action,
+            line: locate(self.src, path),
+        })
+    }
+
+    fn link(&self, pair: &[String], path: &KeyPath) -> Result<Link, PlanError> {
+        let [a, b] = pair else {
+            return Err(self.err(
+                path,
+                format!("a link is a pair of targets, not {} of them", pair.len()),
+            ));
+        };
+        let parse = |text: &String, i: usize| {
+            text.parse::<Target>()
+                .map_err(|m| self.err(&path.index(i), m))
+        };
+        let link = Link {
+            a: parse(a, 0)?,
+            b: parse(b, 1)?,
+        };
+        let (node, peer) = link.ends();
+        let peer_fits = matches!(peer, Target::Postgres | Target::Nats | Target::Players);
+        if !node.is_node() || !peer_fits {
+            return Err(self.err(
+                path,
+                format!(
+                    "`[{}, {}]` is not a link: pair a node (node-N, nodes, random-node) with postgres, nats or players",
+                    link.a, link.b
+                ),
+            ));
+        }
+        Ok(link)
+    }
+
+    /// Refuses an action aimed at something the topology does not have.
+    fn reachable(
+        &self,
+        action: &Action,
+        services: &Services,
+        load: &Load,
+        path: &KeyPath,
+    ) -> Result<(), PlanError> {
+        let key = path.key(action.kind().as_str());
+        let targets: Vec<(Target, KeyPath)> = match action {
+            Action::Partition { link, .. } | Action::Latency { link, .. } => {
+                vec![(link.a, key.index(0)), (link.b, key.index(1))]
+            }
+            _ => action
+                .target()
+                .map(|t| (t, key.clone()))
+                .into_iter()
+                .collect(),
+        };
+        for (target, at) in targets {
+            let missing = match target {
+                Target::Node(n) if n > services.nodes.count => Some(format!(
+                    "there is no node-{n}: services.nodes.count is {}",
+                    services.nodes.count
+                )),
+                Target::Postgres if services.postgres.is_none() => {
+                    Some("the topology has no postgres (services.postgres)".to_owned())
+                }
+                Target::Nats if services.nats.is_none() => {
+                    Some("the topology has no nats (services.nats)".to_owned())
+                }
+                _ => None,
+            };
+            if let Some(message) = missing {
+                return Err(self.err(&at, message));
+            }
+        }
+        let cuts_players = matches!(action, Action::Drop(_))
+            || matches!(action, Action::Partition { link, .. } | Action::Latency { link, .. }
+                if link.ends().1 == Target::Players);
+        if cuts_players && !load.through_proxy {
+            return Err(self.err(
+                &key,
+                format!(
+                    "`{}` reaches players through the fault proxy: set `load.through_proxy: true`",
+                    action.kind()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::raw;
+    use super::*;
+
+    fn check(src: &str) -> Result<Plan, PlanError> {
+        validate(raw::parse(src)?, src)
+    }
+
+    fn refused(src: &str) -> (usize, String, String) {
+        match check(src) {
+            Err(PlanError::Invalid { line, key, message }) => (line, key, message),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    const SINGLE: &str = "name: one\nload: {players: 10, through_proxy: true}\n";
+
+    #[test]
+    fn a_minimal_plan_takes_the_defaults() {
+        let plan = check(SINGLE).unwrap();
+        assert_eq!(plan.seed, 1);
+        assert_eq!(plan.store, Store::Sqlite);
+        assert_eq!(plan.services.nodes.count, 1);
+        assert_eq!(plan.services.nodes.drain_timeout, Duration::from_secs(5));
+        assert_eq!(plan.settle, Duration::from_secs(30));
+        assert_eq!(plan.checks, Limits::default());
+        assert_eq!(plan.load.login_rate, 200);
+    }
+
+    #[test]
+    fn a_bad_name_is_refused() {
+        let (line, key, _) = refused("name: Node_Crash\nload: {players: 1}\n");
+        assert_eq!((line, key.as_str()), (1, "name"));
+    }
+
+    #[test]
+    fn two_actions_in_one_entry_are_refused() {
+        let src = format!("{SINGLE}timeline:\n  - {{ at: 1s, kill: node-1, start: node-1 }}\n");
+        let (line, key, _) = refused(&src);
+        assert_eq!((line, key.as_str()), (4, "timeline[0].start"));
+    }
+
+    #[test]
+    fn a_parameter_of_another_action_is_refused() {
+        let src = format!("{SINGLE}timeline:\n  - at: 1s\n    kill: node-1\n    gap: 2s\n");
+        let (line, key, _) = refused(&src);
+        assert_eq!((line, key.as_str()), (6, "timeline[0].gap"));
+    }
+
+    #[test]
+    fn a_pause_needs_its_for() {
+        let src = format!("{SINGLE}timeline:\n  - {{ at: 1s, pause: node-1 }}\n");
+        let (line, key, _) = refused(&src);
+        assert_eq!((line, key.as_str()), (4, "timeline[0].for"));
+    }
+
+    #[test]
+    fn a_node_beyond_the_count_is_refused() {
+        let src = format!("{SINGLE}timeline:\n  - {{ at: 1s, kill: node-2 }}\n");
+        let (line, key, message) = refused(&src);
+        assert_eq!((line, key.as_str()), (4, "timeline[0].kill"));
+        assert!(message.contains("no node-2"), "{message}");
+    }
+
+    #[test]
+    fn a_service_the_topology_lacks_is_refused() {
+        let src = format!("{SINGLE}timeline:\n  - {{ at: 1s, pause: nats, for: 2s }}\n");
+        let (_, key, _) = refused(&src);
+        assert_eq!(key, "timeline[0].pause");
+        let src = format!(
+            "{SINGLE}timeline:\n  - {{ at: 1s, partition: [node-1, postgres], for: 2s }}\n"
+        );
+        let (_, key, _) = refused(&src);
+        assert_eq!(key, "timeline[0].partition[1]");
+    }
+
+    #[test]
+    fn a_link_needs_a_node_and_a_peer() {
+        let src = format!(
+            "{SINGLE}timeline:\n  - {{ at: 1s, latency: [postgres, nats], ms: 5, for: 2s }}\n"
+        );
+        let (_, key, _) = refused(&src);
+        assert_eq!(key, "timeline[0].latency");
+    }
+
+    #[test]
+    fn dropping_players_needs_the_proxy() {
+        let src = "name: x\nload: {players: 10}\ntimeline:\n  - { at: 1s, drop: players }\n";
+        let (line, key, _) = refused(src);
+        assert_eq!((line, key.as_str()), (4, "timeline[0].drop"));
+    }
+
+    #[test]
+    fn a_cluster_needs_postgres_and_nats() {
+        let (line, key, _) =
+            refused("name: x\nstore: sqlite\nservices:\n  nodes: {count: 2}\nload: {players: 1}\n");
+        assert_eq!((line, key.as_str()), (2, "store"));
+        let (line, key, _) =
+            refused("name: x\nservices:\n  nodes:\n    count: 2\nload: {players: 1}\n");
+        assert_eq!((line, key.as_str()), (4, "services.nodes.count"));
+        let (_, key, _) = refused(
+            "name: x\nstore: postgres\nservices:\n  postgres:\n  nodes: {count: 2}\nload: {players: 1}\n",
+        );
+        assert_eq!(key, "services.nats");
+    }
+
+    #[test]
+    fn nats_on_sqlite_is_refused() {
+        let (line, key, _) = refused("name: x\nservices:\n  nats: {}\nload: {players: 1}\n");
+        assert_eq!((line, key.as_str()), (3, "services.nats"));
+    }
+
+    #[test]
+    fn env_values_become_strings() {
+        let plan = check(
+            "name: x\nservices:\n  nodes:\n    env: {PORT: 8080, DEBUG: true, NAME: a}\nload: {players: 1}\n",
+        )
+        .unwrap();
+        let env = &plan.services.nodes.env;
+        assert_eq!(env["PORT"], "8080");
+        assert_eq!(env["DEBUG"], "true");
+        assert_eq!(env["NAME"], "a");
+    }
+
+    #[test]
+    fn duplicate_client_names_are_refused() {
+        let src = format!("{SINGLE}clients:\n  - {{name: a, cmd: x}}\n  - {{name: a, cmd: y}}\n");
+        let (line, key, _) = refused(&src);
+        assert_eq!((line, key.as_str()), (5, "clients[1].name"));
+    }
+
+    #[test]
+    fn an_impossible_ratio_is_refused() {
+        let src = format!("{SINGLE}checks:\n  http_error_ratio: 2\n");
+        let (line, key, _) = refused(&src);
+        assert_eq!((line, key.as_str()), (4, "checks.http_error_ratio"));
+    }
+}

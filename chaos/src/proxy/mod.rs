@@ -1,0 +1,39 @@
+//! The in-process fault proxy (toxiproxy-style): a proxy per link of the topology listens on a
+//! loopback port and forwards to its upstream; faults are set on it and removed again.
+//!
+//! - `listener`: the proxy and its controls.
+//! - `connection`: one proxied connection (hold, connect, two links, reset).
+//! - `link`: one direction of a connection, through the faults.
+//! - [`fault`]: cut, latency and reset, one file each.
+//! - `counters`: connections and bytes.
+//! - `name`: link names; `set`: every proxy of a topology by link name.
+
+mod connection;
+mod counters;
+pub mod fault;
+mod link;
+mod listener;
+mod name;
+mod set;
+
+use std::net::SocketAddr;
+
+pub use counters::Stats;
+pub use fault::latency::Latency;
+pub use link::Direction;
+pub use listener::Proxy;
+pub use name::{Endpoint, LinkName};
+pub use set::ProxySet;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("a proxy for {0} exists already")]
+    Duplicate(LinkName),
+    #[error("`{0}` is not a link endpoint (players, node-N, postgres, nats)")]
+    UnknownEndpoint(String),
+}

@@ -1,0 +1,157 @@
+//! `report.json`: the run's verdict in the contract's schema (`anyplay-chaos/report/v1`),
+//! built from the plan and the recorded history.
+
+use serde::Serialize;
+
+use crate::checks::{self, faults, CheckResult, FaultRow};
+use crate::events::{Event, History, Machine, Tick, Tool};
+use crate::plan::Plan;
+
+pub const SCHEMA: &str = "anyplay-chaos/report/v1";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Pass,
+    Fail,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub schema: &'static str,
+    /// The resolved plan, in the same shape as the run's `plan.yaml`.
+    pub plan: serde_json::Value,
+    pub seed: u64,
+    pub tool: Tool,
+    /// `null` when the history has no `run_start` line.
+    pub machine: Option<Machine>,
+    pub started_at: Option<String>,
+    pub verdict: Verdict,
+    pub checks: Vec<CheckResult>,
+    pub faults: Vec<FaultRow>,
+    /// The load crate's own report, as it wrote it (`null` when absent).
+    pub load: serde_json::Value,
+    pub series: Vec<SeriesPoint>,
+}
+
+/// One second of the run: the load's tick with its time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SeriesPoint {
+    pub t: f64,
+    #[serde(flatten)]
+    pub tick: Tick,
+}
+
+impl Report {
+    /// Judges the history against the plan's limits. The seed, tool and machine are the
+    /// run's own (its `run_start` line), not this process's.
+    pub fn build(plan: &Plan, history: &History, load: serde_json::Value) -> Report {
+        let grace = plan.checks.players_back.as_secs_f64();
+        let checks = checks::run_all(history, &plan.checks, &plan.clients);
+        let verdict = if checks.iter().all(|c| c.pass) {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        };
+        let meta = history.meta();
+        Report {
+            schema: SCHEMA,
+            plan: plan.to_json(),
+            seed: meta.map_or(plan.seed, |m| m.seed),
+            tool: meta.map_or_else(Tool::current, |m| m.tool.clone()),
+            machine: meta.map(|m| m.machine.clone()),
+            started_at: meta.map(|m| m.started_at.clone()),
+            verdict,
+            checks,
+            faults: faults::table(history, grace),
+            load,
+            series: history
+                .iter()
+                .filter_map(|(t, e)| match e {
+                    Event::LoadTick(tick) => Some(SeriesPoint {
+                        t: (t * 1000.0).round() / 1000.0,
+                        tick: tick.clone(),
+                    }),
+                    _ => None,
+                })
+                .collect(),
+        }
+    }
+
+    /// The plan's name, for titles.
+    pub fn plan_name(&self) -> &str {
+        self.plan
+            .get("name")
+            .and_then(|n| n.as_str())
+            .unwrap_or("?")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::RunMeta;
+
+    fn plan() -> Plan {
+        Plan::from_yaml("name: tiny\nseed: 3\nload: {players: 2}\n").unwrap()
+    }
+
+    #[test]
+    fn the_report_has_the_contract_fields_in_order() {
+        let history: History = [
+            (0.0, Event::RunStart(RunMeta::now("tiny", 3))),
+            (1.0, Event::LoadTick(Tick::default())),
+        ]
+        .into_iter()
+        .collect();
+        let report = Report::build(&plan(), &history, serde_json::Value::Null);
+        let json = serde_json::to_value(&report).unwrap();
+        let mut keys: Vec<&str> = json
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        let mut expected = [
+            "schema",
+            "plan",
+            "seed",
+            "tool",
+            "machine",
+            "started_at",
+            "verdict",
+            "checks",
+            "faults",
+            "load",
+            "series",
+        ];
+        expected.sort_unstable();
+        assert_eq!(keys, expected);
+        assert_eq!(json["schema"], SCHEMA);
+        assert_eq!(json["seed"], 3);
+        assert_eq!(json["plan"]["name"], "tiny");
+        let point = json["series"][0].as_object().unwrap();
+        for key in [
+            "t",
+            "online",
+            "welcomes",
+            "disconnects",
+            "http_calls",
+            "http_errors",
+            "p99_ms",
+            "presence_p99_ms",
+            "nodes",
+        ] {
+            assert!(point.contains_key(key), "series lacks {key}");
+        }
+    }
+
+    #[test]
+    fn one_failed_check_fails_the_run() {
+        // No samples and no ticks: those checks are unknown, hence failed.
+        let report = Report::build(&plan(), &History::default(), serde_json::Value::Null);
+        assert_eq!(report.verdict, Verdict::Fail);
+        assert_eq!(serde_json::to_value(report.verdict).unwrap(), "fail");
+    }
+}

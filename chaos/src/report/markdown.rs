@@ -1,0 +1,199 @@
+//! `summary.md`: the checks table and the faults table as aligned Markdown, readable in a
+//! terminal as is; the same tables end a run on stdout.
+
+use crate::checks::faults::fmt_num;
+use crate::report::json::{Report, Verdict};
+
+/// The whole summary: a title, the run's identity, then the tables.
+pub fn summary(report: &Report) -> String {
+    let verdict = match report.verdict {
+        Verdict::Pass => "PASS",
+        Verdict::Fail => "FAIL",
+    };
+    let mut out = format!("# anyplay-chaos: {} — {verdict}\n\n", report.plan_name());
+    out.push_str(&format!(
+        "seed {} · started {} · anyplay-chaos {} ({})\n\n",
+        report.seed,
+        report.started_at.as_deref().unwrap_or("?"),
+        report.tool.version,
+        report.tool.commit
+    ));
+    out.push_str(&tables(report));
+    out
+}
+
+/// The checks table and the faults table.
+pub fn tables(report: &Report) -> String {
+    let checks: Vec<Vec<String>> = report
+        .checks
+        .iter()
+        .map(|c| {
+            vec![
+                c.name.clone(),
+                c.limit.to_string(),
+                c.value.map_or_else(|| "—".to_owned(), |v| v.to_string()),
+                if c.pass { "pass" } else { "FAIL" }.to_owned(),
+                c.detail.clone(),
+            ]
+        })
+        .collect();
+    let faults: Vec<Vec<String>> = report
+        .faults
+        .iter()
+        .map(|f| {
+            let b = &f.back_s;
+            let back = |v: Option<f64>| match (f.players_hit, v) {
+                (0, _) => "—".to_owned(),
+                (_, Some(s)) => format!("{}s", fmt_num(s)),
+                (_, None) => "never".to_owned(),
+            };
+            vec![
+                format!("{}s", fmt_num(f.at)),
+                f.action.to_string(),
+                f.target.clone(),
+                f.players_hit.to_string(),
+                back(b.p50),
+                back(b.p90),
+                back(b.p95),
+                back(b.p99),
+                back(b.p100),
+                f.errors.to_string(),
+            ]
+        })
+        .collect();
+    let mut out = String::from("## Checks\n\n");
+    out.push_str(&table(
+        &["check", "limit", "value", "result", "detail"],
+        &[false, true, true, false, false],
+        &checks,
+    ));
+    out.push_str("\n## Faults\n\n");
+    if faults.is_empty() {
+        out.push_str("(no actions)\n");
+    } else {
+        out.push_str(&table(
+            &[
+                "at",
+                "action",
+                "target",
+                "players hit",
+                "50%",
+                "90%",
+                "95%",
+                "99%",
+                "100%",
+                "errors",
+            ],
+            &[true, false, false, true, true, true, true, true, true, true],
+            &faults,
+        ));
+    }
+    out
+}
+
+/// A Markdown table padded so its columns line up in a terminal.
+fn table(headers: &[&str], right: &[bool], rows: &[Vec<String>]) -> String {
+    let cell = |text: &str| text.replace('|', "\\|");
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| cell(c)).collect())
+        .collect();
+    let widths: Vec<usize> = headers
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            rows.iter()
+                .map(|r| r.get(i).map_or(0, |c| c.chars().count()))
+                .chain([h.chars().count(), 3])
+                .max()
+                .unwrap_or(3)
+        })
+        .collect();
+    let line = |cells: Vec<String>| -> String {
+        let padded: Vec<String> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let pad = widths[i].saturating_sub(c.chars().count());
+                if right.get(i).copied().unwrap_or(false) {
+                    format!("{}{c}", " ".repeat(pad))
+                } else {
+                    format!("{c}{}", " ".repeat(pad))
+                }
+            })
+            .collect();
+        format!("| {} |\n", padded.join(" | "))
+    };
+    let mut out = line(headers.iter().map(|h| (*h).to_owned()).collect());
+    let rule: Vec<String> = widths
+        .iter()
+        .zip(right.iter().copied().chain(std::iter::repeat(false)))
+        .map(|(w, r)| {
+            if r {
+                format!("{}:", "-".repeat(w + 1))
+            } else {
+                "-".repeat(w + 2)
+            }
+        })
+        .collect();
+    out.push_str(&format!("|{}|\n", rule.join("|")));
+    for row in rows {
+        out.push_str(&line(row));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{Event, History};
+    use crate::plan::{ActionKind, Plan};
+
+    #[test]
+    fn the_summary_shows_both_tables_aligned() {
+        let plan = Plan::from_yaml("name: tiny\nload: {players: 2, through_proxy: true}\ntimeline:\n  - {at: 1s, drop: players}\n").unwrap();
+        let history: History = [
+            (
+                1.0,
+                Event::ActionStart {
+                    action: ActionKind::Drop,
+                    target: "players".into(),
+                    at: 1.0,
+                },
+            ),
+            (
+                1.1,
+                Event::PlayerLost {
+                    account: 1,
+                    node: "node-1".into(),
+                    reason: "reset".into(),
+                },
+            ),
+            (
+                2.6,
+                Event::PlayerBack {
+                    account: 1,
+                    node: "node-1".into(),
+                },
+            ),
+        ]
+        .into_iter()
+        .collect();
+        let report = Report::build(&plan, &history, serde_json::Value::Null);
+        let text = summary(&report);
+        assert!(text.starts_with("# anyplay-chaos: tiny — FAIL"), "{text}");
+        assert!(text.contains("| players_back "), "{text}");
+        assert!(text.contains("1.6s"), "{text}");
+        // Every line of a table has the same width.
+        for block in text.split("\n\n").filter(|b| b.starts_with('|')) {
+            let widths: Vec<usize> = block.lines().map(|l| l.chars().count()).collect();
+            assert!(widths.windows(2).all(|w| w[0] == w[1]), "{block}");
+        }
+    }
+
+    #[test]
+    fn pipes_in_details_are_escaped() {
+        let out = table(&["a"], &[false], &[vec!["x|y".to_owned()]]);
+        assert!(out.contains("x\\|y"));
+    }
+}

@@ -1,0 +1,122 @@
+//! Supervision of a topology's services: a registry of [`Service`] handles driven through a
+//! [`Backend`], one channel of [`ServiceEvent`]s for the run's history, and `shutdown_all`.
+//!
+//! - [`state`]: the lifecycle state machine.
+//! - [`event`]: what is reported, and when.
+//! - [`spec`]: what to run and how to tell it is ready.
+//! - [`ready`]: the readiness probes.
+//! - [`service`]: the handle: start / stop / kill / pause / resume / wait-exit.
+//! - [`services`]: builders for PostgreSQL, NATS and cloud nodes.
+//! - [`signals`]: the supervisor's own Ctrl-C / SIGTERM.
+
+pub mod event;
+pub mod ready;
+pub mod service;
+pub mod services;
+pub mod signals;
+pub mod spec;
+pub mod state;
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+pub use event::{ServiceEvent, ServiceEventKind};
+pub use ready::Probe;
+pub use service::{Service, ServiceError};
+pub use spec::ServiceSpec;
+pub use state::State;
+
+use crate::backend::Backend;
+
+/// Owns every service of a run. Dropping it SIGKILLs whatever is still running.
+pub struct Supervisor {
+    backend: Arc<dyn Backend>,
+    events: mpsc::UnboundedSender<ServiceEvent>,
+    services: Mutex<Vec<Service>>,
+}
+
+impl Supervisor {
+    /// A supervisor and the receiving end of its services' events.
+    pub fn new(backend: Arc<dyn Backend>) -> (Self, mpsc::UnboundedReceiver<ServiceEvent>) {
+        let (events, receiver) = mpsc::unbounded_channel();
+        let supervisor = Supervisor {
+            backend,
+            events,
+            services: Mutex::new(Vec::new()),
+        };
+        (supervisor, receiver)
+    }
+
+    /// Registers a service (state `Pending`); `Service::start` launches it.
+    pub async fn add(&self, spec: ServiceSpec) -> Result<Service, ServiceError> {
+        if self.service(&spec.name).is_some() {
+            return Err(ServiceError::Duplicate(spec.name));
+        }
+        let unit = self
+            .backend
+            .create(spec.name.clone(), spec.command.clone())
+            .await
+            .map_err(|source| ServiceError::Backend {
+                service: spec.name.clone(),
+                source,
+            })?;
+        let service = Service::new(spec, unit, self.events.clone());
+        let mut services = self.lock();
+        // Checked again: another task may have added the same name while we awaited.
+        if services.iter().any(|s| s.name() == service.name()) {
+            return Err(ServiceError::Duplicate(service.name().to_owned()));
+        }
+        services.push(service.clone());
+        Ok(service)
+    }
+
+    pub fn service(&self, name: &str) -> Option<Service> {
+        self.lock().iter().find(|s| s.name() == name).cloned()
+    }
+
+    /// Every service, in the order they were added.
+    pub fn services(&self) -> Vec<Service> {
+        self.lock().clone()
+    }
+
+    /// Ends every live service at once: SIGTERM, SIGKILL after `grace`. Never fails: what does
+    /// not stop in time is killed; errors are logged.
+    pub async fn shutdown_all(&self, grace: Duration) {
+        let mut stopping = JoinSet::new();
+        for service in self.services() {
+            stopping.spawn(async move {
+                let outcome = match service.state() {
+                    // Someone else is stopping it already: give it the same grace, then kill.
+                    State::Stopping => match tokio::time::timeout(grace, service.wait_exit()).await
+                    {
+                        Ok(exit) => Ok(exit),
+                        Err(_) => service.kill().await,
+                    },
+                    state if state.is_live() => service.stop(grace).await,
+                    _ => return,
+                };
+                if let Err(error) = outcome {
+                    tracing::warn!(%error, "shutdown: killing {}", service.name());
+                    service.kill_now();
+                }
+            });
+        }
+        while stopping.join_next().await.is_some() {}
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Service>> {
+        // A list of handles stays valid even if a holder panicked.
+        self.services.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        for service in self.lock().iter() {
+            service.kill_now();
+        }
+    }
+}

@@ -1,0 +1,442 @@
+//! A service handle: start (returns once ready), stop with a grace, kill, pause, resume and
+//! wait for the exit, each a checked move of the service's state, each reported as an event.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, watch};
+use tokio::time::timeout;
+
+use super::event::{ServiceEvent, ServiceEventKind};
+use super::ready::{self, Probe, ProbeError};
+use super::spec::ServiceSpec;
+use super::state::{State, Step};
+use crate::backend::{BackendError, Exit, Op, Unit};
+
+/// How long a SIGKILLed instance may take to be seen gone before we call it unkillable.
+const KILL_WAIT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    #[error("{service}: {source}")]
+    Backend {
+        service: String,
+        source: BackendError,
+    },
+    #[error("{service} is {state}, so it cannot {action}")]
+    WrongState {
+        service: String,
+        state: State,
+        action: &'static str,
+    },
+    #[error("{service} was not ready within {limit:?} (last probe: {last}); see {}", log.display())]
+    NotReady {
+        service: String,
+        limit: Duration,
+        last: ProbeError,
+        log: PathBuf,
+    },
+    #[error("{service} ended with {exit} before it was ready; see {}", log.display())]
+    ExitedWhileStarting {
+        service: String,
+        exit: Exit,
+        log: PathBuf,
+    },
+    #[error("{service} was {state} before it was ready")]
+    Interrupted { service: String, state: State },
+    #[error("{service} did not exit within {KILL_WAIT:?} of SIGKILL")]
+    Unkillable { service: String },
+    #[error("a service named {0} exists already")]
+    Duplicate(String),
+}
+
+/// A cheap, cloneable handle on one supervised service.
+#[derive(Clone)]
+pub struct Service {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: String,
+    unit: Box<dyn Unit>,
+    probe: Probe,
+    ready_timeout: Duration,
+    state: watch::Sender<State>,
+    events: mpsc::UnboundedSender<ServiceEvent>,
+}
+
+impl Service {
+    pub(crate) fn new(
+        spec: ServiceSpec,
+        unit: Box<dyn Unit>,
+        events: mpsc::UnboundedSender<ServiceEvent>,
+    ) -> Self {
+        Service {
+            inner: Arc::new(Inner {
+                name: spec.name,
+                unit,
+                probe: spec.probe,
+                ready_timeout: spec.ready_timeout,
+                state: watch::Sender::new(State::Pending),
+                events,
+            }),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    pub fn state(&self) -> State {
+        self.inner.state.borrow().clone()
+    }
+
+    /// Every state change from now on.
+    pub fn subscribe(&self) -> watch::Receiver<State> {
+        self.inner.state.subscribe()
+    }
+
+    pub fn log_path(&self) -> &Path {
+        self.inner.unit.log_path()
+    }
+
+    /// Launches the service and returns once its probe passes. On a failed start nothing of it is
+    /// left running: an instance that is not ready in time is SIGKILLed.
+    pub async fn start(&self) -> Result<(), ServiceError> {
+        let previous = self
+            .step(Step::Start)
+            .map_err(|state| self.wrong(state, "start"))?;
+        let started = match self.inner.unit.start().await {
+            Ok(started) => started,
+            Err(source) => {
+                self.inner.state.send_if_modified(|state| {
+                    let undo = *state == State::Starting;
+                    if undo {
+                        *state = previous;
+                    }
+                    undo
+                });
+                return Err(self.backend(source));
+            }
+        };
+        self.emit(ServiceEventKind::Started(started.id));
+        let watcher = self.clone();
+        tokio::spawn(async move {
+            let exit = started.exit.await;
+            // A start always ends with an exit, and only live states can be left by it.
+            let _ = watcher.step(Step::Exit(exit));
+        });
+
+        let mut states = self.subscribe();
+        tokio::select! {
+            ready = ready::wait_ready(&self.inner.probe, self.inner.ready_timeout) => match ready {
+                Ok(()) => self.step(Step::Ready).map(drop).map_err(|state| match state {
+                    State::Exited(exit) => self.exited_while_starting(exit),
+                    state => ServiceError::Interrupted { service: self.inner.name.clone(), state },
+                }),
+                Err(last) => {
+                    self.send(Op::Kill).await?;
+                    self.wait_killed().await?;
+                    Err(ServiceError::NotReady {
+                        service: self.inner.name.clone(),
+                        limit: self.inner.ready_timeout,
+                        last,
+                        log: self.log_path().to_owned(),
+                    })
+                }
+            },
+            exit = exited(&mut states) => Err(self.exited_while_starting(exit)),
+        }
+    }
+
+    /// SIGTERM to the whole tree (and SIGCONT when paused, so it can act on it); SIGKILL once
+    /// `grace` has passed. Returns how it ended.
+    pub async fn stop(&self, grace: Duration) -> Result<Exit, ServiceError> {
+        let previous = self
+            .step(Step::Stop)
+            .map_err(|state| self.wrong(state, "stop"))?;
+        self.send(Op::Terminate).await?;
+        if previous == State::Paused {
+            self.send(Op::Resume).await?;
+        }
+        match timeout(grace, self.wait_exit()).await {
+            Ok(exit) => Ok(exit),
+            Err(_) => {
+                self.send(Op::Kill).await?;
+                self.wait_killed().await
+            }
+        }
+    }
+
+    /// SIGKILL to the whole tree; returns once the exit is recorded.
+    pub async fn kill(&self) -> Result<Exit, ServiceError> {
+        let state = self.state();
+        if !state.is_live() {
+            return Err(self.wrong(state, "be killed"));
+        }
+        self.send(Op::Kill).await?;
+        self.wait_killed().await
+    }
+
+    /// SIGSTOP to the whole tree.
+    pub async fn pause(&self) -> Result<(), ServiceError> {
+        self.step(Step::Pause)
+            .map_err(|state| self.wrong(state, "pause"))?;
+        self.send(Op::Pause).await
+    }
+
+    /// SIGCONT to the whole tree.
+    pub async fn resume(&self) -> Result<(), ServiceError> {
+        self.step(Step::Resume)
+            .map_err(|state| self.wrong(state, "resume"))?;
+        self.send(Op::Resume).await
+    }
+
+    /// The current instance's exit: at once when it has exited, else when it does.
+    pub async fn wait_exit(&self) -> Exit {
+        exited(&mut self.subscribe()).await
+    }
+
+    /// SIGKILL without waiting, for `Drop` paths.
+    pub(crate) fn kill_now(&self) {
+        if self.state().is_live() {
+            self.inner.unit.kill_now();
+        }
+    }
+
+    /// Applies `step` if the current state allows it and reports it in the same critical
+    /// section, so events keep the order of the states. Returns the state before, or the state
+    /// that refused the step.
+    fn step(&self, step: Step) -> Result<State, State> {
+        let mut outcome = Err(State::Pending);
+        self.inner
+            .state
+            .send_if_modified(|state| match state.next(&step) {
+                Some(next) => {
+                    let before = std::mem::replace(state, next);
+                    if let Some(kind) = event_of(&step) {
+                        self.emit(kind);
+                    }
+                    outcome = Ok(before);
+                    true
+                }
+                None => {
+                    outcome = Err(state.clone());
+                    false
+                }
+            });
+        outcome
+    }
+
+    fn emit(&self, kind: ServiceEventKind) {
+        // Nobody listening is fine: the events are a report, not a control path.
+        let _ = self.inner.events.send(ServiceEvent {
+            service: self.inner.name.clone(),
+            kind,
+            at: Instant::now(),
+        });
+    }
+
+    async fn send(&self, op: Op) -> Result<(), ServiceError> {
+        self.inner
+            .unit
+            .send(op)
+            .await
+            .map_err(|source| self.backend(source))
+    }
+
+    async fn wait_killed(&self) -> Result<Exit, ServiceError> {
+        timeout(KILL_WAIT, self.wait_exit())
+            .await
+            .map_err(|_| ServiceError::Unkillable {
+                service: self.inner.name.clone(),
+            })
+    }
+
+    fn wrong(&self, state: State, action: &'static str) -> ServiceError {
+        ServiceError::WrongState {
+            service: self.inner.name.clone(),
+            state,
+            action,
+        }
+    }
+
+    fn backend(&self, source: BackendError) -> ServiceError {
+        ServiceError::Backend {
+            service: self.inner.name.clone(),
+            source,
+        }
+    }
+
+    fn exited_while_starting(&self, exit: Exit) -> ServiceError {
+        ServiceError::ExitedWhileStarting {
+            service: self.inner.name.clone(),
+            exit,
+            log: self.log_path().to_owned(),
+        }
+    }
+}
+
+fn event_of(step: &Step) -> Option<ServiceEventKind> {
+    match step {
+        // `Started` carries the instance id, known only after the launch.
+        Step::Start => None,
+        Step::Ready => Some(ServiceEventKind::Up),
+        Step::Pause => Some(ServiceEventKind::Paused),
+        Step::Resume => Some(ServiceEventKind::Resumed),
+        Step::Stop => Some(ServiceEventKind::Stopping),
+        Step::Exit(exit) => Some(ServiceEventKind::Exit(exit.clone())),
+    }
+}
+
+/// Waits until `states` shows an exit.
+async fn exited(states: &mut watch::Receiver<State>) -> Exit {
+    loop {
+        if let State::Exited(exit) = &*states.borrow_and_update() {
+            return exit.clone();
+        }
+        if states.changed().await.is_err() {
+            // The sender lives in the service itself; this is only reachable while it is dropped.
+            return Exit::Unknown("the service was dropped".into());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::{BoxFuture, Command, InstanceId, Started};
+    use nix::sys::signal::Signal;
+    use std::sync::Mutex;
+    use tokio::sync::oneshot;
+
+    /// A fake child: records what it was sent and exits as a real process would react to it.
+    #[derive(Default)]
+    struct Fake {
+        sent: Mutex<Vec<Op>>,
+        exit: Mutex<Option<oneshot::Sender<Exit>>>,
+        /// Like a program that traps SIGTERM.
+        ignore_terminate: bool,
+    }
+
+    impl Unit for Arc<Fake> {
+        fn start(&self) -> BoxFuture<'_, Result<Started, BackendError>> {
+            let (tx, rx) = oneshot::channel();
+            *self.exit.lock().expect("lock") = Some(tx);
+            Box::pin(async move {
+                Ok(Started {
+                    id: InstanceId::Pid(42),
+                    exit: Box::pin(async move { rx.await.unwrap_or(Exit::Code(-1)) }),
+                })
+            })
+        }
+
+        fn send(&self, op: Op) -> BoxFuture<'_, Result<(), BackendError>> {
+            self.sent.lock().expect("lock").push(op);
+            let exit = match op {
+                Op::Kill => Some(Exit::Signal(Signal::SIGKILL)),
+                Op::Terminate if !self.ignore_terminate => Some(Exit::Code(0)),
+                _ => None,
+            };
+            if let Some(exit) = exit {
+                if let Some(tx) = self.exit.lock().expect("lock").take() {
+                    let _ = tx.send(exit);
+                }
+            }
+            Box::pin(std::future::ready(Ok(())))
+        }
+
+        fn kill_now(&self) {}
+
+        fn log_path(&self) -> &Path {
+            Path::new("/dev/null")
+        }
+    }
+
+    fn service(fake: &Arc<Fake>) -> (Service, mpsc::UnboundedReceiver<ServiceEvent>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let spec = ServiceSpec::new("fake", Command::new("fake", "/dev/null"), Probe::Launched);
+        (Service::new(spec, Box::new(Arc::clone(fake)), tx), rx)
+    }
+
+    fn kinds(rx: &mut mpsc::UnboundedReceiver<ServiceEvent>) -> Vec<ServiceEventKind> {
+        std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|event| event.kind)
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn start_pause_resume_stop() {
+        let fake = Arc::new(Fake::default());
+        let (service, mut events) = service(&fake);
+        service.start().await.expect("start");
+        assert_eq!(service.state(), State::Running);
+        assert!(matches!(
+            service.start().await,
+            Err(ServiceError::WrongState { .. })
+        ));
+        service.pause().await.expect("pause");
+        assert_eq!(service.state(), State::Paused);
+        let exit = service.stop(Duration::from_secs(5)).await.expect("stop");
+        assert_eq!(exit, Exit::Code(0));
+        assert_eq!(service.state(), State::Exited(Exit::Code(0)));
+        // A paused service is continued after SIGTERM so that it can act on it.
+        assert_eq!(
+            *fake.sent.lock().expect("lock"),
+            vec![Op::Pause, Op::Terminate, Op::Resume]
+        );
+        assert_eq!(
+            kinds(&mut events),
+            vec![
+                ServiceEventKind::Started(InstanceId::Pid(42)),
+                ServiceEventKind::Up,
+                ServiceEventKind::Paused,
+                ServiceEventKind::Stopping,
+                ServiceEventKind::Exit(Exit::Code(0)),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn stop_escalates_after_the_grace() {
+        let fake = Arc::new(Fake {
+            ignore_terminate: true,
+            ..Fake::default()
+        });
+        let (service, _events) = service(&fake);
+        service.start().await.expect("start");
+        let asked = Instant::now();
+        let exit = service
+            .stop(Duration::from_millis(100))
+            .await
+            .expect("stop");
+        assert_eq!(exit, Exit::Signal(Signal::SIGKILL));
+        assert!(asked.elapsed() >= Duration::from_millis(100));
+        assert_eq!(
+            *fake.sent.lock().expect("lock"),
+            vec![Op::Terminate, Op::Kill]
+        );
+    }
+
+    #[tokio::test]
+    async fn restarts_after_a_kill() {
+        let fake = Arc::new(Fake::default());
+        let (service, _events) = service(&fake);
+        assert!(matches!(
+            service.kill().await,
+            Err(ServiceError::WrongState { .. })
+        ));
+        service.start().await.expect("start");
+        assert_eq!(
+            service.kill().await.expect("kill"),
+            Exit::Signal(Signal::SIGKILL)
+        );
+        assert!(matches!(
+            service.resume().await,
+            Err(ServiceError::WrongState { .. })
+        ));
+        service.start().await.expect("start again");
+        assert_eq!(service.state(), State::Running);
+    }
+}

@@ -1,0 +1,277 @@
+//! PostgreSQL for a run: `initdb` once into `<run dir>/postgres/data`, then `postgres` on a free
+//! loopback port with settings for a throwaway cluster (no fsync). Both programs refuse to run as
+//! root, so under root they run as the `postgres` system user (Debian's `postgresql` package
+//! creates it).
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use nix::unistd::geteuid;
+use sqlx::postgres::PgConnectOptions;
+
+use super::{find_program, io_error, is_executable, log_path, SetupError};
+use crate::backend::{process, Command, Exit, RunAs};
+use crate::ports::free_port;
+use crate::supervisor::{Probe, ServiceSpec};
+
+/// The service's name in the topology.
+pub const NAME: &str = "postgres";
+/// The database the nodes use; the readiness probe creates it.
+pub const DATABASE: &str = "anyplay";
+/// The cluster's superuser, trusted on loopback (a throwaway cluster needs no password).
+pub const USER: &str = "anyplay";
+/// Connections beyond the nodes' pools: probes, a psql, superuser_reserved_connections (3).
+const HEADROOM: u32 = 10;
+const INITDB_TIMEOUT: Duration = Duration::from_secs(120);
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// Linux's `sun_path` size, terminating NUL included.
+const SOCKET_PATH_MAX: usize = 108;
+
+#[derive(Debug, Clone, Default)]
+pub struct PostgresSettings {
+    /// A free port when `None`.
+    pub port: Option<u16>,
+    /// What the nodes' pools need together (nodes × db_connections); headroom is added.
+    pub max_connections: u32,
+    /// Extra `postgres` arguments, e.g. `["-c", "log_statement=all"]`.
+    pub args: Vec<String>,
+}
+
+/// A prepared cluster: its spec for the supervisor and the URL the nodes use.
+#[derive(Debug, Clone)]
+pub struct Postgres {
+    pub spec: ServiceSpec,
+    pub port: u16,
+    /// `postgres://anyplay@127.0.0.1:PORT/anyplay`
+    pub url: String,
+    pub data_dir: PathBuf,
+}
+
+/// Finds the binaries, creates the cluster unless `<run dir>/postgres/data` holds one already,
+/// and builds the server's command. Nothing is left running.
+pub async fn prepare(run_dir: &Path, settings: &PostgresSettings) -> Result<Postgres, SetupError> {
+    let bin = bin_dir().await?;
+    let user = if geteuid().is_root() {
+        Some(RunAs::lookup("postgres").map_err(|error| {
+            SetupError::NotFound(format!(
+                "{error}: PostgreSQL refuses to run as root and needs the `postgres` system user \
+                 (the `postgresql` package creates it)"
+            ))
+        })?)
+    } else {
+        None
+    };
+    let base = run_dir.join("postgres");
+    let data = base.join("data");
+    let sockets = base.join("sock");
+    for dir in [&base, &sockets] {
+        std::fs::create_dir_all(dir).map_err(io_error(dir))?;
+        if let Some(user) = &user {
+            user.chown(dir).map_err(io_error(dir))?;
+        }
+    }
+    if let Some(user) = &user {
+        check_reachable(&base, user)?;
+    }
+    check_socket_path(&sockets)?;
+
+    let log = log_path(run_dir, NAME);
+    if !data.join("PG_VERSION").exists() {
+        let initdb = Command::new(bin.join("initdb"), &log)
+            .args(["-D", utf8(&data)?, "-U", USER, "-A", "trust", "-E", "UTF8"])
+            .args(["--locale=C", "--no-sync"])
+            .cwd(&base)
+            .run_as(user.clone());
+        // On timeout the dropped child is SIGKILLed (kill_on_drop).
+        let exit = tokio::time::timeout(INITDB_TIMEOUT, process::run_to_exit(&initdb, "initdb"))
+            .await
+            .unwrap_or_else(|_| {
+                Ok(Exit::Unknown(format!(
+                    "still running after {INITDB_TIMEOUT:?}"
+                )))
+            })?;
+        if !exit.success() {
+            return Err(SetupError::Failed {
+                what: "initdb",
+                exit,
+                log,
+            });
+        }
+    }
+
+    let port = match settings.port {
+        Some(port) => port,
+        None => free_port().map_err(SetupError::Port)?,
+    };
+    let max_connections = settings.max_connections.saturating_add(HEADROOM);
+    let command = Command::new(bin.join("postgres"), &log)
+        .args(["-D", utf8(&data)?, "-k", utf8(&sockets)?])
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
+        .args(["-c", "full_page_writes=off"])
+        .args(["-c", &format!("max_connections={max_connections}")])
+        .args(settings.args.iter().cloned())
+        .cwd(&base)
+        .run_as(user)
+        // Fast shutdown: SIGTERM (smart) would wait for every node to disconnect.
+        .stop_signal(Signal::SIGINT);
+    let server = PgConnectOptions::new()
+        .host("127.0.0.1")
+        .port(port)
+        .username(USER)
+        .database("postgres");
+    let probe = Probe::Postgres {
+        server: Box::new(server),
+        database: DATABASE.to_owned(),
+    };
+    Ok(Postgres {
+        spec: ServiceSpec::new(NAME, command, probe).ready_timeout(READY_TIMEOUT),
+        port,
+        url: format!("postgres://{USER}@127.0.0.1:{port}/{DATABASE}"),
+        data_dir: data,
+    })
+}
+
+/// The directory holding `initdb` and `postgres`: `pg_config --bindir`, the newest
+/// `/usr/lib/postgresql/*/bin` (Debian keeps initdb off `PATH`), then `PATH`.
+async fn bin_dir() -> Result<PathBuf, SetupError> {
+    let mut candidates = Vec::new();
+    if let Some(pg_config) = find_program("pg_config", &[]) {
+        let output = tokio::process::Command::new(pg_config)
+            .arg("--bindir")
+            .output()
+            .await;
+        if let Ok(output) = output.as_ref().map(|out| &out.stdout) {
+            candidates.push(PathBuf::from(String::from_utf8_lossy(output).trim()));
+        }
+    }
+    candidates.extend(versioned_bin_dirs(Path::new("/usr/lib/postgresql")));
+    if let Some(initdb) = find_program("initdb", &[]) {
+        // /usr/local/bin/initdb may be a symlink into the real directory.
+        let real = std::fs::canonicalize(&initdb).unwrap_or(initdb);
+        candidates.extend(real.parent().map(Path::to_owned));
+    }
+    candidates
+        .into_iter()
+        .find(|dir| is_executable(&dir.join("initdb")) && is_executable(&dir.join("postgres")))
+        .ok_or_else(|| {
+            SetupError::NotFound(
+                "PostgreSQL server programs (initdb, postgres) not found via `pg_config --bindir`, \
+                 /usr/lib/postgresql/*/bin or PATH: install the postgresql package"
+                    .to_owned(),
+            )
+        })
+}
+
+/// `root/<major>/bin` directories, newest major first.
+fn versioned_bin_dirs(root: &Path) -> Vec<PathBuf> {
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir(root)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let major = entry.file_name().to_str()?.parse().ok()?;
+            Some((major, entry.path().join("bin")))
+        })
+        .collect();
+    versions.sort_by_key(|(major, _)| std::cmp::Reverse(*major));
+    versions.into_iter().map(|(_, dir)| dir).collect()
+}
+
+/// Every directory above `dir` must let `user` pass, or initdb fails with a confusing message.
+fn check_reachable(dir: &Path, user: &RunAs) -> Result<(), SetupError> {
+    for ancestor in dir.ancestors().skip(1) {
+        let meta = ancestor.metadata().map_err(io_error(ancestor))?;
+        if !can_enter(meta.mode(), meta.uid(), meta.gid(), user) {
+            return Err(SetupError::Unusable(format!(
+                "the {} user cannot enter {} (mode {:o}); choose a run directory others can \
+                 reach, or `chmod o+x` it",
+                user.name,
+                ancestor.display(),
+                meta.mode() & 0o7777,
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn can_enter(mode: u32, owner: u32, group: u32, user: &RunAs) -> bool {
+    let bit = if owner == user.uid.as_raw() {
+        0o100
+    } else if group == user.gid.as_raw() {
+        0o010
+    } else {
+        0o001
+    };
+    mode & bit != 0
+}
+
+fn check_socket_path(sockets: &Path) -> Result<(), SetupError> {
+    let socket = sockets.join(".s.PGSQL.65535");
+    if socket.as_os_str().len() >= SOCKET_PATH_MAX {
+        return Err(SetupError::Unusable(format!(
+            "the PostgreSQL socket path {} is longer than Linux allows ({} bytes): use a shorter \
+             run directory",
+            socket.display(),
+            SOCKET_PATH_MAX - 1
+        )));
+    }
+    Ok(())
+}
+
+fn utf8(path: &Path) -> Result<&str, SetupError> {
+    path.to_str()
+        .ok_or_else(|| SetupError::Unusable(format!("{} is not valid UTF-8", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::unistd::{Gid, Uid};
+
+    fn user() -> RunAs {
+        RunAs {
+            name: "postgres".into(),
+            uid: Uid::from_raw(101),
+            gid: Gid::from_raw(104),
+        }
+    }
+
+    #[test]
+    fn entering_needs_the_matching_execute_bit() {
+        let user = user();
+        assert!(can_enter(0o755, 0, 0, &user));
+        assert!(!can_enter(0o700, 0, 0, &user));
+        assert!(can_enter(0o700, 101, 0, &user));
+        assert!(can_enter(0o750, 0, 104, &user));
+        assert!(!can_enter(0o705, 0, 104, &user));
+    }
+
+    #[test]
+    fn sorts_versions_newest_first() {
+        let root =
+            std::env::temp_dir().join(format!("anyplay-chaos-pgvers-{}", std::process::id()));
+        for name in ["9", "15", "13", "not-a-version"] {
+            std::fs::create_dir_all(root.join(name)).expect("mkdir");
+        }
+        let dirs = versioned_bin_dirs(&root);
+        let _ = std::fs::remove_dir_all(&root);
+        let expected: Vec<PathBuf> = ["15", "13", "9"]
+            .iter()
+            .map(|v| root.join(v).join("bin"))
+            .collect();
+        assert_eq!(dirs, expected);
+    }
+
+    #[test]
+    fn refuses_socket_paths_linux_cannot_bind() {
+        assert!(check_socket_path(Path::new("/tmp/run/postgres/sock")).is_ok());
+        let long = PathBuf::from("/").join("x".repeat(100));
+        assert!(matches!(
+            check_socket_path(&long),
+            Err(SetupError::Unusable(_))
+        ));
+    }
+}

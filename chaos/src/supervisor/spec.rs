@@ -1,0 +1,35 @@
+//! What the supervisor needs to run one service: its command, its readiness probe and how long
+//! readiness may take.
+
+use std::time::Duration;
+
+use super::ready::Probe;
+use crate::backend::Command;
+
+/// Readiness wait when the builder does not say otherwise.
+pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Debug, Clone)]
+pub struct ServiceSpec {
+    /// Unique in a topology: `postgres`, `nats`, `node-1`, …
+    pub name: String,
+    pub command: Command,
+    pub probe: Probe,
+    pub ready_timeout: Duration,
+}
+
+impl ServiceSpec {
+    pub fn new(name: impl Into<String>, command: Command, probe: Probe) -> Self {
+        ServiceSpec {
+            name: name.into(),
+            command,
+            probe,
+            ready_timeout: DEFAULT_READY_TIMEOUT,
+        }
+    }
+
+    pub fn ready_timeout(mut self, timeout: Duration) -> Self {
+        self.ready_timeout = timeout;
+        self
+    }
+}

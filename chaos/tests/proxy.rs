@@ -1,0 +1,251 @@
+//! The fault proxy over real loopback sockets: forwarding, latency, cut and reset.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyplay_chaos::proxy::{Direction, Endpoint, Latency, LinkName, Proxy};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::timeout;
+
+/// An echo server; counts the connections it accepted.
+async fn echo() -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let (mut read, mut write) = stream.split();
+                let _ = tokio::io::copy(&mut read, &mut write).await;
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+async fn proxied_echo() -> (Proxy, Arc<AtomicUsize>) {
+    let (upstream, accepted) = echo().await;
+    let name = LinkName::new(Endpoint::Players, Endpoint::Node(1));
+    let listen: SocketAddr = ([127, 0, 0, 1], 0).into();
+    let proxy = Proxy::start(name, listen, upstream).await.expect("proxy");
+    (proxy, accepted)
+}
+
+async fn round_trip(stream: &mut TcpStream, message: &[u8]) -> Vec<u8> {
+    stream.write_all(message).await.expect("write");
+    let mut answer = vec![0; message.len()];
+    timeout(Duration::from_secs(10), stream.read_exact(&mut answer))
+        .await
+        .expect("an answer in time")
+        .expect("read");
+    answer
+}
+
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !check() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn forwards_both_ways_and_counts() {
+    let (proxy, accepted) = proxied_echo().await;
+    let mut client = TcpStream::connect(proxy.listen_addr())
+        .await
+        .expect("connect");
+    assert_eq!(round_trip(&mut client, b"hello").await, b"hello");
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    let stats = proxy.stats();
+    assert_eq!(stats.connections_now, 1);
+    assert_eq!(stats.connections_total, 1);
+    assert_eq!(stats.bytes_upstream, 5);
+    assert_eq!(stats.bytes_downstream, 5);
+
+    drop(client);
+    eventually("the closed connection is no longer counted", || {
+        proxy.stats().connections_now == 0
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn latency_adds_at_least_the_delay() {
+    let (proxy, _) = proxied_echo().await;
+    let mut client = TcpStream::connect(proxy.listen_addr())
+        .await
+        .expect("connect");
+    round_trip(&mut client, b"warm").await;
+
+    let delay = Duration::from_millis(150);
+    proxy.set_latency(Latency::new(delay, Duration::from_millis(20)));
+    let sent = Instant::now();
+    round_trip(&mut client, b"slow").await;
+    let took = sent.elapsed();
+    // Each way gets at least delay - jitter.
+    assert!(
+        took >= 2 * Duration::from_millis(130),
+        "round trip {took:?}"
+    );
+
+    proxy.remove_latency();
+    proxy.set_latency_one_way(Direction::Downstream, Latency::new(delay, Duration::ZERO));
+    let sent = Instant::now();
+    round_trip(&mut client, b"half").await;
+    assert!(sent.elapsed() >= delay, "round trip {:?}", sent.elapsed());
+
+    proxy.remove_latency();
+    let sent = Instant::now();
+    round_trip(&mut client, b"fast").await;
+    assert!(sent.elapsed() < delay, "round trip {:?}", sent.elapsed());
+}
+
+#[tokio::test]
+async fn latency_keeps_order() {
+    let (proxy, _) = proxied_echo().await;
+    proxy.set_latency(Latency::new(
+        Duration::from_millis(20),
+        Duration::from_millis(19),
+    ));
+    let mut client = TcpStream::connect(proxy.listen_addr())
+        .await
+        .expect("connect");
+    let mut expected = Vec::new();
+    for i in 0..50u8 {
+        client.write_all(&[i; 3]).await.expect("write");
+        expected.extend([i; 3]);
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let mut answer = vec![0; expected.len()];
+    timeout(Duration::from_secs(10), client.read_exact(&mut answer))
+        .await
+        .expect("in time")
+        .expect("read");
+    assert_eq!(answer, expected);
+}
+
+#[tokio::test]
+async fn a_cut_holds_everything_and_its_removal_delivers_it() {
+    let (proxy, accepted) = proxied_echo().await;
+    let mut old = TcpStream::connect(proxy.listen_addr())
+        .await
+        .expect("connect");
+    round_trip(&mut old, b"before").await;
+
+    proxy.cut();
+    old.write_all(b"during").await.expect("write while cut");
+    let mut answer = [0u8; 6];
+    assert!(
+        timeout(Duration::from_millis(400), old.read_exact(&mut answer))
+            .await
+            .is_err(),
+        "nothing flows while cut"
+    );
+    // New connections are accepted but held: the upstream does not see them.
+    let mut new = TcpStream::connect(proxy.listen_addr())
+        .await
+        .expect("connect while cut");
+    new.write_all(b"newbie").await.expect("write");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "held, not connected upstream"
+    );
+
+    proxy.remove_cut();
+    let mut answer = [0u8; 6];
+    timeout(Duration::from_secs(5), old.read_exact(&mut answer))
+        .await
+        .expect("delivered after the cut")
+        .expect("read");
+    assert_eq!(&answer, b"during");
+    timeout(Duration::from_secs(5), new.read_exact(&mut answer))
+        .await
+        .expect("the held connection goes through")
+        .expect("read");
+    assert_eq!(&answer, b"newbie");
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn reset_all_resets_every_open_connection() {
+    let (proxy, _) = proxied_echo().await;
+    let mut first = TcpStream::connect(proxy.listen_addr())
+        .await
+        .expect("connect");
+    let mut second = TcpStream::connect(proxy.listen_addr())
+        .await
+        .expect("connect");
+    round_trip(&mut first, b"a").await;
+    round_trip(&mut second, b"b").await;
+
+    proxy.reset_all();
+    for client in [&mut first, &mut second] {
+        let mut buf = [0u8; 1];
+        let read = timeout(Duration::from_secs(5), client.read(&mut buf))
+            .await
+            .expect("the reset comes in time");
+        let error = read.expect_err("a reset, not a clean close");
+        assert_eq!(error.kind(), std::io::ErrorKind::ConnectionReset);
+    }
+
+    // Connections made after the reset pass.
+    let mut later = TcpStream::connect(proxy.listen_addr())
+        .await
+        .expect("connect");
+    assert_eq!(round_trip(&mut later, b"again").await, b"again");
+    eventually("only the new connection is open", || {
+        proxy.stats().connections_now == 1
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_reset_also_frees_connections_held_by_a_cut() {
+    let (proxy, accepted) = proxied_echo().await;
+    proxy.cut();
+    let mut held = TcpStream::connect(proxy.listen_addr())
+        .await
+        .expect("connect");
+    eventually("the proxy holds it", || proxy.stats().connections_now == 1).await;
+    proxy.reset_all();
+    let mut buf = [0u8; 1];
+    let read = timeout(Duration::from_secs(5), held.read(&mut buf))
+        .await
+        .expect("in time");
+    assert_eq!(
+        read.expect_err("reset").kind(),
+        std::io::ErrorKind::ConnectionReset
+    );
+    assert_eq!(accepted.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_resets_the_client() {
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .await
+        .and_then(|listener| listener.local_addr())
+        .expect("a port nobody listens on");
+    let name = LinkName::new(Endpoint::Node(1), Endpoint::Nats);
+    let proxy = Proxy::start(name, ([127, 0, 0, 1], 0).into(), closed)
+        .await
+        .expect("proxy");
+    let mut client = TcpStream::connect(proxy.listen_addr())
+        .await
+        .expect("connect");
+    let mut buf = [0u8; 1];
+    let read = timeout(Duration::from_secs(5), client.read(&mut buf))
+        .await
+        .expect("in time");
+    assert_eq!(
+        read.expect_err("reset").kind(),
+        std::io::ErrorKind::ConnectionReset
+    );
+}

@@ -1,0 +1,329 @@
+//! Delivery of events to accounts wherever their connection is.
+//!
+//! One node (`Local`): the hub has every connection, delivery is direct.
+//!
+//! A cluster (`Nats`): every node subscribes to its own subject
+//! `anyplay.node.<node id>`. A router task looks up which node holds each
+//! recipient (the `connections` table, which also carries the one-connection-
+//! per-account rule) and publishes one message per node that has recipients, so
+//! an event never travels to nodes that do not need it. One task handles the
+//! queue in order, so two events to one account arrive in the order they were
+//! made; lookups are batched.
+//!
+//! What a NATS or store outage can lose: events routed while the node is cut
+//! off. Clients catch up with `GET /v1/friends` after their next welcome, as
+//! the contract tells them to; `cloud/API.md` says so.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use async_nats::ConnectOptions;
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+use crate::events::{CloseCode, Hub, Payload};
+use crate::metrics::{BusMetrics, Metrics};
+use crate::store::Store;
+
+/// Largest number of queued deliveries a router handles per store lookup.
+const BATCH: usize = 256;
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot reach NATS at {url}: {source}")]
+pub struct BusError {
+    url: String,
+    source: async_nats::ConnectError,
+}
+
+/// What goes from one node to another.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Wire {
+    /// An event (JSON text, without `seq`) for these accounts.
+    Event { to: Vec<i64>, event: String },
+    /// Close this account's connection (only if it is still `connection_id`, when given).
+    Close {
+        account_id: i64,
+        connection_id: Option<String>,
+        code: u16,
+    },
+}
+
+/// A delivery waiting for the router.
+enum Outgoing {
+    Event { to: Vec<i64>, payload: Payload },
+    Close { account_id: i64, code: CloseCode },
+}
+
+pub enum Bus {
+    Local,
+    Nats(NatsBus),
+}
+
+pub struct NatsBus {
+    client: async_nats::Client,
+    queue: mpsc::UnboundedSender<Outgoing>,
+    metrics: BusMetrics,
+}
+
+fn subject(node: &str) -> String {
+    format!("anyplay.node.{node}")
+}
+
+impl Bus {
+    /// Connects to NATS when a URL is configured; reconnects forever by itself.
+    pub async fn connect(
+        nats_url: Option<&str>,
+        node_id: &str,
+        hub: Arc<Hub>,
+        store: Store,
+        metrics: &Metrics,
+    ) -> Result<Bus, BusError> {
+        let Some(url) = nats_url else {
+            return Ok(Bus::Local);
+        };
+        let bus_metrics = metrics.bus.clone();
+        let reconnects = bus_metrics.reconnects.clone();
+        let client = ConnectOptions::new()
+            .name(node_id)
+            .max_reconnects(None)
+            .retry_on_initial_connect()
+            .event_callback(move |event| {
+                let reconnects = reconnects.clone();
+                async move {
+                    match event {
+                        async_nats::Event::Connected => {
+                            reconnects.inc();
+                            tracing::info!("connected to NATS");
+                        }
+                        async_nats::Event::Disconnected => {
+                            tracing::warn!("lost NATS; reconnecting")
+                        }
+                        other => tracing::debug!(event = %other, "NATS"),
+                    }
+                }
+            })
+            .connect(url)
+            .await
+            .map_err(|source| BusError {
+                url: url.to_string(),
+                source,
+            })?;
+        let (queue, rx) = mpsc::unbounded_channel();
+        tokio::spawn(receive(
+            client.clone(),
+            node_id.to_string(),
+            hub.clone(),
+            bus_metrics.clone(),
+        ));
+        tokio::spawn(route(
+            rx,
+            client.clone(),
+            node_id.to_string(),
+            hub,
+            store,
+            bus_metrics.clone(),
+        ));
+        Ok(Bus::Nats(NatsBus {
+            client,
+            queue,
+            metrics: bus_metrics,
+        }))
+    }
+
+    /// True when delivery to other nodes works (always, for one node).
+    pub fn is_connected(&self) -> bool {
+        match self {
+            Bus::Local => true,
+            Bus::Nats(n) => n.client.connection_state() == async_nats::connection::State::Connected,
+        }
+    }
+
+    /// Delivers an event to each account, wherever it is connected.
+    pub fn send(&self, hub: &Hub, to: &[i64], payload: Payload) {
+        match self {
+            Bus::Local => {
+                for &account in to {
+                    hub.deliver(account, &payload);
+                }
+            }
+            Bus::Nats(n) => {
+                let _ = n.queue.send(Outgoing::Event {
+                    to: to.to_vec(),
+                    payload,
+                });
+            }
+        }
+    }
+
+    /// Closes the account's connection wherever it is.
+    pub fn close(&self, hub: &Hub, account_id: i64, code: CloseCode) {
+        if hub.close_account(account_id, None, code) {
+            return;
+        }
+        if let Bus::Nats(n) = self {
+            let _ = n.queue.send(Outgoing::Close { account_id, code });
+        }
+    }
+
+    /// Tells `node` to close a connection that a newer one replaced.
+    pub async fn close_remote(
+        &self,
+        node: &str,
+        account_id: i64,
+        connection_id: &str,
+        code: CloseCode,
+    ) {
+        if let Bus::Nats(n) = self {
+            let wire = Wire::Close {
+                account_id,
+                connection_id: Some(connection_id.to_string()),
+                code: code.code(),
+            };
+            publish(&n.client, &n.metrics, node, &wire).await;
+        }
+    }
+}
+
+async fn publish(client: &async_nats::Client, metrics: &BusMetrics, node: &str, wire: &Wire) {
+    let Ok(body) = serde_json::to_vec(wire) else {
+        return;
+    };
+    match client.publish(subject(node), body.into()).await {
+        Ok(()) => {
+            metrics.messages_out.inc();
+        }
+        Err(e) => tracing::warn!(node, error = %e, "could not publish to NATS"),
+    }
+}
+
+/// Handles what other nodes send to this one.
+async fn receive(client: async_nats::Client, node: String, hub: Arc<Hub>, metrics: BusMetrics) {
+    let mut sub = loop {
+        match client.subscribe(subject(&node)).await {
+            Ok(sub) => break sub,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot subscribe to NATS; retrying");
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+        }
+    };
+    while let Some(msg) = sub.next().await {
+        metrics.messages_in.inc();
+        match serde_json::from_slice::<Wire>(&msg.payload) {
+            Ok(Wire::Event { to, event }) => {
+                if let Some(payload) = Payload::from_json(&event) {
+                    for account in to {
+                        hub.deliver(account, &payload);
+                    }
+                }
+            }
+            Ok(Wire::Close {
+                account_id,
+                connection_id,
+                code,
+            }) => {
+                if let Some(code) = CloseCode::from_code(code) {
+                    hub.close_account(account_id, connection_id.as_deref(), code);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "unreadable message on the bus"),
+        }
+    }
+}
+
+/// Sends queued deliveries to the nodes that hold their recipients, in order.
+async fn route(
+    mut rx: mpsc::UnboundedReceiver<Outgoing>,
+    client: async_nats::Client,
+    node: String,
+    hub: Arc<Hub>,
+    store: Store,
+    metrics: BusMetrics,
+) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < BATCH {
+            match rx.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        // Recipients connected here need no lookup.
+        let remote: HashSet<i64> = batch
+            .iter()
+            .flat_map(|o| match o {
+                Outgoing::Event { to, .. } => to.clone(),
+                Outgoing::Close { account_id, .. } => vec![*account_id],
+            })
+            .filter(|a| !hub.is_local(*a))
+            .collect();
+        let nodes: HashMap<i64, String> = if remote.is_empty() {
+            HashMap::new()
+        } else {
+            let ids: Vec<i64> = remote.into_iter().collect();
+            match store.connection_nodes(&ids).await {
+                Ok(found) => found.into_iter().collect(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot look up where accounts are connected");
+                    HashMap::new()
+                }
+            }
+        };
+        for outgoing in batch {
+            match outgoing {
+                Outgoing::Event { to, payload } => {
+                    let mut by_node: HashMap<&str, Vec<i64>> = HashMap::new();
+                    for account in to {
+                        if !hub.deliver(account, &payload) {
+                            if let Some(n) = nodes.get(&account).filter(|n| **n != node) {
+                                by_node.entry(n).or_default().push(account);
+                            }
+                        }
+                    }
+                    for (target, to) in by_node {
+                        let wire = Wire::Event {
+                            to,
+                            event: payload.as_str().to_string(),
+                        };
+                        publish(&client, &metrics, target, &wire).await;
+                    }
+                }
+                Outgoing::Close { account_id, code } => {
+                    if let Some(target) = nodes.get(&account_id).filter(|n| **n != node) {
+                        let wire = Wire::Close {
+                            account_id,
+                            connection_id: None,
+                            code: code.code(),
+                        };
+                        publish(&client, &metrics, target, &wire).await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_messages_round_trip() {
+        let w = Wire::Close {
+            account_id: 3,
+            connection_id: Some("c".into()),
+            code: 4001,
+        };
+        let text = serde_json::to_string(&w).unwrap();
+        assert_eq!(
+            text,
+            r#"{"kind":"close","account_id":3,"connection_id":"c","code":4001}"#
+        );
+        assert!(matches!(
+            serde_json::from_str::<Wire>(&text).unwrap(),
+            Wire::Close { code: 4001, .. }
+        ));
+    }
+}

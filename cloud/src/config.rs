@@ -1,0 +1,420 @@
+//! Node configuration: defaults, then a TOML file, then `ANYPLAY_*` environment
+//! variables and flags (a flag wins over its variable, both win over the file).
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use clap::Parser;
+use serde::Deserialize;
+
+/// Where sign-in codes go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MailSinkConfig {
+    /// Append one line per code to this file.
+    Log(PathBuf),
+    /// Keep codes in process (a cloud that runs inside the load harness).
+    Memory,
+}
+
+/// Per-IP request limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimits {
+    pub enabled: bool,
+    /// `POST /v1/auth/email` per IP and per email address, per 15 minutes.
+    pub auth_email_per_15m: u32,
+    /// Every other call, per IP, per minute.
+    pub calls_per_minute: u32,
+}
+
+/// The friend rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FriendLimits {
+    pub max_friends: u32,
+    pub max_outgoing: u32,
+    /// Requests a young account may send per 24 h.
+    pub daily_requests_new: u32,
+    /// Accounts younger than this are "young".
+    pub new_account_age: Duration,
+}
+
+/// Everything a node needs to run.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub ops_listen: SocketAddr,
+    pub database_url: String,
+    pub node_id: String,
+    pub nats_url: Option<String>,
+    pub mail: MailSinkConfig,
+    pub drain_timeout: Duration,
+    pub db_connections: u32,
+    pub admin_token: Option<String>,
+    pub access_token_ttl: Duration,
+    pub rate_limits: RateLimits,
+    pub friend_limits: FriendLimits,
+    pub ping_interval: Duration,
+    pub outbound_queue: usize,
+    pub lease_renew: Duration,
+    pub lease_expiry: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: ([127, 0, 0, 1], 8080).into(),
+            ops_listen: ([127, 0, 0, 1], 9090).into(),
+            database_url: "sqlite:anyplay.db".into(),
+            node_id: "node-1".into(),
+            nats_url: None,
+            mail: MailSinkConfig::Log("mail.log".into()),
+            drain_timeout: Duration::from_secs(5),
+            db_connections: 8,
+            admin_token: None,
+            access_token_ttl: Duration::from_secs(15 * 60),
+            rate_limits: RateLimits {
+                enabled: true,
+                auth_email_per_15m: 10,
+                calls_per_minute: 300,
+            },
+            friend_limits: FriendLimits {
+                max_friends: 500,
+                max_outgoing: 100,
+                daily_requests_new: 10,
+                new_account_age: Duration::from_secs(24 * 3600),
+            },
+            ping_interval: Duration::from_secs(20),
+            outbound_queue: 256,
+            lease_renew: Duration::from_secs(3),
+            lease_expiry: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Problems with the configuration, reported before the node starts.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: Box<toml::de::Error>,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// A duration written as `500ms`, `5s`, `2m` or `1h`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HumanDuration(pub Duration);
+
+impl FromStr for HumanDuration {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        let split = s
+            .find(|c: char| !c.is_ascii_digit() && c != '.')
+            .ok_or_else(|| format!("{s:?} has no unit (use ms, s, m or h)"))?;
+        let (number, unit) = s.split_at(split);
+        let n: f64 = number
+            .parse()
+            .map_err(|_| format!("{s:?} is not a duration like 500ms, 5s or 2m"))?;
+        let secs = match unit {
+            "ms" => n / 1000.0,
+            "s" => n,
+            "m" => n * 60.0,
+            "h" => n * 3600.0,
+            _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
+        };
+        Ok(HumanDuration(Duration::from_secs_f64(secs)))
+    }
+}
+
+impl fmt::Display for HumanDuration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = self.0.as_millis();
+        if ms % 1000 == 0 {
+            write!(f, "{}s", ms / 1000)
+        } else {
+            write!(f, "{ms}ms")
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// How sign-in codes are delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum MailSinkKind {
+    /// Append `<time> to=<email> code=<code>` lines to the --mail-log file.
+    Log,
+    /// Keep codes in memory (only useful when the node runs inside another program).
+    Memory,
+}
+
+/// The command line of `anyplay-cloud`. Every flag also reads an `ANYPLAY_*`
+/// variable, and every flag can be set in the `--config` TOML file under the
+/// same name with underscores (`ops_listen = "127.0.0.1:9090"`).
+#[derive(Debug, Default, Parser, Deserialize)]
+#[command(
+    name = "anyplay-cloud",
+    version,
+    about = "The anyplay game backend node."
+)]
+#[serde(deny_unknown_fields, default)]
+pub struct Args {
+    /// TOML file with any of the settings below (flags and variables override it).
+    #[arg(long, env = "ANYPLAY_CONFIG")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+
+    /// Address of the public API and event WebSockets [default: 127.0.0.1:8080].
+    #[arg(long, env = "ANYPLAY_LISTEN")]
+    pub listen: Option<SocketAddr>,
+
+    /// Address of the operations listener: /healthz, /readyz, /metrics, /v1/admin/* [default: 127.0.0.1:9090].
+    #[arg(long, env = "ANYPLAY_OPS_LISTEN")]
+    pub ops_listen: Option<SocketAddr>,
+
+    /// The store: `sqlite:PATH` (embedded, WAL) or `postgres://user@host:port/db` (a cluster) [default: sqlite:anyplay.db].
+    #[arg(long, env = "ANYPLAY_DATABASE_URL")]
+    pub database_url: Option<String>,
+
+    /// This node's name, shown in welcomes and admin views; unique within a cluster [default: node-1].
+    #[arg(long, env = "ANYPLAY_NODE_ID")]
+    pub node_id: Option<String>,
+
+    /// NATS server that carries events between nodes (needed when several nodes share a PostgreSQL store).
+    #[arg(long, env = "ANYPLAY_NATS_URL")]
+    pub nats_url: Option<String>,
+
+    /// Where sign-in codes go [default: log].
+    #[arg(long, env = "ANYPLAY_MAIL_SINK", value_enum)]
+    pub mail_sink: Option<MailSinkKind>,
+
+    /// File the `log` mail sink appends to, one line per code [default: mail.log].
+    #[arg(long, env = "ANYPLAY_MAIL_LOG")]
+    pub mail_log: Option<PathBuf>,
+
+    /// Longest a graceful drain (SIGTERM or POST /v1/admin/drain) may take before the node exits [default: 5s].
+    #[arg(long, env = "ANYPLAY_DRAIN_TIMEOUT")]
+    pub drain_timeout: Option<HumanDuration>,
+
+    /// Store connections this node keeps open [default: 8].
+    #[arg(long, env = "ANYPLAY_DB_CONNECTIONS")]
+    pub db_connections: Option<u32>,
+
+    /// Bearer token required on the /v1/admin/* paths (none: open, for a loopback-only listener).
+    #[arg(long, env = "ANYPLAY_ADMIN_TOKEN")]
+    pub admin_token: Option<String>,
+
+    /// Lifetime of access tokens [default: 15m].
+    #[arg(long, env = "ANYPLAY_ACCESS_TOKEN_TTL")]
+    pub access_token_ttl: Option<HumanDuration>,
+
+    /// Lift every per-IP rate limit (load tests from one address).
+    #[arg(long, env = "ANYPLAY_NO_RATE_LIMITS", num_args = 0..=1, default_missing_value = "true")]
+    pub no_rate_limits: Option<bool>,
+
+    /// Sign-in emails allowed per IP and per address in 15 minutes [default: 10].
+    #[arg(long, env = "ANYPLAY_RATE_AUTH_EMAIL")]
+    pub rate_auth_email: Option<u32>,
+
+    /// Other calls allowed per IP per minute [default: 300].
+    #[arg(long, env = "ANYPLAY_RATE_CALLS_PER_MINUTE")]
+    pub rate_calls_per_minute: Option<u32>,
+
+    /// Most friends an account may have [default: 500].
+    #[arg(long, env = "ANYPLAY_MAX_FRIENDS")]
+    pub max_friends: Option<u32>,
+
+    /// Most open outgoing friend requests [default: 100].
+    #[arg(long, env = "ANYPLAY_MAX_OUTGOING")]
+    pub max_outgoing: Option<u32>,
+
+    /// Friend requests an account younger than 24 h may send per day [default: 10].
+    #[arg(long, env = "ANYPLAY_DAILY_REQUESTS_NEW")]
+    pub daily_requests_new: Option<u32>,
+
+    /// Interval of WebSocket pings; two unanswered close the connection [default: 20s].
+    #[arg(long, env = "ANYPLAY_PING_INTERVAL")]
+    pub ping_interval: Option<HumanDuration>,
+
+    /// Events a connection may have queued before it is closed as a slow consumer (1013) [default: 256].
+    #[arg(long, env = "ANYPLAY_OUTBOUND_QUEUE")]
+    pub outbound_queue: Option<usize>,
+}
+
+macro_rules! overlay {
+    ($low:ident, $high:ident; $($field:ident),* $(,)?) => {
+        Args { config: $high.config.or($low.config), $($field: $high.$field.or($low.$field)),* }
+    };
+}
+
+impl Args {
+    /// `high` wins field by field.
+    fn overlay(self, high: Args) -> Args {
+        let low = self;
+        overlay!(low, high; listen, ops_listen, database_url, node_id, nats_url, mail_sink,
+            mail_log, drain_timeout, db_connections, admin_token, access_token_ttl,
+            no_rate_limits, rate_auth_email, rate_calls_per_minute, max_friends, max_outgoing,
+            daily_requests_new, ping_interval, outbound_queue)
+    }
+
+    fn read_file(path: &Path) -> Result<Args, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.into(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: path.into(),
+            source: Box::new(source),
+        })
+    }
+
+    /// Builds the node's configuration: defaults, then the file, then these arguments.
+    pub fn into_config(self) -> Result<Config, ConfigError> {
+        let args = match &self.config {
+            Some(path) => Args::read_file(path)?.overlay(self),
+            None => self,
+        };
+        let d = Config::default();
+        let mail = match args.mail_sink.unwrap_or(MailSinkKind::Log) {
+            MailSinkKind::Log => {
+                MailSinkConfig::Log(args.mail_log.unwrap_or_else(|| "mail.log".into()))
+            }
+            MailSinkKind::Memory => MailSinkConfig::Memory,
+        };
+        let config = Config {
+            listen: args.listen.unwrap_or(d.listen),
+            ops_listen: args.ops_listen.unwrap_or(d.ops_listen),
+            database_url: args.database_url.unwrap_or(d.database_url),
+            node_id: args.node_id.unwrap_or(d.node_id),
+            nats_url: args.nats_url,
+            mail,
+            drain_timeout: args.drain_timeout.map_or(d.drain_timeout, |h| h.0),
+            db_connections: args.db_connections.unwrap_or(d.db_connections),
+            admin_token: args.admin_token.filter(|t| !t.is_empty()),
+            access_token_ttl: args.access_token_ttl.map_or(d.access_token_ttl, |h| h.0),
+            rate_limits: RateLimits {
+                enabled: !args.no_rate_limits.unwrap_or(false),
+                auth_email_per_15m: args
+                    .rate_auth_email
+                    .unwrap_or(d.rate_limits.auth_email_per_15m),
+                calls_per_minute: args
+                    .rate_calls_per_minute
+                    .unwrap_or(d.rate_limits.calls_per_minute),
+            },
+            friend_limits: FriendLimits {
+                max_friends: args.max_friends.unwrap_or(d.friend_limits.max_friends),
+                max_outgoing: args.max_outgoing.unwrap_or(d.friend_limits.max_outgoing),
+                daily_requests_new: args
+                    .daily_requests_new
+                    .unwrap_or(d.friend_limits.daily_requests_new),
+                new_account_age: d.friend_limits.new_account_age,
+            },
+            ping_interval: args.ping_interval.map_or(d.ping_interval, |h| h.0),
+            outbound_queue: args.outbound_queue.unwrap_or(d.outbound_queue),
+            lease_renew: d.lease_renew,
+            lease_expiry: d.lease_expiry,
+        };
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+impl Config {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |m: &str| Err(ConfigError::Invalid(m.into()));
+        if self.db_connections == 0 {
+            return bad("db_connections must be at least 1");
+        }
+        if self.outbound_queue == 0 {
+            return bad("outbound_queue must be at least 1");
+        }
+        if self.ping_interval.is_zero() || self.access_token_ttl.is_zero() {
+            return bad("ping_interval and access_token_ttl must be longer than zero");
+        }
+        if self.node_id.is_empty() || self.node_id.len() > 64 {
+            return bad("node_id must be 1 to 64 characters");
+        }
+        if self.database_url.starts_with("postgres") && self.nats_url.is_none() {
+            tracing::warn!(
+                "a PostgreSQL store without --nats-url: events will not reach other nodes"
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(
+            "500ms".parse::<HumanDuration>().unwrap().0,
+            Duration::from_millis(500)
+        );
+        assert_eq!(
+            "5s".parse::<HumanDuration>().unwrap().0,
+            Duration::from_secs(5)
+        );
+        assert_eq!(
+            "2m".parse::<HumanDuration>().unwrap().0,
+            Duration::from_secs(120)
+        );
+        assert!("5".parse::<HumanDuration>().is_err());
+        assert!("5x".parse::<HumanDuration>().is_err());
+        assert!("s".parse::<HumanDuration>().is_err());
+    }
+
+    #[test]
+    fn flags_override_the_file() {
+        let dir = std::env::temp_dir().join(format!("anyplay-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("node.toml");
+        std::fs::write(
+            &file,
+            "node_id = \"from-file\"\ndb_connections = 3\ndrain_timeout = \"2s\"\n",
+        )
+        .unwrap();
+        let args = Args::parse_from([
+            "anyplay-cloud",
+            "--config",
+            file.to_str().unwrap(),
+            "--node-id",
+            "flag",
+        ]);
+        let config = args.into_config().unwrap();
+        assert_eq!(config.node_id, "flag");
+        assert_eq!(config.db_connections, 3);
+        assert_eq!(config.drain_timeout, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn unknown_file_keys_are_refused() {
+        let dir = std::env::temp_dir().join(format!("anyplay-config-bad-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("node.toml");
+        std::fs::write(&file, "node_idd = \"x\"\n").unwrap();
+        let err = Args::parse_from(["anyplay-cloud", "--config", file.to_str().unwrap()])
+            .into_config()
+            .unwrap_err();
+        assert!(err.to_string().contains("node_idd"), "{err}");
+    }
+}

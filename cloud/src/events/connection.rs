@@ -1,0 +1,231 @@
+//! One event connection: the welcome, then events from the mailbox with their
+//! `seq`, pings, and the close. Generic over the socket's `Sink`/`Stream` so the
+//! loop can be driven by channels in a test.
+
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes};
+use futures_util::{Sink, SinkExt, Stream, StreamExt};
+use tokio::time::{interval_at, Instant, MissedTickBehavior};
+
+use super::hub::{CloseCode, Mailbox};
+
+/// Largest client message the server reads; a bigger one closes with 1009.
+pub const MAX_CLIENT_MESSAGE: usize = 4 * 1024;
+
+/// How long the server waits for the client's reply to its close frame (the
+/// closing handshake of RFC 6455) before it drops the connection.
+const CLOSE_REPLY_WAIT: Duration = Duration::from_secs(2);
+
+/// How a connection ended, as far as presence is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// The server closed it with this code.
+    Closed(CloseCode),
+    /// The client left, the socket broke, or pings went unanswered.
+    Gone,
+}
+
+/// Runs the connection until it ends. `welcome` is the first text frame.
+pub async fn run<S, E>(
+    socket: S,
+    welcome: String,
+    mut mailbox: Mailbox,
+    ping_interval: Duration,
+) -> (Ended, u64)
+where
+    S: Sink<Message, Error = E> + Stream<Item = Result<Message, E>> + Unpin,
+{
+    let (mut tx, mut rx) = socket.split();
+    if tx.send(Message::Text(welcome.into())).await.is_err() {
+        return (Ended::Gone, 0);
+    }
+    let mut seq = 0u64;
+    let mut pings = interval_at(Instant::now() + ping_interval, ping_interval);
+    pings.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut unanswered = 0u32;
+
+    let ended = loop {
+        tokio::select! {
+            biased;
+            // A close request wins over queued events: a replaced connection must
+            // not get events after its successor's welcome.
+            changed = mailbox.close.changed() => {
+                let code = if changed.is_ok() { *mailbox.close.borrow() } else { None };
+                match code {
+                    Some(code) => {
+                        if tx.send(close_frame(code)).await.is_ok() {
+                            await_close_reply(&mut rx).await;
+                        }
+                        break Ended::Closed(code);
+                    }
+                    None => break Ended::Gone,
+                }
+            }
+            payload = mailbox.queue.recv() => {
+                let Some(payload) = payload else { break Ended::Gone };
+                seq += 1;
+                if tx.send(Message::Text(payload.with_seq(seq).into())).await.is_err() {
+                    break Ended::Gone;
+                }
+            }
+            _ = pings.tick() => {
+                if unanswered >= 2 {
+                    break Ended::Gone;
+                }
+                unanswered += 1;
+                if tx.send(Message::Ping(Default::default())).await.is_err() {
+                    break Ended::Gone;
+                }
+            }
+            incoming = rx.next() => match incoming {
+                Some(Ok(Message::Pong(_))) => unanswered = 0,
+                Some(Ok(Message::Text(t))) if t.len() > MAX_CLIENT_MESSAGE => {
+                    let _ = tx.send(close_frame(CloseCode::TooBig)).await;
+                    break Ended::Closed(CloseCode::TooBig);
+                }
+                Some(Ok(Message::Binary(b))) if b.len() > MAX_CLIENT_MESSAGE => {
+                    let _ = tx.send(close_frame(CloseCode::TooBig)).await;
+                    break Ended::Closed(CloseCode::TooBig);
+                }
+                // Client messages carry nothing in this protocol; pings are answered by the library.
+                Some(Ok(Message::Text(_) | Message::Binary(_) | Message::Ping(_))) => {}
+                Some(Ok(Message::Close(_))) | None => break Ended::Gone,
+                // A frame over the transport limit is an error here; it is still "too big".
+                Some(Err(_)) => {
+                    let _ = tx.send(close_frame(CloseCode::TooBig)).await;
+                    break Ended::Gone;
+                }
+            },
+        }
+    };
+    let _ = tx.close().await;
+    (ended, seq)
+}
+
+/// Reads until the client's close frame or the end of the stream, for a while.
+async fn await_close_reply<R, E>(rx: &mut R)
+where
+    R: Stream<Item = Result<Message, E>> + Unpin,
+{
+    let _ = tokio::time::timeout(CLOSE_REPLY_WAIT, async {
+        while let Some(Ok(msg)) = rx.next().await {
+            if matches!(msg, Message::Close(_)) {
+                break;
+            }
+        }
+    })
+    .await;
+}
+
+fn close_frame(code: CloseCode) -> Message {
+    Message::Close(Some(CloseFrame {
+        code: code.code(),
+        reason: Utf8Bytes::from_static(code.reason()),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{hub::Hub, Event, Payload};
+    use crate::metrics::Metrics;
+    use futures_channel::mpsc;
+    use std::sync::Arc;
+
+    /// A socket made of two channels: what the server sends, what the client sends.
+    struct FakeSocket {
+        out: mpsc::UnboundedSender<Message>,
+        inc: mpsc::UnboundedReceiver<Result<Message, mpsc::SendError>>,
+    }
+
+    impl Sink<Message> for FakeSocket {
+        type Error = mpsc::SendError;
+        fn poll_ready(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            std::pin::Pin::new(&mut self.get_mut().out).poll_ready(cx)
+        }
+        fn start_send(self: std::pin::Pin<&mut Self>, item: Message) -> Result<(), Self::Error> {
+            std::pin::Pin::new(&mut self.get_mut().out).start_send(item)
+        }
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            std::pin::Pin::new(&mut self.get_mut().out).poll_flush(cx)
+        }
+        fn poll_close(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            std::pin::Pin::new(&mut self.get_mut().out).poll_close(cx)
+        }
+    }
+
+    impl Stream for FakeSocket {
+        type Item = Result<Message, mpsc::SendError>;
+        fn poll_next(
+            self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Self::Item>> {
+            std::pin::Pin::new(&mut self.get_mut().inc).poll_next(cx)
+        }
+    }
+
+    fn text(m: &Message) -> serde_json::Value {
+        match m {
+            Message::Text(t) => serde_json::from_str(t.as_str()).unwrap(),
+            other => panic!("expected text, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn events_get_seq_and_replacement_closes_4001() {
+        let hub = Hub::new(8, Arc::new(Metrics::default()));
+        let mailbox = hub.register(1, "a".into(), 0);
+        let (out, mut sent) = mpsc::unbounded();
+        let (_client, inc) = mpsc::unbounded();
+        let task = tokio::spawn(run(
+            FakeSocket { out, inc },
+            "{\"type\":\"welcome\"}".into(),
+            mailbox,
+            Duration::from_secs(60),
+        ));
+        hub.deliver(1, &Payload::new(&Event::FriendRemoved { account_id: 2 }));
+        hub.deliver(1, &Payload::new(&Event::FriendRemoved { account_id: 3 }));
+        assert_eq!(text(&sent.next().await.unwrap())["type"], "welcome");
+        assert_eq!(text(&sent.next().await.unwrap())["seq"], 1);
+        assert_eq!(text(&sent.next().await.unwrap())["seq"], 2);
+        let _second = hub.register(1, "b".into(), 0);
+        match sent.next().await.unwrap() {
+            Message::Close(Some(f)) => assert_eq!(f.code, 4001),
+            other => panic!("expected close, got {other:?}"),
+        }
+        assert_eq!(task.await.unwrap(), (Ended::Closed(CloseCode::Replaced), 2));
+    }
+
+    #[tokio::test]
+    async fn an_oversized_message_closes_1009() {
+        let hub = Hub::new(8, Arc::new(Metrics::default()));
+        let mailbox = hub.register(1, "a".into(), 0);
+        let (out, mut sent) = mpsc::unbounded();
+        let (client, inc) = mpsc::unbounded();
+        let task = tokio::spawn(run(
+            FakeSocket { out, inc },
+            "{}".into(),
+            mailbox,
+            Duration::from_secs(60),
+        ));
+        client
+            .unbounded_send(Ok(Message::Text("x".repeat(5000).into())))
+            .unwrap();
+        let _welcome = sent.next().await.unwrap();
+        match sent.next().await.unwrap() {
+            Message::Close(Some(f)) => assert_eq!(f.code, 1009),
+            other => panic!("expected close, got {other:?}"),
+        }
+        assert_eq!(task.await.unwrap().0, Ended::Closed(CloseCode::TooBig));
+    }
+}

@@ -1,0 +1,270 @@
+//! The hub: this node's live event connections, one per account, each with a
+//! bounded outbound queue. Delivery never waits: a full queue closes that
+//! connection as a slow consumer (1013) and fan-out goes on.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::{mpsc, watch};
+
+use super::event::Payload;
+use crate::metrics::Metrics;
+
+/// Close codes the server uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseCode {
+    /// The node drains (graceful stop).
+    GoingAway,
+    /// The node restarts.
+    Restart,
+    /// The outbound queue was full.
+    SlowConsumer,
+    /// A newer connection of the same account took over.
+    Replaced,
+    /// Signed out or token revoked.
+    SignedOut,
+    /// A client message over the size limit.
+    TooBig,
+}
+
+impl CloseCode {
+    pub fn code(self) -> u16 {
+        match self {
+            CloseCode::GoingAway => 1001,
+            CloseCode::Restart => 1012,
+            CloseCode::SlowConsumer => 1013,
+            CloseCode::Replaced => 4001,
+            CloseCode::SignedOut => 4003,
+            CloseCode::TooBig => 1009,
+        }
+    }
+
+    pub fn reason(self) -> &'static str {
+        match self {
+            CloseCode::GoingAway => "draining",
+            CloseCode::Restart => "restarting",
+            CloseCode::SlowConsumer => "slow consumer",
+            CloseCode::Replaced => "replaced",
+            CloseCode::SignedOut => "signed out",
+            CloseCode::TooBig => "message too big",
+        }
+    }
+
+    pub fn from_code(code: u16) -> Option<CloseCode> {
+        [
+            CloseCode::GoingAway,
+            CloseCode::Restart,
+            CloseCode::SlowConsumer,
+            CloseCode::Replaced,
+            CloseCode::SignedOut,
+            CloseCode::TooBig,
+        ]
+        .into_iter()
+        .find(|c| c.code() == code)
+    }
+}
+
+/// What the hub keeps of one connection.
+#[derive(Clone)]
+pub struct Handle {
+    pub connection_id: Arc<str>,
+    pub since_ms: i64,
+    queue: mpsc::Sender<Payload>,
+    close: watch::Sender<Option<CloseCode>>,
+}
+
+impl Handle {
+    /// Asks the connection to close with `code`; the first request wins.
+    pub fn close(&self, code: CloseCode) {
+        self.close.send_if_modified(|current| {
+            if current.is_none() {
+                *current = Some(code);
+                true
+            } else {
+                false
+            }
+        });
+    }
+}
+
+/// The receiving side, owned by the connection task.
+pub struct Mailbox {
+    pub queue: mpsc::Receiver<Payload>,
+    pub close: watch::Receiver<Option<CloseCode>>,
+}
+
+/// A connection as the admin view lists it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ConnectionInfo {
+    pub account_id: i64,
+    pub connection_id: String,
+    pub since: String,
+}
+
+pub struct Hub {
+    queue_len: usize,
+    conns: Mutex<HashMap<i64, Handle>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Hub {
+    pub fn new(queue_len: usize, metrics: Arc<Metrics>) -> Hub {
+        Hub {
+            queue_len,
+            conns: Mutex::new(HashMap::new()),
+            metrics,
+        }
+    }
+
+    fn conns(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Handle>> {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Makes `connection_id` the account's connection on this node; an older one
+    /// here is closed with 4001 and gets nothing more from the hub.
+    pub fn register(&self, account_id: i64, connection_id: Arc<str>, since_ms: i64) -> Mailbox {
+        let (queue_tx, queue) = mpsc::channel(self.queue_len);
+        let (close_tx, close) = watch::channel(None);
+        let handle = Handle {
+            connection_id,
+            since_ms,
+            queue: queue_tx,
+            close: close_tx,
+        };
+        if let Some(old) = self.conns().insert(account_id, handle) {
+            old.close(CloseCode::Replaced);
+        }
+        Mailbox { queue, close }
+    }
+
+    /// Forgets the connection if it is still the account's current one; true if it was.
+    pub fn unregister(&self, account_id: i64, connection_id: &str) -> bool {
+        let mut conns = self.conns();
+        match conns.get(&account_id) {
+            Some(h) if &*h.connection_id == connection_id => {
+                conns.remove(&account_id);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Queues an event for the account's connection on this node, if it has one.
+    pub fn deliver(&self, account_id: i64, payload: &Payload) -> bool {
+        let Some(handle) = self.conns().get(&account_id).cloned() else {
+            return false;
+        };
+        match handle.queue.try_send(payload.clone()) {
+            Ok(()) => {
+                self.metrics.events_sent.inc();
+                true
+            }
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.metrics.slow_consumers.inc();
+                handle.close(CloseCode::SlowConsumer);
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+
+    /// Closes the account's connection here, if any (and if it is `connection_id` when given).
+    pub fn close_account(
+        &self,
+        account_id: i64,
+        connection_id: Option<&str>,
+        code: CloseCode,
+    ) -> bool {
+        let conns = self.conns();
+        match conns.get(&account_id) {
+            Some(h) if connection_id.is_none_or(|id| id == &*h.connection_id) => {
+                h.close(code);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Closes every connection (drain: 1001).
+    pub fn close_all(&self, code: CloseCode) {
+        for handle in self.conns().values() {
+            handle.close(code);
+        }
+    }
+
+    pub fn is_local(&self, account_id: i64) -> bool {
+        self.conns().contains_key(&account_id)
+    }
+
+    pub fn len(&self) -> usize {
+        self.conns().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn list(&self) -> Vec<ConnectionInfo> {
+        let mut out: Vec<_> = self
+            .conns()
+            .iter()
+            .map(|(account_id, h)| ConnectionInfo {
+                account_id: *account_id,
+                connection_id: h.connection_id.to_string(),
+                since: crate::store::rfc3339(h.since_ms),
+            })
+            .collect();
+        out.sort_by_key(|c| c.account_id);
+        out
+    }
+
+    /// The accounts connected here, for renewing their leases.
+    pub fn accounts(&self) -> Vec<(i64, Arc<str>)> {
+        self.conns()
+            .iter()
+            .map(|(a, h)| (*a, h.connection_id.clone()))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::Event;
+
+    fn hub(queue: usize) -> Hub {
+        Hub::new(queue, Arc::new(Metrics::default()))
+    }
+
+    #[test]
+    fn a_second_connection_replaces_the_first() {
+        let hub = hub(4);
+        let first = hub.register(1, "a".into(), 0);
+        let _second = hub.register(1, "b".into(), 0);
+        assert_eq!(*first.close.borrow(), Some(CloseCode::Replaced));
+        assert!(
+            !hub.unregister(1, "a"),
+            "the replaced one must not remove the new one"
+        );
+        assert!(hub.unregister(1, "b"));
+    }
+
+    #[test]
+    fn a_full_queue_closes_as_slow_consumer() {
+        let hub = hub(1);
+        let mailbox = hub.register(1, "a".into(), 0);
+        let p = Payload::new(&Event::FriendRemoved { account_id: 2 });
+        assert!(hub.deliver(1, &p));
+        assert!(!hub.deliver(1, &p));
+        assert_eq!(*mailbox.close.borrow(), Some(CloseCode::SlowConsumer));
+    }
+
+    #[test]
+    fn the_first_close_reason_wins() {
+        let hub = hub(1);
+        let mailbox = hub.register(1, "a".into(), 0);
+        hub.close_account(1, None, CloseCode::SignedOut);
+        hub.close_all(CloseCode::GoingAway);
+        assert_eq!(*mailbox.close.borrow(), Some(CloseCode::SignedOut));
+    }
+}

@@ -1,0 +1,117 @@
+//! Extractors whose rejections speak the contract: `Json`, `Auth` (the bearer token)
+//! and `ClientIp`.
+
+use std::net::{IpAddr, SocketAddr};
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request};
+use axum::http::header::AUTHORIZATION;
+use axum::http::request::Parts;
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Largest request body the API takes; more gets `413 too_large`.
+pub const MAX_BODY: usize = 16 * 1024;
+
+/// `axum::Json`, but a malformed body gets the contract's `400 bad_request`
+/// (and an oversized one `413 too_large`) instead of axum's plain-text rejection.
+pub struct Json<T>(pub T);
+
+impl<T, S> FromRequest<S> for Json<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(Json(v)),
+            Err(JsonRejection::BytesRejection(e))
+                if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE =>
+            {
+                Err(ApiError::TooLarge(MAX_BODY))
+            }
+            Err(JsonRejection::MissingJsonContentType(_)) => Err(ApiError::BadRequest(
+                "expected Content-Type: application/json".into(),
+            )),
+            // serde's message names the field and the expected type; it is about the
+            // client's own input, so it is safe to return.
+            Err(e) => Err(ApiError::BadRequest(e.body_text())),
+        }
+    }
+}
+
+/// The signed-in account of an authenticated call.
+#[derive(Debug, Clone, Copy)]
+pub struct Auth {
+    pub account_id: i64,
+}
+
+impl FromRequestParts<AppState> for Auth {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, ApiError> {
+        let token = bearer(parts).ok_or(ApiError::Unauthorized)?;
+        let account_id = state
+            .store
+            .account_for_access_token(token)
+            .await?
+            .ok_or(ApiError::Unauthorized)?;
+        Ok(Auth { account_id })
+    }
+}
+
+/// The token of an `Authorization: Bearer ...` header.
+pub fn bearer(parts: &Parts) -> Option<&str> {
+    let value = parts.headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+/// The peer's IP address, for per-IP rate limits.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientIp(pub IpAddr);
+
+impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        parts
+            .extensions
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|ConnectInfo(addr)| ClientIp(addr.ip()))
+            .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("no ConnectInfo on the request")))
+    }
+}
+
+/// A positive id in the path (`/v1/sessions/{id}`); anything else is `400 bad_request`.
+#[derive(Debug, Clone, Copy)]
+pub struct IdPath(pub i64);
+
+impl<S: Send + Sync> FromRequestParts<S> for IdPath {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let axum::extract::Path(raw) =
+            axum::extract::Path::<String>::from_request_parts(parts, state)
+                .await
+                .map_err(|_| ApiError::BadRequest("expected one id in the path".into()))?;
+        parse_id(&raw).map(IdPath)
+    }
+}
+
+/// An account or session id: a positive integer.
+pub fn parse_id(raw: &str) -> Result<i64, ApiError> {
+    match raw.trim().parse::<i64>() {
+        Ok(id) if id > 0 => Ok(id),
+        _ => Err(ApiError::BadRequest(format!(
+            "{raw:?} is not an id (a positive integer)"
+        ))),
+    }
+}

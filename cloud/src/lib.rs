@@ -1,0 +1,41 @@
+//! anyplay-cloud: the game backend that anyplay tests — email-code sign-in,
+//! friends, presence, parties (sessions) and gamer cards over HTTP, events over
+//! one WebSocket per account, on SQLite (one node) or PostgreSQL (a cluster).
+//!
+//! Layout:
+//! - [`config`]: flags, `ANYPLAY_*` variables and the TOML file, into a `Config`.
+//! - [`server`]: a running [`Node`] — listeners, middleware, drain.
+//! - [`routes`]: one module per API topic, plus the operations listener.
+//! - [`events`]: the event connections — hub (one per account), socket loop, event types.
+//! - [`presence`]: online/offline announcements and connection leases.
+//! - [`bus`]: delivery to accounts on other nodes of a cluster (NATS).
+//! - [`store`]: every durable fact, on SQLite or PostgreSQL, one transaction per write.
+//! - [`error`], [`extract`]: the contract's error shape and the extractors that use it.
+//! - [`mail`], [`ratelimit`], [`metrics`], [`drain`]: the node's supporting parts.
+
+pub mod bus;
+pub mod config;
+pub mod drain;
+pub mod error;
+pub mod events;
+pub mod extract;
+pub mod mail;
+pub mod metrics;
+pub mod presence;
+pub mod ratelimit;
+mod routes;
+pub mod server;
+pub mod state;
+pub mod store;
+
+pub use config::{Args, Config, MailSinkConfig};
+pub use mail::MemoryMail;
+pub use server::{Node, NodeError};
+
+/// Raises the open-file limit to its hard maximum: a node holds a socket per player.
+pub fn raise_fd_limit() -> std::io::Result<u64> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    setrlimit(Resource::RLIMIT_NOFILE, hard, hard)?;
+    Ok(hard)
+}

@@ -1,0 +1,149 @@
+//! Mail sinks for sign-in codes: a log file (one line per code, flushed at once)
+//! or memory (for a cloud inside the load harness). Nothing else depends on how
+//! a code travels, so an SMTP sink can be added beside these.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::Notify;
+
+use crate::config::MailSinkConfig;
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write the mail log {path}: {source}")]
+pub struct MailError {
+    path: PathBuf,
+    source: std::io::Error,
+}
+
+#[derive(Clone)]
+pub enum MailSink {
+    Log(Arc<LogSink>),
+    Memory(MemoryMail),
+}
+
+pub struct LogSink {
+    path: PathBuf,
+    file: Mutex<std::fs::File>,
+}
+
+impl MailSink {
+    pub fn open(config: &MailSinkConfig) -> Result<MailSink, MailError> {
+        match config {
+            MailSinkConfig::Log(path) => {
+                let file = open_append(path).map_err(|source| MailError {
+                    path: path.clone(),
+                    source,
+                })?;
+                Ok(MailSink::Log(Arc::new(LogSink {
+                    path: path.clone(),
+                    file: Mutex::new(file),
+                })))
+            }
+            MailSinkConfig::Memory => Ok(MailSink::Memory(MemoryMail::default())),
+        }
+    }
+
+    /// Delivers a sign-in code.
+    pub fn send_code(&self, email: &str, code: &str) -> Result<(), MailError> {
+        match self {
+            MailSink::Log(sink) => {
+                let line = format!(
+                    "{} to={email} code={code}\n",
+                    crate::store::rfc3339(crate::store::now_ms())
+                );
+                let mut file = sink.file.lock().unwrap_or_else(|p| p.into_inner());
+                file.write_all(line.as_bytes())
+                    .and_then(|_| file.flush())
+                    .map_err(|source| MailError {
+                        path: sink.path.clone(),
+                        source,
+                    })
+            }
+            MailSink::Memory(memory) => {
+                memory.put(email, code);
+                Ok(())
+            }
+        }
+    }
+}
+
+fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+}
+
+/// Codes kept in process: the newest code per address, and a wake-up for waiters.
+#[derive(Clone, Default)]
+pub struct MemoryMail {
+    inner: Arc<MemoryInner>,
+}
+
+#[derive(Default)]
+struct MemoryInner {
+    codes: Mutex<HashMap<String, String>>,
+    arrived: Notify,
+}
+
+impl MemoryMail {
+    fn put(&self, email: &str, code: &str) {
+        let mut codes = self.inner.codes.lock().unwrap_or_else(|p| p.into_inner());
+        codes.insert(email.to_string(), code.to_string());
+        drop(codes);
+        self.inner.arrived.notify_waiters();
+    }
+
+    /// Takes the newest code sent to `email`, waiting for it to arrive.
+    pub async fn take_code(&self, email: &str) -> String {
+        loop {
+            let arrived = self.inner.arrived.notified();
+            if let Some(code) = self
+                .inner
+                .codes
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(email)
+            {
+                return code;
+            }
+            arrived.await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn memory_waits_for_the_code() {
+        let sink = MailSink::open(&MailSinkConfig::Memory).unwrap();
+        let MailSink::Memory(memory) = sink.clone() else {
+            unreachable!()
+        };
+        let waiter = tokio::spawn(async move { memory.take_code("a@b.c").await });
+        tokio::task::yield_now().await;
+        sink.send_code("a@b.c", "123456").unwrap();
+        assert_eq!(waiter.await.unwrap(), "123456");
+    }
+
+    #[test]
+    fn log_lines_follow_the_contract() {
+        let path = std::env::temp_dir().join(format!("anyplay-mail-{}.log", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let sink = MailSink::open(&MailSinkConfig::Log(path.clone())).unwrap();
+        sink.send_code("a@b.c", "042042").unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let line = text.lines().next().unwrap();
+        let (time, rest) = line.split_once(' ').unwrap();
+        assert!(time.ends_with('Z'), "{time}");
+        assert_eq!(rest, "to=a@b.c code=042042");
+    }
+}

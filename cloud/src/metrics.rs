@@ -1,0 +1,173 @@
+//! The node's Prometheus metrics. One registry per node (not a global), so that
+//! several nodes inside one process (the load harness) keep their own figures.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    pub route: String,
+    pub status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteOnly {
+    pub route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CloseLabels {
+    pub code: u16,
+}
+
+/// Figures about the store's connections; shared with the store, which fills them.
+#[derive(Clone)]
+pub struct PoolMetrics {
+    pub size: Gauge,
+    pub busy: Gauge,
+    pub waiting: Gauge,
+    pub acquire_seconds: Histogram,
+}
+
+/// Figures about the bus between nodes.
+#[derive(Clone, Default)]
+pub struct BusMetrics {
+    pub messages_in: Counter,
+    pub messages_out: Counter,
+    pub reconnects: Counter,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub http_requests: Family<RouteLabels, Counter>,
+    pub http_seconds: Family<RouteOnly, Histogram>,
+    pub connections_open: Gauge,
+    pub connections_closed: Family<CloseLabels, Counter>,
+    pub events_sent: Counter,
+    pub presence_fanout: Counter,
+    pub slow_consumers: Counter,
+    pub draining: Gauge,
+    pub pool: PoolMetrics,
+    pub bus: BusMetrics,
+}
+
+fn latency_buckets() -> impl Iterator<Item = f64> {
+    // 0.1 ms .. ~13 s
+    exponential_buckets(0.0001, 2.0, 18)
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("anyplay");
+        let http_requests = Family::<RouteLabels, Counter>::default();
+        let http_seconds = Family::<RouteOnly, Histogram>::new_with_constructor(|| {
+            Histogram::new(latency_buckets())
+        });
+        let pool = PoolMetrics {
+            size: Gauge::default(),
+            busy: Gauge::default(),
+            waiting: Gauge::default(),
+            acquire_seconds: Histogram::new(latency_buckets()),
+        };
+        let m = Metrics {
+            http_requests,
+            http_seconds,
+            connections_open: Gauge::default(),
+            connections_closed: Family::default(),
+            events_sent: Counter::default(),
+            presence_fanout: Counter::default(),
+            slow_consumers: Counter::default(),
+            draining: Gauge::default(),
+            pool,
+            bus: BusMetrics::default(),
+            registry: Registry::default(),
+        };
+        let r = &mut registry;
+        r.register(
+            "http_requests",
+            "HTTP requests by route and status",
+            m.http_requests.clone(),
+        );
+        r.register(
+            "http_handler_seconds",
+            "Handler time by route",
+            m.http_seconds.clone(),
+        );
+        r.register(
+            "event_connections_open",
+            "Open event WebSockets",
+            m.connections_open.clone(),
+        );
+        r.register(
+            "event_connections_closed",
+            "Event WebSockets closed by the server, by close code",
+            m.connections_closed.clone(),
+        );
+        r.register(
+            "events_sent",
+            "Events written to WebSockets",
+            m.events_sent.clone(),
+        );
+        r.register(
+            "presence_fanout",
+            "Presence events addressed to friends",
+            m.presence_fanout.clone(),
+        );
+        r.register(
+            "slow_consumers",
+            "Connections closed with 1013 (outbound queue full)",
+            m.slow_consumers.clone(),
+        );
+        r.register("draining", "1 while the node drains", m.draining.clone());
+        r.register(
+            "store_pool_size",
+            "Store connections configured",
+            m.pool.size.clone(),
+        );
+        r.register(
+            "store_pool_busy",
+            "Store connections in use",
+            m.pool.busy.clone(),
+        );
+        r.register(
+            "store_pool_waiting",
+            "Callers waiting for a store write connection",
+            m.pool.waiting.clone(),
+        );
+        r.register(
+            "store_acquire_seconds",
+            "Time to get a store write connection",
+            m.pool.acquire_seconds.clone(),
+        );
+        r.register(
+            "nats_messages_in",
+            "Messages received from NATS",
+            m.bus.messages_in.clone(),
+        );
+        r.register(
+            "nats_messages_out",
+            "Messages published to NATS",
+            m.bus.messages_out.clone(),
+        );
+        r.register(
+            "nats_reconnects",
+            "Reconnections to NATS",
+            m.bus.reconnects.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+}
+
+impl Metrics {
+    /// Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}

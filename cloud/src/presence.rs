@@ -1,0 +1,75 @@
+//! Presence as friends see it: who is online, and the events that tell them.
+//!
+//! An account is online while the cloud has a connection record for it. Going
+//! online and offline are presence events with the account's current version.
+//! The upkeep task renews this node's leases and retires records whose node
+//! stopped renewing them (a crash), so no one stays online forever.
+
+use crate::events::Event;
+use crate::state::AppState;
+use crate::store::StoreResult;
+
+/// Tells the account's friends its presence now.
+pub async fn announce(state: &AppState, account_id: i64) -> StoreResult<()> {
+    let presence = state.store.presence(account_id).await?;
+    let friends = state.store.friend_ids(account_id).await?;
+    state.metrics.presence_fanout.inc_by(friends.len() as u64);
+    state.notify(
+        &friends,
+        &Event::Presence {
+            account_id,
+            online: presence.online,
+            activity: presence.activity,
+            version: presence.version,
+        },
+    );
+    Ok(())
+}
+
+async fn announce_all(state: &AppState, accounts: &[i64]) {
+    for &account in accounts {
+        if let Err(e) = announce(state, account).await {
+            tracing::warn!(account, error = %e, "could not announce presence");
+        }
+    }
+}
+
+/// Removes this node's connection records (a restart after a crash, or the end
+/// of a drain) and tells friends those accounts are offline.
+pub async fn clear_own_records(state: &AppState) -> StoreResult<()> {
+    let gone = state.store.clear_node(&state.config.node_id).await?;
+    if !gone.is_empty() {
+        tracing::info!(count = gone.len(), "cleared this node's connection records");
+    }
+    announce_all(state, &gone).await;
+    Ok(())
+}
+
+/// Renews this node's leases and expires everyone's stale ones, forever.
+pub async fn upkeep(state: AppState) {
+    let mut tick = tokio::time::interval(state.config.lease_renew);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let node = &state.config.node_id;
+        if let Err(e) = state
+            .store
+            .renew_leases(node, state.config.lease_expiry)
+            .await
+        {
+            tracing::warn!(error = %e, "could not renew connection leases");
+        }
+        match state.store.expire_leases().await {
+            Ok(gone) => {
+                if !gone.is_empty() {
+                    tracing::info!(
+                        count = gone.len(),
+                        "expired connection records of a silent node"
+                    );
+                }
+                announce_all(&state, &gone).await;
+            }
+            Err(e) => tracing::warn!(error = %e, "could not expire connection leases"),
+        }
+    }
+}

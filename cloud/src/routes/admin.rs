@@ -1,0 +1,67 @@
+//! The operations listener: health, readiness, metrics, connections, drain.
+
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::error::{ApiError, ApiResult};
+use crate::state::AppState;
+
+pub async fn healthz() -> StatusCode {
+    StatusCode::OK
+}
+
+pub async fn readyz(State(state): State<AppState>) -> Response {
+    if state.drain.is_draining() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response();
+    }
+    if !state.bus.is_connected() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "nats: not connected\n").into_response();
+    }
+    match state.store.ping().await {
+        Ok(()) => (StatusCode::OK, "ready\n").into_response(),
+        Err(e) => (StatusCode::SERVICE_UNAVAILABLE, format!("store: {e}\n")).into_response(),
+    }
+}
+
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    state.metrics.pool.busy.set(state.store.busy() as i64);
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.metrics.render(),
+    )
+        .into_response()
+}
+
+fn authorize(state: &AppState, headers: &HeaderMap) -> ApiResult<()> {
+    let Some(expected) = &state.config.admin_token else {
+        return Ok(());
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if given == Some(expected.as_str()) {
+        Ok(())
+    } else {
+        Err(ApiError::Unauthorized)
+    }
+}
+
+pub async fn connections(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
+    authorize(&state, &headers)?;
+    Ok(
+        axum::Json(json!({ "node": state.config.node_id, "connections": state.hub.list() }))
+            .into_response(),
+    )
+}
+
+pub async fn drain(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<StatusCode> {
+    authorize(&state, &headers)?;
+    state.drain.start();
+    Ok(StatusCode::ACCEPTED)
+}

@@ -1,0 +1,141 @@
+//! `GET /v1/events`: the upgrade, and the life of one event connection around
+//! the socket loop — registration (replacing any older connection of the
+//! account, on any node), the welcome, presence, and clean-up.
+
+use axum::extract::ws::{WebSocket, WebSocketUpgrade};
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use rand::RngCore;
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::error::{ApiError, ApiResult};
+use crate::events::connection::{self, Ended};
+use crate::events::CloseCode;
+use crate::metrics::CloseLabels;
+use crate::presence;
+use crate::state::AppState;
+use crate::store::{now_ms, rfc3339};
+
+#[derive(Deserialize, Default)]
+pub struct TokenQuery {
+    token: Option<String>,
+}
+
+/// Frames bigger than this are refused by the transport; up to it, the loop
+/// reads them and closes with 1009 above 4 KiB.
+const TRANSPORT_LIMIT: usize = 64 * 1024;
+
+pub async fn upgrade(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(query): Query<TokenQuery>,
+    ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> ApiResult<Response> {
+    let from_header = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, t)| t.trim().to_string());
+    let token = from_header.or(query.token).ok_or(ApiError::Unauthorized)?;
+    let account_id = state
+        .store
+        .account_for_access_token(&token)
+        .await?
+        .ok_or(ApiError::Unauthorized)?;
+    let ws = ws.map_err(|e| ApiError::BadRequest(format!("expected a WebSocket upgrade: {e}")))?;
+    Ok(ws
+        .max_message_size(TRANSPORT_LIMIT)
+        .max_frame_size(TRANSPORT_LIMIT)
+        .on_upgrade(move |socket| serve(state, account_id, socket)))
+}
+
+fn new_connection_id() -> String {
+    let mut bytes = [0u8; 12];
+    rand::rng().fill_bytes(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+async fn serve(state: AppState, account_id: i64, socket: WebSocket) {
+    let _open = state.drain.socket_opened();
+    let node = state.config.node_id.clone();
+    let connection_id = new_connection_id();
+    let since = now_ms();
+    // Local first: an older connection here is closed (4001) before our welcome.
+    let mailbox = state
+        .hub
+        .register(account_id, connection_id.as_str().into(), since);
+    let registered = match state
+        .store
+        .register_connection(account_id, &connection_id, &node, state.config.lease_expiry)
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(account_id, error = %e, "could not record a connection");
+            state.hub.unregister(account_id, &connection_id);
+            return;
+        }
+    };
+    let came_online = registered.previous.is_none();
+    if let Some(previous) = registered.previous.filter(|p| p.node != node) {
+        state
+            .bus
+            .close_remote(
+                &previous.node,
+                account_id,
+                &previous.connection_id,
+                CloseCode::Replaced,
+            )
+            .await;
+    }
+    state.metrics.connections_open.inc();
+    let welcome = json!({
+        "type": "welcome",
+        "node": node,
+        "connection_id": connection_id,
+        "account_id": account_id,
+        "server_time": rfc3339(since),
+        "ping_interval_s": state.config.ping_interval.as_secs(),
+    })
+    .to_string();
+    // Friends hear of it before the welcome goes out, so a client that has its
+    // welcome knows its friends were told.
+    if came_online {
+        if let Err(e) = presence::announce(&state, account_id).await {
+            tracing::warn!(account_id, error = %e, "could not announce going online");
+        }
+    }
+
+    let (ended, _sent) =
+        connection::run(socket, welcome, mailbox, state.config.ping_interval).await;
+
+    state.metrics.connections_open.dec();
+    if let Ended::Closed(code) = ended {
+        state
+            .metrics
+            .connections_closed
+            .get_or_create(&CloseLabels { code: code.code() })
+            .inc();
+    }
+    state.hub.unregister(account_id, &connection_id);
+    if ended == Ended::Closed(CloseCode::Replaced) {
+        return;
+    }
+    match state
+        .store
+        .remove_connection(account_id, &connection_id)
+        .await
+    {
+        Ok(true) => {
+            if let Err(e) = presence::announce(&state, account_id).await {
+                tracing::warn!(account_id, error = %e, "could not announce going offline");
+            }
+        }
+        Ok(false) => {}
+        // The lease will expire the record, and friends hear it then.
+        Err(e) => tracing::warn!(account_id, error = %e, "could not remove a connection record"),
+    }
+}

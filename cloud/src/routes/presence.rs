@@ -1,0 +1,50 @@
+//! `PUT /v1/presence`: an activity change, told to online friends.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde::Deserialize;
+
+use crate::error::{ApiError, ApiResult};
+use crate::events::Event;
+use crate::extract::{Auth, Json};
+use crate::state::AppState;
+
+#[derive(Deserialize)]
+pub struct PresenceBody {
+    activity: String,
+    version: u64,
+}
+
+const MAX_ACTIVITY: usize = 64;
+
+pub async fn put(
+    State(state): State<AppState>,
+    auth: Auth,
+    Json(body): Json<PresenceBody>,
+) -> ApiResult<StatusCode> {
+    if body.activity.chars().count() > MAX_ACTIVITY {
+        return Err(ApiError::unprocessable(
+            "invalid_activity",
+            "an activity is at most 64 characters",
+        ));
+    }
+    // A stale version is accepted and ignored, so retries are safe.
+    if let Some(presence) = state
+        .store
+        .set_presence(auth.account_id, &body.activity, body.version)
+        .await?
+    {
+        let friends = state.store.friend_ids(auth.account_id).await?;
+        state.metrics.presence_fanout.inc_by(friends.len() as u64);
+        state.notify(
+            &friends,
+            &Event::Presence {
+                account_id: auth.account_id,
+                online: presence.online,
+                activity: presence.activity,
+                version: presence.version,
+            },
+        );
+    }
+    Ok(StatusCode::NO_CONTENT)
+}

@@ -1,0 +1,277 @@
+//! A running node: its two listeners, its background upkeep, and its drain.
+//!
+//! `Node::start` binds and serves; `Node::drain` (or SIGTERM in the binary, or
+//! `POST /v1/admin/drain`) turns readiness off, answers new calls `503 draining`,
+//! closes every event connection with 1001, lets in-flight calls finish and then
+//! stops, within the drain timeout.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+
+use crate::bus::Bus;
+use crate::config::Config;
+use crate::drain::Drain;
+use crate::error::ApiError;
+use crate::events::{CloseCode, Hub};
+use crate::extract::ClientIp;
+use crate::mail::{MailSink, MemoryMail};
+use crate::metrics::{Metrics, RouteLabels, RouteOnly};
+use crate::ratelimit::RateLimiter;
+use crate::state::{AppState, Shared};
+use crate::store::{Store, StoreOptions};
+use crate::{presence, routes};
+
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot open the store: {0}")]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Mail(#[from] crate::mail::MailError),
+    #[error(transparent)]
+    Bus(#[from] crate::bus::BusError),
+    #[error("listener failed: {0}")]
+    Serve(std::io::Error),
+}
+
+/// A node serving in this process.
+pub struct Node {
+    state: AppState,
+    public_addr: SocketAddr,
+    ops_addr: SocketAddr,
+    task: JoinHandle<Result<(), NodeError>>,
+}
+
+impl Node {
+    /// Opens the store, binds both listeners and starts serving.
+    pub async fn start(config: Config) -> Result<Node, NodeError> {
+        let metrics = Arc::new(Metrics::default());
+        let store = Store::open(
+            &StoreOptions {
+                url: config.database_url.clone(),
+                connections: config.db_connections,
+                acquire_timeout: Duration::from_secs(10),
+            },
+            metrics.pool.clone(),
+        )
+        .await?;
+        let mail = MailSink::open(&config.mail)?;
+        let limiter = config.rate_limits.enabled.then(|| {
+            RateLimiter::new(config.rate_limits.calls_per_minute, Duration::from_secs(60))
+        });
+        let hub = Arc::new(Hub::new(config.outbound_queue, metrics.clone()));
+        let bus = Bus::connect(
+            config.nats_url.as_deref(),
+            &config.node_id,
+            hub.clone(),
+            store.clone(),
+            &metrics,
+        )
+        .await?;
+        let public = bind(config.listen).await?;
+        let ops = bind(config.ops_listen).await?;
+        let state = AppState::new(Shared {
+            hub,
+            bus,
+            config,
+            store,
+            mail,
+            limiter,
+            metrics,
+            drain: Drain::default(),
+        });
+        let public_addr = public.local_addr().map_err(NodeError::Serve)?;
+        let ops_addr = ops.local_addr().map_err(NodeError::Serve)?;
+        presence::clear_own_records(&state).await?;
+        let task = tokio::spawn(serve(state.clone(), public, ops));
+        tracing::info!(node = %state.config.node_id, %public_addr, %ops_addr, "node ready");
+        Ok(Node {
+            state,
+            public_addr,
+            ops_addr,
+            task,
+        })
+    }
+
+    pub fn public_addr(&self) -> SocketAddr {
+        self.public_addr
+    }
+
+    pub fn ops_addr(&self) -> SocketAddr {
+        self.ops_addr
+    }
+
+    /// The in-process mail sink, when the node was configured with one.
+    pub fn memory_mail(&self) -> Option<MemoryMail> {
+        match &self.state.mail {
+            MailSink::Memory(m) => Some(m.clone()),
+            MailSink::Log(_) => None,
+        }
+    }
+
+    /// Starts the graceful drain (as SIGTERM does).
+    pub fn drain(&self) {
+        self.state.drain.start();
+    }
+
+    /// A handle that can start the drain after the node was moved into `wait`.
+    pub fn drainer(&self) -> Drain {
+        self.state.drain.clone()
+    }
+
+    /// Resolves when the node has stopped (after a drain).
+    pub async fn wait(self) -> Result<(), NodeError> {
+        match self.task.await {
+            Ok(result) => result,
+            Err(e) => Err(NodeError::Serve(std::io::Error::other(e))),
+        }
+    }
+
+    /// Stops the node at once, as a crash would look to its clients: sockets
+    /// break without a close frame and nothing is cleaned up.
+    pub fn abort(self) {
+        self.task.abort();
+    }
+}
+
+async fn bind(addr: SocketAddr) -> Result<TcpListener, NodeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| NodeError::Bind { addr, source })
+}
+
+/// Calls being handled on the public listener, so the drain can wait for them.
+#[derive(Default)]
+struct InFlight(AtomicUsize);
+
+async fn serve(state: AppState, public: TcpListener, ops: TcpListener) -> Result<(), NodeError> {
+    let in_flight = Arc::new(InFlight::default());
+    let public_app = routes::public(state.clone())
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .layer(middleware::from_fn_with_state(
+            in_flight.clone(),
+            count_in_flight,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            record_metrics,
+        ));
+    let ops_app = routes::ops(state.clone());
+
+    let upkeep = tokio::spawn(presence::upkeep(state.clone()));
+    let stop = tokio::sync::watch::channel(false);
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let public_server = axum::serve(
+        public,
+        public_app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(stopped(stop.0.subscribe()));
+    let ops_server = axum::serve(
+        ops,
+        ops_app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(stopped(stop.0.subscribe()));
+    let public_task = tokio::spawn(async move { public_server.await });
+    let ops_task = tokio::spawn(async move { ops_server.await });
+
+    state.drain.started().await;
+    let deadline = Instant::now() + state.config.drain_timeout;
+    tracing::info!(node = %state.config.node_id, sockets = state.drain.open_sockets(), "draining");
+    state.metrics.draining.set(1);
+    state.hub.close_all(CloseCode::GoingAway);
+    let settled = async {
+        state.drain.sockets_closed().await;
+        while in_flight.0.load(Ordering::Acquire) > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    if tokio::time::timeout_at(deadline.into(), settled)
+        .await
+        .is_err()
+    {
+        tracing::warn!("drain timeout: stopping with calls or sockets still open");
+    }
+    // The records of our connections go now rather than at lease expiry, so
+    // friends see the players leave at once.
+    if let Err(e) = presence::clear_own_records(&state).await {
+        tracing::warn!(error = %e, "could not clear this node's connection records");
+    }
+    let _ = stop.0.send(true);
+    let remaining = deadline.saturating_duration_since(Instant::now()) + Duration::from_millis(500);
+    let _ = tokio::time::timeout(remaining, async {
+        let _ = public_task.await;
+        let _ = ops_task.await;
+    })
+    .await;
+    upkeep.abort();
+    state.store.close().await;
+    tracing::info!(node = %state.config.node_id, "drained");
+    Ok(())
+}
+
+/// Refuses new calls while draining, and applies the per-IP limit.
+async fn guard(State(state): State<AppState>, ip: ClientIp, req: Request, next: Next) -> Response {
+    if state.drain.is_draining() {
+        return ApiError::Draining.into_response();
+    }
+    if let Some(limiter) = &state.limiter {
+        // The sign-in email has its own limit, counted in the store.
+        if req.uri().path() != "/v1/auth/email" {
+            if let Err(retry) = limiter.check(ip.0, Instant::now()) {
+                return ApiError::RateLimited {
+                    retry_after_s: retry.as_secs_f64().ceil() as u64,
+                }
+                .into_response();
+            }
+        }
+    }
+    next.run(req).await
+}
+
+async fn count_in_flight(
+    State(in_flight): State<Arc<InFlight>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    in_flight.0.fetch_add(1, Ordering::AcqRel);
+    let response = next.run(req).await;
+    in_flight.0.fetch_sub(1, Ordering::AcqRel);
+    response
+}
+
+async fn record_metrics(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".into());
+    let started = Instant::now();
+    let response = next.run(req).await;
+    let m = &state.metrics;
+    m.http_seconds
+        .get_or_create(&RouteOnly {
+            route: route.clone(),
+        })
+        .observe(started.elapsed().as_secs_f64());
+    m.http_requests
+        .get_or_create(&RouteLabels {
+            route,
+            status: response.status().as_u16(),
+        })
+        .inc();
+    response
+}

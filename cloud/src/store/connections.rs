@@ -1,0 +1,142 @@
+//! The cloud-wide record of event connections: one row per online account, with
+//! the node that holds it and a lease that node renews. A node that dies stops
+//! renewing, and its rows expire.
+
+use std::time::Duration;
+
+use sqlx::Row;
+
+use super::{now_ms, Store, StoreResult};
+
+/// Another connection the account had when a new one registered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionRecord {
+    pub connection_id: String,
+    pub node: String,
+}
+
+/// The result of registering a connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registered {
+    /// The connection this one replaces, if its lease was still alive.
+    pub previous: Option<ConnectionRecord>,
+}
+
+impl Store {
+    /// Makes `connection_id` on `node` the account's one connection.
+    pub async fn register_connection(
+        &self,
+        account_id: i64,
+        connection_id: &str,
+        node: &str,
+        lease: Duration,
+    ) -> StoreResult<Registered> {
+        let now = now_ms();
+        let mut tx = self.begin().await?;
+        let lock = tx.backend().for_update();
+        let previous = sqlx::query(&format!(
+            "SELECT connection_id, node, lease_until FROM connections WHERE account_id = $1{lock}"
+        ))
+        .bind(account_id)
+        .fetch_optional(&mut *tx.tx)
+        .await?;
+        let previous = match previous {
+            Some(row) if row.try_get::<i64, _>("lease_until")? >= now => Some(ConnectionRecord {
+                connection_id: row.try_get("connection_id")?,
+                node: row.try_get("node")?,
+            }),
+            _ => None,
+        };
+        sqlx::query(
+            "INSERT INTO connections (account_id, connection_id, node, since, lease_until) \
+             VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (account_id) DO UPDATE SET connection_id = $2, node = $3, since = $4, lease_until = $5",
+        )
+        .bind(account_id)
+        .bind(connection_id)
+        .bind(node)
+        .bind(now)
+        .bind(now + lease.as_millis() as i64)
+        .execute(&mut *tx.tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Registered { previous })
+    }
+
+    /// Removes the record if it is still this connection's; true when the
+    /// account went offline by it (false when it had been replaced).
+    pub async fn remove_connection(
+        &self,
+        account_id: i64,
+        connection_id: &str,
+    ) -> StoreResult<bool> {
+        let mut tx = self.begin().await?;
+        let removed =
+            sqlx::query("DELETE FROM connections WHERE account_id = $1 AND connection_id = $2")
+                .bind(account_id)
+                .bind(connection_id)
+                .execute(&mut *tx.tx)
+                .await?
+                .rows_affected();
+        tx.commit().await?;
+        Ok(removed > 0)
+    }
+
+    /// The node holding each of these accounts' connection (absent: offline).
+    pub async fn connection_nodes(&self, accounts: &[i64]) -> StoreResult<Vec<(i64, String)>> {
+        let mut found = Vec::with_capacity(accounts.len());
+        // Bounded IN lists keep every statement within both databases' parameter limits.
+        for chunk in accounts.chunks(500) {
+            let sql = format!(
+                "SELECT account_id, node FROM connections WHERE account_id IN ({})",
+                super::placeholders(1, chunk.len())
+            );
+            let mut query = sqlx::query_as::<_, (i64, String)>(&sql);
+            for id in chunk {
+                query = query.bind(*id);
+            }
+            found.extend(query.fetch_all(self.reader()).await?);
+        }
+        Ok(found)
+    }
+
+    /// Extends the leases of every record this node holds.
+    pub async fn renew_leases(&self, node: &str, lease: Duration) -> StoreResult<u64> {
+        let mut tx = self.begin().await?;
+        let n = sqlx::query("UPDATE connections SET lease_until = $1 WHERE node = $2")
+            .bind(now_ms() + lease.as_millis() as i64)
+            .bind(node)
+            .execute(&mut *tx.tx)
+            .await?
+            .rows_affected();
+        tx.commit().await?;
+        Ok(n)
+    }
+
+    /// Deletes records whose lease ran out (their node stopped renewing) and
+    /// returns their accounts, which are now offline.
+    pub async fn expire_leases(&self) -> StoreResult<Vec<i64>> {
+        let mut tx = self.begin().await?;
+        let gone = sqlx::query_scalar(
+            "DELETE FROM connections WHERE lease_until < $1 RETURNING account_id",
+        )
+        .bind(now_ms())
+        .fetch_all(&mut *tx.tx)
+        .await?;
+        tx.commit().await?;
+        Ok(gone)
+    }
+
+    /// Deletes every record of `node` (at its start after a crash, and at the
+    /// end of its drain) and returns their accounts.
+    pub async fn clear_node(&self, node: &str) -> StoreResult<Vec<i64>> {
+        let mut tx = self.begin().await?;
+        let gone =
+            sqlx::query_scalar("DELETE FROM connections WHERE node = $1 RETURNING account_id")
+                .bind(node)
+                .fetch_all(&mut *tx.tx)
+                .await?;
+        tx.commit().await?;
+        Ok(gone)
+    }
+}

@@ -1,0 +1,325 @@
+//! The store: every durable fact of the cloud, behind one interface.
+//!
+//! Two backends share the SQL text through sqlx's `Any` driver (both accept `$N`
+//! parameters, `RETURNING` and `ON CONFLICT`); what differs lives in [`Backend`]:
+//!
+//! * **SQLite** (the embedded default): WAL mode, a pool of readers, and one writer
+//!   connection behind a FIFO semaphore, so writers are served first come, first
+//!   served and a burst cannot starve an early one. SQLite has one writer anyway;
+//!   the queue makes the order explicit instead of leaving it to busy-retries.
+//! * **PostgreSQL** (a cluster of nodes): one pool; rules that span rows (friend
+//!   limits, party size) take row locks in a fixed order inside the transaction.
+//!
+//! A handler never asks the pool for a second connection while it holds a
+//! transaction: everything inside a write goes through its [`WriteTx`].
+//!
+//! The methods are grouped by topic in the sibling modules.
+
+mod accounts;
+mod auth;
+mod cards;
+mod connections;
+mod friends;
+mod presence;
+mod sessions;
+
+pub use accounts::{Account, Privacy};
+pub use auth::{ChallengeIssue, CodeCheck, IssuedTokens, Signup};
+pub use cards::{Card, Relation, Trophies, True};
+pub use connections::{ConnectionRecord, Registered};
+pub use friends::{
+    BlockOutcome, Friend, FriendError, FriendsOverview, LimitKind, PendingRequest, RequestOutcome,
+};
+pub use presence::PresenceState;
+pub use sessions::{Departure, MaxMembers, Session, SessionError};
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{Any, AnyPool, Executor, Transaction};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::metrics::PoolMetrics;
+
+/// What can go wrong in the store, as the handlers need to tell it apart.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Database(#[from] sqlx::Error),
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("unsupported database url {0:?} (expected sqlite:... or postgres://...)")]
+    UnsupportedUrl(String),
+}
+
+impl StoreError {
+    /// True when the write lost a race on a unique key.
+    pub fn is_unique_violation(&self) -> bool {
+        match self {
+            StoreError::Database(sqlx::Error::Database(e)) => e.is_unique_violation(),
+            _ => false,
+        }
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Which database is behind the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    /// Row-lock suffix for a `SELECT` inside a write transaction. SQLite's single
+    /// writer already serialises writes, and it has no `FOR UPDATE`.
+    pub fn for_update(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "",
+            Backend::Postgres => " FOR UPDATE",
+        }
+    }
+}
+
+/// The store handle; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    backend: Backend,
+    /// Reads (and, on PostgreSQL, writes too).
+    pool: AnyPool,
+    /// SQLite only: the single writer connection and its FIFO queue.
+    writer: Option<(AnyPool, Arc<Semaphore>)>,
+    metrics: PoolMetrics,
+}
+
+/// A write transaction. Dropping it without [`WriteTx::commit`] rolls back.
+pub struct WriteTx {
+    pub(crate) tx: Transaction<'static, Any>,
+    // Declared after `tx` so the queue place is released only once the
+    // connection went back to its pool.
+    _turn: Option<OwnedSemaphorePermit>,
+    backend: Backend,
+}
+
+impl WriteTx {
+    pub async fn commit(self) -> StoreResult<()> {
+        self.tx.commit().await?;
+        Ok(())
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+}
+
+/// Settings the store needs from the node's configuration.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub url: String,
+    pub connections: u32,
+    pub acquire_timeout: Duration,
+}
+
+impl Store {
+    /// Connects, runs the migrations of the backend, and returns the store.
+    pub async fn open(opts: &StoreOptions, metrics: PoolMetrics) -> StoreResult<Store> {
+        sqlx::any::install_default_drivers();
+        let backend = if opts.url.starts_with("sqlite:") {
+            Backend::Sqlite
+        } else if opts.url.starts_with("postgres://") || opts.url.starts_with("postgresql://") {
+            Backend::Postgres
+        } else {
+            return Err(StoreError::UnsupportedUrl(opts.url.clone()));
+        };
+        let connect: AnyConnectOptions = sqlite_create_if_missing(&opts.url).parse()?;
+        let base = AnyPoolOptions::new()
+            .acquire_timeout(opts.acquire_timeout)
+            .min_connections(1);
+        let store = match backend {
+            Backend::Sqlite => {
+                let writer = sqlite_pragmas(base.clone().max_connections(1))
+                    .connect_with(connect.clone())
+                    .await?;
+                // Migrate through the writer before any reader opens the file.
+                sqlx::migrate!("migrations/sqlite").run(&writer).await?;
+                let readers = sqlite_pragmas(base.max_connections(opts.connections.max(1)))
+                    .connect_with(connect)
+                    .await?;
+                Inner {
+                    backend,
+                    pool: readers,
+                    writer: Some((writer, Arc::new(Semaphore::new(1)))),
+                    metrics,
+                }
+            }
+            Backend::Postgres => {
+                let pool = base
+                    .max_connections(opts.connections.max(2))
+                    .connect_with(connect)
+                    .await?;
+                sqlx::migrate!("migrations/postgres").run(&pool).await?;
+                Inner {
+                    backend,
+                    pool,
+                    writer: None,
+                    metrics,
+                }
+            }
+        };
+        store.metrics.size.set(opts.connections as i64);
+        Ok(Store {
+            inner: Arc::new(store),
+        })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.inner.backend
+    }
+
+    /// The pool for reads outside a transaction.
+    pub(crate) fn reader(&self) -> &AnyPool {
+        &self.inner.pool
+    }
+
+    /// Starts a write transaction; on SQLite this waits its turn in the writer queue.
+    pub async fn begin(&self) -> StoreResult<WriteTx> {
+        let started = Instant::now();
+        let metrics = &self.inner.metrics;
+        metrics.waiting.inc();
+        let result = async {
+            match &self.inner.writer {
+                Some((pool, queue)) => {
+                    let turn = queue
+                        .clone()
+                        .acquire_owned()
+                        .await
+                        .expect("queue never closed");
+                    let tx = pool.begin().await?;
+                    Ok(WriteTx {
+                        tx,
+                        _turn: Some(turn),
+                        backend: self.inner.backend,
+                    })
+                }
+                None => Ok(WriteTx {
+                    tx: self.inner.pool.begin().await?,
+                    _turn: None,
+                    backend: self.inner.backend,
+                }),
+            }
+        }
+        .await;
+        metrics.waiting.dec();
+        metrics
+            .acquire_seconds
+            .observe(started.elapsed().as_secs_f64());
+        result
+    }
+
+    /// A cheap round trip, for readiness.
+    pub async fn ping(&self) -> StoreResult<()> {
+        self.inner.pool.execute("SELECT 1").await?;
+        Ok(())
+    }
+
+    /// Connections in use right now, for `/metrics`.
+    pub fn busy(&self) -> u32 {
+        let p = &self.inner.pool;
+        let readers = p.size() - p.num_idle() as u32;
+        let writer = self
+            .inner
+            .writer
+            .as_ref()
+            .map(|(w, _)| w.size() - w.num_idle() as u32)
+            .unwrap_or(0);
+        readers + writer
+    }
+
+    pub fn metrics(&self) -> &PoolMetrics {
+        &self.inner.metrics
+    }
+
+    pub async fn close(&self) {
+        if let Some((w, _)) = &self.inner.writer {
+            w.close().await;
+        }
+        self.inner.pool.close().await;
+    }
+}
+
+/// `sqlite:path` would fail on a missing file; a node creates its database.
+fn sqlite_create_if_missing(url: &str) -> String {
+    if url.starts_with("sqlite:") && !url.contains("mode=") && !url.contains(":memory:") {
+        let sep = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{sep}mode=rwc")
+    } else {
+        url.to_string()
+    }
+}
+
+fn sqlite_pragmas(opts: AnyPoolOptions) -> AnyPoolOptions {
+    opts.after_connect(|conn, _meta| {
+        Box::pin(async move {
+            conn.execute(
+                "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+                 PRAGMA busy_timeout = 5000; PRAGMA foreign_keys = ON;",
+            )
+            .await?;
+            Ok(())
+        })
+    })
+}
+
+/// Milliseconds since the Unix epoch: the store's time unit.
+pub fn now_ms() -> i64 {
+    time::OffsetDateTime::now_utc().unix_timestamp_nanos() as i64 / 1_000_000
+}
+
+/// RFC 3339 in UTC, as the API shows times.
+pub fn rfc3339(ms: i64) -> String {
+    let t = time::OffsetDateTime::from_unix_timestamp_nanos(ms as i128 * 1_000_000)
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    t.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+/// `$1, $2, ...` for an `IN (...)` list starting at parameter `first`.
+pub(crate) fn placeholders(first: usize, n: usize) -> String {
+    (first..first + n)
+        .map(|i| format!("${i}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholders_count_from_first() {
+        assert_eq!(placeholders(2, 3), "$2, $3, $4");
+    }
+
+    #[test]
+    fn rfc3339_is_utc() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn sqlite_urls_create_the_file() {
+        assert_eq!(
+            sqlite_create_if_missing("sqlite:a.db"),
+            "sqlite:a.db?mode=rwc"
+        );
+        assert_eq!(
+            sqlite_create_if_missing("sqlite::memory:"),
+            "sqlite::memory:"
+        );
+    }
+}

@@ -1,0 +1,218 @@
+//! Hostile and malformed input: each gets the contract's error, changes nothing,
+//! and the node keeps serving.
+
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::support::TestNode;
+
+async fn raw(
+    node: &TestNode,
+    method: Method,
+    path: &str,
+    token: Option<&str>,
+    body: Vec<u8>,
+) -> (StatusCode, Value) {
+    let mut req = node
+        .http
+        .request(method, format!("{}{path}", node.api))
+        .header("content-type", "application/json")
+        .body(body);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status();
+    (
+        status,
+        serde_json::from_str(&resp.text().await.unwrap()).unwrap_or(Value::Null),
+    )
+}
+
+fn code(v: &Value) -> Option<&str> {
+    v["error"]["code"].as_str()
+}
+
+#[tokio::test]
+async fn malformed_bodies_get_contract_errors() {
+    let node = TestNode::start(&[]).await;
+    let ann = node.signup("ann").await;
+    let t = Some(ann.access.as_str());
+    let cases: Vec<(&str, Vec<u8>, StatusCode, &str)> = vec![
+        (
+            "/v1/auth/email",
+            b"{not json".to_vec(),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            "/v1/auth/email",
+            br#"{"email": 5}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            "/v1/auth/email",
+            b"[]".to_vec(),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            "/v1/auth/signup",
+            b"{\"signup_token\":\"x\",\"handle\":\"\xff\xfe\"}".to_vec(),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            "/v1/friends/requests",
+            br#"{"handle": ["a"]}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            "/v1/sessions",
+            br#"{"max_members": "four"}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            "/v1/blocks",
+            br#"{"account_id": "1 OR 1=1"}"#.to_vec(),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            "/v1/me/trophies",
+            vec![b'a'; 20_000],
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+        ),
+    ];
+    for (path, body, status, want) in cases {
+        let (s, v) = raw(&node, Method::POST, path, t, body).await;
+        assert_eq!((s, code(&v)), (status, Some(want)), "{path}: {v}");
+        assert!(v["error"]["message"].is_string());
+    }
+    let (s, v) = raw(
+        &node,
+        Method::PUT,
+        "/v1/presence",
+        t,
+        br#"{"activity": "x", "version": -1}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(
+        (s, code(&v)),
+        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    );
+    let (s, v) = raw(
+        &node,
+        Method::PATCH,
+        "/v1/me",
+        t,
+        br#"{"privacy": "public", "admin": true}"#.to_vec(),
+    )
+    .await;
+    assert_eq!(
+        (s, code(&v)),
+        (StatusCode::BAD_REQUEST, Some("bad_request")),
+        "unknown fields on a profile change"
+    );
+
+    // Nothing changed, and the node still answers.
+    let (s, me) = node.call(Method::GET, "/v1/me", t, None).await;
+    assert_eq!(
+        (s, me["privacy"].as_str()),
+        (StatusCode::OK, Some("friends"))
+    );
+}
+
+#[tokio::test]
+async fn bad_ids_tokens_and_paths() {
+    let node = TestNode::start(&[]).await;
+    let ann = node.signup("ann").await;
+    let t = Some(ann.access.as_str());
+    for path in [
+        "/v1/sessions/abc",
+        "/v1/sessions/0",
+        "/v1/sessions/-3",
+        "/v1/sessions/99999999999999999999999",
+    ] {
+        let (s, v) = node.call(Method::GET, path, t, None).await;
+        assert_eq!(
+            (s, code(&v)),
+            (StatusCode::BAD_REQUEST, Some("bad_request")),
+            "{path}"
+        );
+    }
+    let (s, v) = node
+        .call(Method::POST, "/v1/friends/requests/x'--/accept", t, None)
+        .await;
+    assert_eq!(
+        (s, code(&v)),
+        (StatusCode::BAD_REQUEST, Some("bad_request"))
+    );
+    let (s, v) = node
+        .call(
+            Method::POST,
+            "/v1/friends/requests",
+            t,
+            Some(json!({"handle": "x' OR '1'='1"})),
+        )
+        .await;
+    assert_eq!((s, code(&v)), (StatusCode::NOT_FOUND, Some("not_found")));
+    let (s, v) = node.call(Method::GET, "/v1/me", Some("forged"), None).await;
+    assert_eq!(
+        (s, code(&v)),
+        (StatusCode::UNAUTHORIZED, Some("unauthorized"))
+    );
+    let (s, v) = node.call(Method::GET, "/v1/me", None, None).await;
+    assert_eq!(
+        (s, code(&v)),
+        (StatusCode::UNAUTHORIZED, Some("unauthorized"))
+    );
+    let (s, v) = node.call(Method::GET, "/v1/nothing/here", t, None).await;
+    assert_eq!((s, code(&v)), (StatusCode::NOT_FOUND, Some("not_found")));
+}
+
+#[tokio::test]
+async fn rate_limits_answer_429_with_retry_after() {
+    let node =
+        TestNode::start_limited(&["--rate-calls-per-minute", "5", "--rate-auth-email", "2"]).await;
+    let mut last = None;
+    for _ in 0..6 {
+        let resp = node
+            .http
+            .get(format!("{}/v1/me", node.api))
+            .send()
+            .await
+            .unwrap();
+        last = Some(resp);
+    }
+    let resp = last.unwrap();
+    assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    let retry: u64 = resp.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+    let v: Value = resp.json().await.unwrap();
+    assert_eq!(code(&v), Some("rate_limited"));
+
+    for expected in [
+        StatusCode::ACCEPTED,
+        StatusCode::ACCEPTED,
+        StatusCode::TOO_MANY_REQUESTS,
+    ] {
+        let (s, _) = node
+            .call(
+                Method::POST,
+                "/v1/auth/email",
+                None,
+                Some(json!({"email": "a@b.c"})),
+            )
+            .await;
+        assert_eq!(s, expected);
+    }
+}

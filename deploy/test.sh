@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Runs every test of the workspace, on a fresh machine as on a developer's:
+# installs what the tests need when it is missing (with apt-get, as root),
+# builds everything once in the release profile, then runs the tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+command -v nats-server >/dev/null 2>&1 || missing+=(nats-server)
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+getent passwd postgres >/dev/null || missing+=(postgresql)
+if ((${#missing[@]})); then
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "deploy/test.sh: missing ${missing[*]}; run as root to install them, or install them yourself" >&2
+        exit 1
+    fi
+    echo "deploy/test.sh: installing ${missing[*]}" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# One profile for tests and binaries, so everything is compiled once.
+cargo build --release --workspace --all-targets --locked
+
+source deploy/test-services.sh
+cargo test --release --workspace --locked

@@ -1,0 +1,185 @@
+//! A typed client of the cloud's HTTP API: one method per call; errors carry the HTTP status and
+//! the contract's error code.
+
+use std::time::Duration;
+
+use reqwest::{RequestBuilder, Response};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use crate::stats::Status;
+use crate::wire::{
+    AccountId, Cards, Challenge, CodeOutcome, ErrorBody, FriendStatus, FriendsView, Session, SessionId,
+    Tokens,
+};
+
+/// How long one call may take before it counts as unanswered.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A successful answer: its status (the contract has calls with two success statuses) and body.
+#[derive(Debug)]
+pub struct Answer<T> {
+    pub status: u16,
+    pub body: T,
+}
+
+/// Why a call did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The cloud answered with an error body.
+    #[error("{status} {code}: {message}")]
+    Api { status: u16, code: String, message: String },
+    /// No answer: connection refused or reset, or [`CALL_TIMEOUT`] passed.
+    #[error("no answer: {0}")]
+    NoAnswer(#[source] reqwest::Error),
+    /// An answer that does not follow the contract (wrong body or status).
+    #[error("unexpected answer {status}: {detail}")]
+    Unexpected { status: u16, detail: String },
+    /// The player has no tokens (never signed in, or its refresh token was refused).
+    #[error("the player is not signed in")]
+    NotSignedIn,
+}
+
+impl ClientError {
+    /// How the call is counted in the report's status map.
+    pub fn status(&self) -> Status {
+        match self {
+            ClientError::Api { status, .. } | ClientError::Unexpected { status, .. } => Status::Http(*status),
+            ClientError::NoAnswer(_) | ClientError::NotSignedIn => Status::NoAnswer,
+        }
+    }
+
+    /// The contract's error code, when the cloud sent one.
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ClientError::Api { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+}
+
+/// The status of a call's result, for the report.
+pub fn status_of<T>(result: &Result<Answer<T>, ClientError>) -> Status {
+    match result {
+        Ok(answer) => Status::Http(answer.status),
+        Err(e) => e.status(),
+    }
+}
+
+/// Builds the HTTP client every player of one source address shares.
+pub fn http_client(local_address: Option<std::net::IpAddr>) -> Result<reqwest::Client, reqwest::Error> {
+    reqwest::Client::builder()
+        .timeout(CALL_TIMEOUT)
+        .connect_timeout(Duration::from_secs(5))
+        .local_address(local_address)
+        .pool_idle_timeout(Duration::from_secs(30))
+        .build()
+}
+
+/// The API of one node, called through one HTTP client.
+#[derive(Clone, Copy)]
+pub struct Api<'a> {
+    http: &'a reqwest::Client,
+    base: &'a str,
+}
+
+impl<'a> Api<'a> {
+    /// `base` is the node's public listener, e.g. `http://127.0.0.1:8080`, without a trailing slash.
+    pub fn new(http: &'a reqwest::Client, base: &'a str) -> Self {
+        Api { http, base }
+    }
+
+    fn post(&self, path: &str) -> RequestBuilder {
+        self.http.post(format!("{}{path}", self.base))
+    }
+
+    fn get(&self, path: &str) -> RequestBuilder {
+        self.http.get(format!("{}{path}", self.base))
+    }
+
+    pub async fn auth_email(&self, email: &str) -> Result<Answer<Challenge>, ClientError> {
+        json_answer(self.post("/v1/auth/email").json(&json!({ "email": email }))).await
+    }
+
+    pub async fn auth_code(&self, challenge_id: &str, code: &str) -> Result<Answer<CodeOutcome>, ClientError> {
+        let body = json!({ "challenge_id": challenge_id, "code": code });
+        json_answer(self.post("/v1/auth/code").json(&body)).await
+    }
+
+    pub async fn auth_signup(&self, signup_token: &str, handle: &str) -> Result<Answer<Tokens>, ClientError> {
+        let body = json!({ "signup_token": signup_token, "handle": handle });
+        json_answer(self.post("/v1/auth/signup").json(&body)).await
+    }
+
+    pub async fn auth_refresh(&self, refresh_token: &str) -> Result<Answer<Tokens>, ClientError> {
+        json_answer(self.post("/v1/auth/refresh").json(&json!({ "refresh_token": refresh_token }))).await
+    }
+
+    pub async fn friends(&self, token: &str) -> Result<Answer<FriendsView>, ClientError> {
+        json_answer(self.get("/v1/friends").bearer_auth(token)).await
+    }
+
+    pub async fn friend_request(&self, token: &str, handle: &str) -> Result<Answer<FriendStatus>, ClientError> {
+        let req = self.post("/v1/friends/requests").bearer_auth(token).json(&json!({ "handle": handle }));
+        json_answer(req).await
+    }
+
+    pub async fn friend_accept(&self, token: &str, from: AccountId) -> Result<Answer<FriendStatus>, ClientError> {
+        json_answer(self.post(&format!("/v1/friends/requests/{from}/accept")).bearer_auth(token)).await
+    }
+
+    pub async fn presence_set(&self, token: &str, activity: &str, version: u64) -> Result<Answer<()>, ClientError> {
+        let body = json!({ "activity": activity, "version": version });
+        empty_answer(self.http.put(format!("{}/v1/presence", self.base)).bearer_auth(token).json(&body)).await
+    }
+
+    pub async fn session_create(&self, token: &str, max_members: u32) -> Result<Answer<Session>, ClientError> {
+        let req = self.post("/v1/sessions").bearer_auth(token).json(&json!({ "max_members": max_members }));
+        json_answer(req).await
+    }
+
+    pub async fn session_join(&self, token: &str, id: &SessionId) -> Result<Answer<Session>, ClientError> {
+        json_answer(self.post(&format!("/v1/sessions/{id}/join")).bearer_auth(token)).await
+    }
+
+    pub async fn session_leave(&self, token: &str, id: &SessionId) -> Result<Answer<()>, ClientError> {
+        empty_answer(self.post(&format!("/v1/sessions/{id}/leave")).bearer_auth(token)).await
+    }
+
+    pub async fn session_get(&self, token: &str, id: &SessionId) -> Result<Answer<Session>, ClientError> {
+        json_answer(self.get(&format!("/v1/sessions/{id}")).bearer_auth(token)).await
+    }
+
+    pub async fn cards(&self, token: &str, ids: &[AccountId]) -> Result<Answer<Cards>, ClientError> {
+        let list = ids.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
+        // Commas are left literal: the contract's example is `?ids=1,2,3`.
+        json_answer(self.get(&format!("/v1/cards?ids={list}")).bearer_auth(token)).await
+    }
+}
+
+async fn send(req: RequestBuilder) -> Result<Response, ClientError> {
+    let resp = req.send().await.map_err(ClientError::NoAnswer)?;
+    if resp.status().is_success() {
+        return Ok(resp);
+    }
+    let status = resp.status().as_u16();
+    let bytes = resp.bytes().await.map_err(ClientError::NoAnswer)?;
+    Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
+        Ok(body) => ClientError::Api { status, code: body.error.code, message: body.error.message },
+        Err(e) => ClientError::Unexpected { status, detail: format!("error body: {e}") },
+    })
+}
+
+async fn json_answer<T: DeserializeOwned>(req: RequestBuilder) -> Result<Answer<T>, ClientError> {
+    let resp = send(req).await?;
+    let status = resp.status().as_u16();
+    let bytes = resp.bytes().await.map_err(ClientError::NoAnswer)?;
+    serde_json::from_slice(&bytes)
+        .map(|body| Answer { status, body })
+        .map_err(|e| ClientError::Unexpected { status, detail: e.to_string() })
+}
+
+async fn empty_answer(req: RequestBuilder) -> Result<Answer<()>, ClientError> {
+    let resp = send(req).await?;
+    Ok(Answer { status: resp.status().as_u16(), body: () })
+}

@@ -1,0 +1,35 @@
+//! The crate's one error type at its boundary.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::client::ClientError;
+use crate::settings::SettingsError;
+
+/// Why a run, or a step of one, failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
+    /// The run cannot start as asked against this target (e.g. a storm that needs node control).
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("no sign-in code for {email} within {waited:?}")]
+    NoCode { email: String, waited: Duration },
+    #[error("reading the mail log {path}: {source}")]
+    MailLog {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("node {url}: {detail}")]
+    Node { url: String, detail: String },
+    #[error("writing {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}

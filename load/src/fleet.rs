@@ -1,0 +1,200 @@
+//! The players of a run and what they share: the nodes, the HTTP clients, the current recorder,
+//! the event feed ([`PlayerEvent`]) and the faults that act on every connection at once.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use rand::distr::{Alphanumeric, SampleString};
+use tokio::sync::{broadcast, watch};
+
+use crate::error::LoadError;
+use crate::net::{Net, SourceIps};
+use crate::player::{unix_micros, Player};
+use crate::reconnect::{Break, ReconnectMode};
+use crate::stats::{Op, Recorder, Status};
+use crate::target::{CodeSource, NodeEndpoint, Target};
+use crate::wire::AccountId;
+
+/// Something that happened to a player, for observers such as the chaos supervisor.
+#[derive(Debug, Clone)]
+pub struct PlayerEvent {
+    pub at: Instant,
+    /// The player's index in the fleet.
+    pub player: usize,
+    pub kind: EventKind,
+}
+
+#[derive(Debug, Clone)]
+pub enum EventKind {
+    /// A welcome on the event connection, from the node with this id (`node_index` into the target's nodes).
+    Welcome { node: String, node_index: usize },
+    /// The event connection ended.
+    Lost { reason: Break },
+    /// A presence event; `delivery` is its time from send to receipt when it was a change of this run.
+    Presence { from: AccountId, version: u64, delivery: Option<Duration> },
+    /// An op ended.
+    Call { op: Op, status: Status, latency: Duration },
+}
+
+/// Events a slow subscriber may fall behind by before it misses some (it is told it lagged).
+const EVENT_BUFFER: usize = 1 << 16;
+
+/// A node as the players reach it.
+pub(crate) struct Node {
+    pub endpoint: NodeEndpoint,
+    pub ws_url: String,
+    pub addr: SocketAddr,
+}
+
+/// What every player of a fleet shares.
+pub(crate) struct Shared {
+    pub nodes: Vec<Node>,
+    pub codes: Arc<dyn CodeSource>,
+    pub net: Net,
+    pub reconnect: ReconnectMode,
+    /// When the fleet was made, in µs since the Unix epoch: presence versions older than it are
+    /// not changes of this run.
+    pub started_us: u64,
+    pub drops: watch::Sender<u64>,
+    pub shutdown: watch::Sender<bool>,
+    recorder: RwLock<Recorder>,
+    events: broadcast::Sender<PlayerEvent>,
+    directory: RwLock<HashMap<AccountId, usize>>,
+}
+
+impl Shared {
+    pub fn recorder(&self) -> Recorder {
+        self.recorder.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Records an op of `player` that started at `since` and tells the subscribers.
+    pub fn record(&self, player: usize, op: Op, since: Instant, status: Status) {
+        let latency = since.elapsed();
+        self.recorder().record(op, latency, status);
+        self.emit(player, EventKind::Call { op, status, latency });
+    }
+
+    pub fn emit(&self, player: usize, kind: EventKind) {
+        // Without subscribers there is nobody to build the event for.
+        if self.events.receiver_count() > 0 {
+            let _ = self.events.send(PlayerEvent { at: Instant::now(), player, kind });
+        }
+    }
+
+    pub fn register(&self, account: AccountId, player: usize) {
+        self.directory.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(account, player);
+    }
+
+    fn player_of(&self, account: AccountId) -> Option<usize> {
+        self.directory.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(&account).copied()
+    }
+}
+
+/// The players of a run.
+pub struct Fleet {
+    shared: Arc<Shared>,
+    players: Vec<Arc<Player>>,
+}
+
+impl Fleet {
+    /// Makes `size` players (none signed in yet) against `target`. Their emails and handles carry
+    /// a tag of this run, so runs against the same cloud never collide.
+    pub async fn new(
+        target: &Target,
+        size: usize,
+        reconnect: ReconnectMode,
+        source_ips: Option<&SourceIps>,
+    ) -> Result<Fleet, LoadError> {
+        let mut nodes = Vec::with_capacity(target.nodes.len());
+        for endpoint in &target.nodes {
+            nodes.push(resolve(endpoint).await?);
+        }
+        if nodes.is_empty() {
+            return Err(LoadError::Refused("the target has no nodes".into()));
+        }
+        let net = Net::new(source_ips).map_err(|e| LoadError::Node {
+            url: target.nodes[0].api.clone(),
+            detail: format!("building the HTTP client: {e}"),
+        })?;
+        let shared = Arc::new(Shared {
+            nodes,
+            codes: target.codes.clone(),
+            net,
+            reconnect,
+            started_us: unix_micros(),
+            drops: watch::Sender::new(0),
+            shutdown: watch::Sender::new(false),
+            recorder: RwLock::new(Recorder::new()),
+            events: broadcast::Sender::new(EVENT_BUFFER),
+            directory: RwLock::new(HashMap::new()),
+        });
+        let tag = Alphanumeric.sample_string(&mut rand::rng(), 5).to_lowercase();
+        let node_count = shared.nodes.len();
+        let players = (0..size)
+            .map(|index| Arc::new(Player::new(index, &tag, index % node_count, shared.clone())))
+            .collect();
+        Ok(Fleet { shared, players })
+    }
+
+    pub fn players(&self) -> &[Arc<Player>] {
+        &self.players
+    }
+
+    /// The players whose event connection has had its welcome and is still up.
+    pub fn online(&self) -> impl Iterator<Item = &Arc<Player>> {
+        self.players.iter().filter(|p| p.is_online())
+    }
+
+    pub fn online_count(&self) -> usize {
+        self.online().count()
+    }
+
+    /// The player with this account, once it signed in.
+    pub fn by_account(&self, account: AccountId) -> Option<&Arc<Player>> {
+        self.shared.player_of(account).map(|i| &self.players[i])
+    }
+
+    pub fn node_count(&self) -> usize {
+        self.shared.nodes.len()
+    }
+
+    /// Every player event from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<PlayerEvent> {
+        self.shared.events.subscribe()
+    }
+
+    /// Where ops of every player are recorded from now on (each scenario has its own).
+    pub fn set_recorder(&self, recorder: Recorder) {
+        *self.shared.recorder.write().unwrap_or_else(std::sync::PoisonError::into_inner) = recorder;
+    }
+
+    /// Breaks every event connection at once without a close frame (the `drop` storm); players
+    /// then reconnect by their rule.
+    pub fn drop_all(&self) {
+        self.shared.drops.send_modify(|generation| *generation += 1);
+    }
+
+    /// Closes every event connection with a close frame and waits (bounded) for the players to stop.
+    pub async fn shutdown(&self) {
+        self.shared.shutdown.send_replace(true);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        for player in &self.players {
+            player.stop_connection(deadline).await;
+        }
+    }
+}
+
+async fn resolve(endpoint: &NodeEndpoint) -> Result<Node, LoadError> {
+    let fail = |detail: String| LoadError::Node { url: endpoint.api.clone(), detail };
+    let url = reqwest::Url::parse(&endpoint.api).map_err(|e| fail(e.to_string()))?;
+    let host = url.host_str().ok_or_else(|| fail("no host".into()))?.to_string();
+    let port = url.port_or_known_default().ok_or_else(|| fail("no port".into()))?;
+    let addr = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .map_err(|e| fail(e.to_string()))?
+        .next()
+        .ok_or_else(|| fail("the host resolves to no address".into()))?;
+    Ok(Node { endpoint: endpoint.clone(), ws_url: format!("ws://{host}:{port}/v1/events"), addr })
+}

@@ -1,0 +1,54 @@
+//! anyplay-load: plays many players against the anyplay cloud and measures what they see.
+//!
+//! The contract is `shared/spec/load.md`; the API the players call is `shared/spec/cloud-api.md`.
+//! It is a library first: `anyplay-chaos` drives the same [`Fleet`] of players and the same
+//! scenarios in process, and the `anyplay-load` binary is a thin shell around [`runner::run`].
+//!
+//! # Layout
+//!
+//! - [`settings`]: raw command-line flags, then validated [`Settings`]; bad settings never start a run.
+//! - [`target`]: what a run plays against ([`Target`]): node endpoints, where sign-in codes come
+//!   from ([`CodeSource`]), and optional control over nodes ([`NodeControl`]).
+//! - [`mail_log`]: the external [`CodeSource`], tailing the cloud's mail-log file.
+//! - [`wire`] and [`client`]: the contract's JSON bodies and a typed HTTP client of it.
+//! - [`net`]: spreading connections over loopback source addresses (`--source-ips`).
+//! - [`reconnect`]: the contract's reconnect rule as a pure type.
+//! - [`ledger`]: what the cloud acknowledged to a player, for lost-write checks.
+//! - [`player`], [`connection`] and [`fleet`]: players, their event sockets, and the set of them
+//!   with its event feed ([`PlayerEvent`]) and the `drop_all` fault.
+//! - [`schedule`]: the open-loop scheduler; [`stats`]: HdrHistograms per op, merged exactly.
+//! - [`generator`]: the harness's own health (scheduler lateness, CPU, memory).
+//! - [`server`]: what the nodes' `/metrics` say changed during the run.
+//! - [`scenarios`]: login, friends, presence, sessions, cards, storm, ladder.
+//! - [`report`]: the JSON report and the stdout tables; [`progress`]: progress on stderr.
+//! - [`runner`]: a whole run, in the order the contract fixes.
+
+pub mod client;
+pub mod connection;
+pub mod error;
+pub mod fleet;
+pub mod generator;
+pub mod ledger;
+pub mod mail_log;
+pub mod net;
+pub mod player;
+pub mod progress;
+pub mod reconnect;
+pub mod report;
+pub mod runner;
+pub mod scenarios;
+pub mod schedule;
+pub mod server;
+pub mod settings;
+pub mod stats;
+mod sync;
+pub mod target;
+pub mod wire;
+
+pub use error::LoadError;
+pub use fleet::{EventKind, Fleet, PlayerEvent};
+pub use ledger::{Ledger, LostWrite};
+pub use player::Player;
+pub use reconnect::{Break, ReconnectMode};
+pub use settings::{Args, Settings};
+pub use target::{CodeSource, NodeControl, NodeEndpoint, PoolProbe, Target};

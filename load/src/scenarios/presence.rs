@@ -1,0 +1,87 @@
+//! `presence`: `--presence-rate` activity changes per second over random online players for
+//! `--presence-seconds`. Each change's version is its send time, so each friend's event gives
+//! the delivery time; every friend online when the change was acknowledged is expected to
+//! receive it (a later version counts as received).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::player::Player;
+use crate::report::{DeliveryReport, ScenarioReport};
+use crate::scenarios::{pick, Ctx};
+use crate::schedule::{self, Plan};
+use crate::stats::{ms, Op};
+use crate::sync::lock;
+use crate::wire::AccountId;
+
+/// How long after the last change deliveries are waited for (the chaos check's window).
+pub const DELIVERY_WINDOW: Duration = Duration::from_secs(3);
+
+/// A friend that should see a change.
+struct Expected {
+    receiver: Arc<Player>,
+    from: AccountId,
+    version: u64,
+}
+
+impl Expected {
+    fn received(&self) -> bool {
+        self.receiver.received_version(self.from).is_some_and(|v| v >= self.version)
+    }
+}
+
+pub async fn run(ctx: &Ctx) -> ScenarioReport {
+    let recorder = ctx.begin();
+    let online = Arc::new(ctx.online());
+    let expected = Arc::new(Mutex::new(Vec::new()));
+    let changes = Arc::new(AtomicU64::new(0));
+    let presence = &ctx.settings.presence;
+    let plan = Plan::for_duration(presence.rate, presence.duration, ctx.settings.max_in_flight);
+    let bar = ctx.progress.bar("presence", plan.count);
+    let outcome = schedule::run(&plan, &ctx.lag, |_, at| {
+        let player = pick(&online);
+        let (fleet, expected, changes, bar) = (ctx.fleet.clone(), expected.clone(), changes.clone(), bar.clone());
+        async move {
+            if let Some(player) = player {
+                if let (Ok(version), Some(from)) = (player.set_presence(at).await, player.account()) {
+                    changes.fetch_add(1, Ordering::Relaxed);
+                    let receivers = player
+                        .friends()
+                        .into_iter()
+                        .filter_map(|friend| fleet.by_account(friend))
+                        .filter(|friend| friend.is_online())
+                        .map(|friend| Expected { receiver: friend.clone(), from, version });
+                    lock(&expected).extend(receivers);
+                }
+            }
+            bar.inc(1);
+        }
+    })
+    .await;
+    bar.finish();
+    let deadline = Instant::now() + DELIVERY_WINDOW;
+    let received = loop {
+        let received = lock(&expected).iter().filter(|e| e.received()).count();
+        if received == lock(&expected).len() || Instant::now() >= deadline {
+            break received as u64;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let snapshot = recorder.snapshot();
+    let expected = lock(&expected).len() as u64;
+    let latency = snapshot.ops.get(&Op::PresenceDelivery).map(|s| s.latency.clone());
+    let q = |q: f64| latency.as_ref().map_or(0.0, |h| ms(h.value_at_quantile(q)));
+    let mut report = ScenarioReport::new("presence", &snapshot, recorder.start().elapsed()).scheduled(&plan, &outcome);
+    report.delivery = Some(DeliveryReport {
+        changes: changes.load(Ordering::Relaxed),
+        expected,
+        received,
+        missing: expected - received,
+        p50_ms: q(0.5),
+        p95_ms: q(0.95),
+        p99_ms: q(0.99),
+        max_ms: latency.as_ref().map_or(0.0, |h| ms(h.max())),
+    });
+    report
+}

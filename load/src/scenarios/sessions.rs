@@ -1,0 +1,69 @@
+//! `sessions`: `--session-rate` sessions per second for `--session-seconds`: a leader creates one
+//! of `--session-size`, online friends join, the session is held `--session-hold`, all leave.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+
+use crate::player::Player;
+use crate::report::ScenarioReport;
+use crate::scenarios::{pick, Ctx};
+use crate::schedule::{self, Plan};
+
+/// Random picks tried for a free leader before the slot is given up.
+const LEADER_TRIES: usize = 8;
+
+pub async fn run(ctx: &Ctx) -> ScenarioReport {
+    let recorder = ctx.begin();
+    let online = Arc::new(ctx.online());
+    let settings = &ctx.settings.sessions;
+    let plan = Plan::for_duration(settings.rate, settings.duration, ctx.settings.max_in_flight);
+    let bar = ctx.progress.bar("sessions", plan.count);
+    let (size, hold) = (settings.size, settings.hold);
+    let outcome = schedule::run(&plan, &ctx.lag, |_, at| {
+        let party = reserve_party(ctx, &online, size as usize);
+        let bar = bar.clone();
+        async move {
+            if let Some(party) = party {
+                play(&party, size, hold, at).await;
+                party.iter().for_each(|p| p.release());
+            }
+            bar.inc(1);
+        }
+    })
+    .await;
+    bar.finish();
+    ScenarioReport::new("sessions", &recorder.snapshot(), recorder.start().elapsed()).scheduled(&plan, &outcome)
+}
+
+/// A free leader and up to `size - 1` of its free online friends, all reserved.
+fn reserve_party(ctx: &Ctx, online: &[Arc<Player>], size: usize) -> Option<Vec<Arc<Player>>> {
+    let leader = (0..LEADER_TRIES).filter_map(|_| pick(online)).find(|p| p.try_reserve())?;
+    let mut party = vec![leader.clone()];
+    for friend in leader.friends() {
+        if party.len() == size {
+            break;
+        }
+        if let Some(friend) = ctx.fleet.by_account(friend) {
+            if friend.is_online() && friend.try_reserve() {
+                party.push(friend.clone());
+            }
+        }
+    }
+    Some(party)
+}
+
+/// Create (timed from the planned start), join, hold, leave.
+async fn play(party: &[Arc<Player>], size: u32, hold: Duration, at: Instant) {
+    let (leader, members) = party.split_first().expect("a party has its leader");
+    let Ok(session) = leader.create_session(size, at).await else {
+        return;
+    };
+    let joins = join_all(members.iter().map(|m| m.join_session(&session.id, Instant::now()))).await;
+    tokio::time::sleep(hold).await;
+    let joined = members.iter().zip(&joins).filter(|(_, j)| j.is_ok()).map(|(m, _)| m);
+    join_all(joined.map(|m| m.leave_session(&session.id, Instant::now()))).await;
+    // The leader last: its leaving closes the session.
+    let _ = leader.leave_session(&session.id, Instant::now()).await;
+}

@@ -1,0 +1,630 @@
+//! Arguments in two stages: raw command-line flags ([`Args`]), then validated [`Settings`].
+//! Bad settings are refused here, with the reason, before anything starts.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+use serde::{Serialize, Serializer};
+
+use crate::net::SourceIps;
+use crate::reconnect::ReconnectMode;
+
+/// A scenario of `--scenarios`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scenario {
+    Login,
+    Friends,
+    Presence,
+    Sessions,
+    Cards,
+    Storm,
+    Ladder,
+}
+
+impl Scenario {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Login => "login",
+            Scenario::Friends => "friends",
+            Scenario::Presence => "presence",
+            Scenario::Sessions => "sessions",
+            Scenario::Cards => "cards",
+            Scenario::Storm => "storm",
+            Scenario::Ladder => "ladder",
+        }
+    }
+}
+
+/// The fault of the `storm` scenario (`--storm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StormKind {
+    /// Every connection breaks at once, without a close frame.
+    Drop,
+    /// Node 1 drains (closes its connections with 1001).
+    StopNode,
+    /// Node 1 vanishes.
+    KillNode,
+}
+
+impl StormKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            StormKind::Drop => "drop",
+            StormKind::StopNode => "stop-node",
+            StormKind::KillNode => "kill-node",
+        }
+    }
+
+    /// Whether the storm stops a node, which needs a second node to fail over to and control
+    /// over the nodes.
+    pub fn needs_cluster(self) -> bool {
+        !matches!(self, StormKind::Drop)
+    }
+}
+
+/// `10`, `2.5` (seconds), `500ms`, `5s`, `2m`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (number, unit) = match s.trim() {
+        t if t.ends_with("ms") => (&t[..t.len() - 2], 0.001),
+        t if t.ends_with('s') => (&t[..t.len() - 1], 1.0),
+        t if t.ends_with('m') => (&t[..t.len() - 1], 60.0),
+        t => (t, 1.0),
+    };
+    let value: f64 = number.trim().parse().map_err(|_| format!("{s:?} is not a duration (e.g. 10, 2.5, 500ms, 5s, 2m)"))?;
+    Duration::try_from_secs_f64(value * unit).map_err(|_| format!("{s:?} is not a duration that can be waited"))
+}
+
+/// The raw flags of `anyplay-load` (see `shared/spec/load.md`).
+#[derive(Debug, Clone, Parser)]
+#[command(name = "anyplay-load", version, about = "Plays many players against the anyplay cloud and measures what they see.")]
+pub struct Args {
+    /// Scenarios after the login wave and the friend graph (the storm goes last).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "presence,sessions,storm")]
+    pub scenarios: Vec<Scenario>,
+    /// Players in the login wave.
+    #[arg(long, default_value_t = 1000)]
+    pub players: usize,
+    /// How many of the players sign in to an account made before the measured wave.
+    #[arg(long, default_value_t = 0)]
+    pub returning: usize,
+    /// Logins per second.
+    #[arg(long, default_value_t = 100.0)]
+    pub rate: f64,
+    /// Friends per player: each befriends the next friends/2 players on a ring.
+    #[arg(long, default_value_t = 10)]
+    pub friends: usize,
+    /// Activity changes per second (presence).
+    #[arg(long, default_value_t = 100.0)]
+    pub presence_rate: f64,
+    /// How long the presence changes go on.
+    #[arg(long, default_value = "10", value_parser = parse_duration)]
+    pub presence_seconds: Duration,
+    /// Sessions created per second.
+    #[arg(long, default_value_t = 5.0)]
+    pub session_rate: f64,
+    /// Members of a session, leader included (2 to 16).
+    #[arg(long, default_value_t = 4)]
+    pub session_size: u32,
+    /// How long a full session is held before everyone leaves.
+    #[arg(long, default_value = "2", value_parser = parse_duration)]
+    pub session_hold: Duration,
+    /// How long sessions keep being created.
+    #[arg(long, default_value = "10", value_parser = parse_duration)]
+    pub session_seconds: Duration,
+    /// Gamer-card calls per second.
+    #[arg(long, default_value_t = 50.0)]
+    pub cards_rate: f64,
+    /// How long the gamer-card calls go on.
+    #[arg(long, default_value = "10", value_parser = parse_duration)]
+    pub cards_seconds: Duration,
+    /// Accounts per gamer-card call (at most 100), friends first.
+    #[arg(long, default_value_t = 20)]
+    pub cards_size: usize,
+    /// The storm's fault.
+    #[arg(long, value_enum, default_value = "drop")]
+    pub storm: StormKind,
+    /// How long the storm waits for every broken player to be back.
+    #[arg(long, default_value = "60", value_parser = parse_duration)]
+    pub storm_timeout: Duration,
+    /// How players reconnect.
+    #[arg(long, value_enum, default_value = "spec")]
+    pub reconnect: ReconnectMode,
+    /// Ladder rungs: concurrent players per step, increasing (e.g. 500,1000,2000).
+    #[arg(long, value_delimiter = ',')]
+    pub ladder: Vec<usize>,
+    /// Each rung's warm-up: measured, reported as the ramp, and left out of the steady figures.
+    #[arg(long, default_value = "5", value_parser = parse_duration)]
+    pub ladder_warmup: Duration,
+    /// Each rung's steady window.
+    #[arg(long, default_value = "10", value_parser = parse_duration)]
+    pub ladder_steady: Duration,
+    /// On a rung, each online player makes one call per this interval.
+    #[arg(long, default_value = "10", value_parser = parse_duration)]
+    pub ladder_think: Duration,
+    /// The latency budget (p99, ms) the ladder's knee is judged against.
+    #[arg(long, default_value_t = 100.0)]
+    pub budget_ms: f64,
+    /// Operations running at once; past it, scheduled operations are skipped, not queued.
+    #[arg(long, default_value_t = 1000)]
+    pub max_in_flight: usize,
+    /// Keep the cloud's rate limits (in process they are lifted by default).
+    #[arg(long)]
+    pub default_limits: bool,
+    /// In-process cloud nodes; more than one needs PostgreSQL and NATS.
+    #[arg(long, default_value_t = 1)]
+    pub nodes: usize,
+    /// PostgreSQL for an in-process cluster (the harness makes a database of its own in it).
+    #[arg(long, env = "ANYPLAY_LOAD_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// NATS for an in-process cluster.
+    #[arg(long, env = "ANYPLAY_LOAD_NATS_URL")]
+    pub nats_url: Option<String>,
+    /// External mode: a node's public address (repeat per node).
+    #[arg(long)]
+    pub url: Vec<String>,
+    /// External mode: the cloud's mail-log file, to read sign-in codes.
+    #[arg(long)]
+    pub mail_log: Option<PathBuf>,
+    /// External mode: a node's metrics page (repeat per node, in --url order).
+    #[arg(long)]
+    pub metrics_url: Vec<String>,
+    /// External mode: a node's process id, for its CPU and memory (repeat per node).
+    #[arg(long)]
+    pub pid: Vec<u32>,
+    /// Loopback source addresses for the players' connections, e.g. 127.0.0.2-127.0.0.40.
+    #[arg(long)]
+    pub source_ips: Option<SourceIps>,
+    /// Write the JSON report to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// Where the cloud comes from.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Mode {
+    /// One node on SQLite inside the harness, with a memory mail sink.
+    InProcess { default_limits: bool },
+    /// N nodes inside the harness on PostgreSQL and NATS.
+    Cluster {
+        nodes: usize,
+        // Left out of the report: URLs may carry passwords.
+        #[serde(skip)]
+        database_url: String,
+        #[serde(skip)]
+        nats_url: String,
+        default_limits: bool,
+    },
+    /// Nodes that run elsewhere on this machine.
+    External(External),
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct External {
+    pub nodes: Vec<ExternalNode>,
+    pub mail_log: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ExternalNode {
+    pub url: String,
+    pub metrics_url: Option<String>,
+    pub pid: Option<u32>,
+}
+
+fn secs<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct PresenceSettings {
+    pub rate: f64,
+    #[serde(serialize_with = "secs")]
+    pub duration: Duration,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionSettings {
+    pub rate: f64,
+    pub size: u32,
+    #[serde(serialize_with = "secs")]
+    pub hold: Duration,
+    #[serde(serialize_with = "secs")]
+    pub duration: Duration,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CardSettings {
+    pub rate: f64,
+    pub size: usize,
+    #[serde(serialize_with = "secs")]
+    pub duration: Duration,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StormSettings {
+    pub kind: StormKind,
+    #[serde(serialize_with = "secs")]
+    pub timeout: Duration,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LadderSettings {
+    pub rungs: Vec<usize>,
+    #[serde(serialize_with = "secs")]
+    pub warmup: Duration,
+    #[serde(serialize_with = "secs")]
+    pub steady: Duration,
+    #[serde(serialize_with = "secs")]
+    pub think: Duration,
+    pub budget_ms: f64,
+}
+
+/// Validated settings of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Settings {
+    /// What runs after the login wave and the friend graph, in order, the storm last.
+    pub scenarios: Vec<Scenario>,
+    pub players: usize,
+    pub returning: usize,
+    /// Logins per second.
+    pub rate: f64,
+    pub friends: usize,
+    pub reconnect: ReconnectMode,
+    pub presence: PresenceSettings,
+    pub sessions: SessionSettings,
+    pub cards: CardSettings,
+    pub storm: StormSettings,
+    pub ladder: LadderSettings,
+    pub max_in_flight: usize,
+    pub mode: Mode,
+    #[serde(serialize_with = "display")]
+    pub source_ips: Option<SourceIps>,
+    pub json: Option<PathBuf>,
+}
+
+fn display<S: Serializer>(ips: &Option<SourceIps>, s: S) -> Result<S::Ok, S::Error> {
+    match ips {
+        Some(ips) => s.collect_str(ips),
+        None => s.serialize_none(),
+    }
+}
+
+/// Why settings were refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{flag}: {reason}")]
+pub struct SettingsError {
+    pub flag: &'static str,
+    pub reason: String,
+}
+
+fn refuse(flag: &'static str, reason: impl Into<String>) -> SettingsError {
+    SettingsError { flag, reason: reason.into() }
+}
+
+/// Largest `ids` list the contract allows in one gamer-card call.
+pub const MAX_CARDS: usize = 100;
+
+impl Default for Settings {
+    /// The flags' defaults.
+    fn default() -> Self {
+        Settings::from_args(Args::parse_from(["anyplay-load"])).expect("the default flags are valid")
+    }
+}
+
+impl Settings {
+    pub fn from_args(args: Args) -> Result<Settings, SettingsError> {
+        let mode = mode(&args)?;
+        let mut scenarios = Vec::new();
+        for s in args.scenarios {
+            // The login wave and the friend graph always run first.
+            if !matches!(s, Scenario::Login | Scenario::Friends) && !scenarios.contains(&s) {
+                scenarios.push(s);
+            }
+        }
+        // The storm goes last: it may stop a node the others need.
+        scenarios.sort_by_key(|s| *s == Scenario::Storm);
+        let settings = Settings {
+            scenarios,
+            players: args.players,
+            returning: args.returning,
+            rate: args.rate,
+            friends: args.friends,
+            reconnect: args.reconnect,
+            presence: PresenceSettings { rate: args.presence_rate, duration: args.presence_seconds },
+            sessions: SessionSettings {
+                rate: args.session_rate,
+                size: args.session_size,
+                hold: args.session_hold,
+                duration: args.session_seconds,
+            },
+            cards: CardSettings { rate: args.cards_rate, size: args.cards_size, duration: args.cards_seconds },
+            storm: StormSettings { kind: args.storm, timeout: args.storm_timeout },
+            ladder: LadderSettings {
+                rungs: args.ladder,
+                warmup: args.ladder_warmup,
+                steady: args.ladder_steady,
+                think: args.ladder_think,
+                budget_ms: args.budget_ms,
+            },
+            max_in_flight: args.max_in_flight,
+            mode,
+            source_ips: args.source_ips,
+            json: args.json,
+        };
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    pub fn runs(&self, scenario: Scenario) -> bool {
+        self.scenarios.contains(&scenario)
+    }
+
+    pub fn node_count(&self) -> usize {
+        match &self.mode {
+            Mode::InProcess { .. } => 1,
+            Mode::Cluster { nodes, .. } => *nodes,
+            Mode::External(external) => external.nodes.len(),
+        }
+    }
+
+    /// Players the run may sign in: the wave, and the ladder's rungs above it.
+    pub fn total_players(&self) -> usize {
+        let top = if self.runs(Scenario::Ladder) { self.ladder.rungs.last().copied() } else { None };
+        top.unwrap_or(0).max(self.players)
+    }
+
+    /// Checks every rule; [`Settings::from_args`] calls it, and so should code that builds
+    /// settings by hand.
+    pub fn validate(&self) -> Result<(), SettingsError> {
+        let rate = |flag, rate: f64| {
+            if rate.is_finite() && rate > 0.0 {
+                Ok(())
+            } else {
+                Err(refuse(flag, format!("must be a rate above 0 per second, got {rate}")))
+            }
+        };
+        let window = |flag, d: Duration| {
+            if d.is_zero() {
+                Err(refuse(flag, "must be longer than 0 s"))
+            } else {
+                Ok(())
+            }
+        };
+        if self.players == 0 {
+            return Err(refuse("--players", "a run needs at least 1 player"));
+        }
+        if self.returning > self.players {
+            return Err(refuse("--returning", format!("{} is more than the {} players", self.returning, self.players)));
+        }
+        rate("--rate", self.rate)?;
+        if self.max_in_flight == 0 {
+            return Err(refuse("--max-in-flight", "must be at least 1"));
+        }
+        if self.friends % 2 == 1 {
+            return Err(refuse("--friends", "must be even: each player befriends the next friends/2 on a ring"));
+        }
+        if self.friends >= self.players && self.friends > 0 {
+            return Err(refuse(
+                "--friends",
+                format!("{} friends need more than {} players", self.friends, self.players),
+            ));
+        }
+        if self.runs(Scenario::Presence) {
+            rate("--presence-rate", self.presence.rate)?;
+            window("--presence-seconds", self.presence.duration)?;
+        }
+        if self.runs(Scenario::Sessions) {
+            rate("--session-rate", self.sessions.rate)?;
+            window("--session-seconds", self.sessions.duration)?;
+            if !(2..=16).contains(&self.sessions.size) {
+                return Err(refuse("--session-size", format!("must be 2 to 16, got {}", self.sessions.size)));
+            }
+            if (self.sessions.size as usize) > self.friends + 1 {
+                return Err(refuse(
+                    "--session-size",
+                    format!("{} members need at least {} friends per player (--friends {})",
+                        self.sessions.size, self.sessions.size - 1, self.friends),
+                ));
+            }
+        }
+        if self.runs(Scenario::Cards) {
+            rate("--cards-rate", self.cards.rate)?;
+            window("--cards-seconds", self.cards.duration)?;
+            if self.cards.size == 0 || self.cards.size > MAX_CARDS {
+                return Err(refuse("--cards-size", format!("must be 1 to {MAX_CARDS}, got {}", self.cards.size)));
+            }
+        }
+        if self.runs(Scenario::Storm) {
+            window("--storm-timeout", self.storm.timeout)?;
+            let kind = self.storm.kind;
+            if kind.needs_cluster() && self.node_count() < 2 {
+                return Err(refuse(
+                    "--storm",
+                    format!("{} needs a cluster of at least 2 nodes to fail over to; this run has {}",
+                        kind.name(), self.node_count()),
+                ));
+            }
+            if kind.needs_cluster() && matches!(self.mode, Mode::External(_)) {
+                return Err(refuse(
+                    "--storm",
+                    format!("{} needs control over the nodes, which external mode (--url) does not have; \
+                        run it in process (--nodes) or with anyplay-chaos", kind.name()),
+                ));
+            }
+        }
+        if self.runs(Scenario::Ladder) {
+            let rungs = &self.ladder.rungs;
+            if rungs.is_empty() {
+                return Err(refuse("--ladder", "the ladder scenario needs rungs, e.g. --ladder 500,1000,2000"));
+            }
+            if rungs.windows(2).any(|w| w[0] >= w[1]) {
+                return Err(refuse("--ladder", "rungs must increase"));
+            }
+            if rungs[0] < self.players {
+                return Err(refuse(
+                    "--ladder",
+                    format!("the first rung ({}) is below the {} players already online after the login wave",
+                        rungs[0], self.players),
+                ));
+            }
+            window("--ladder-warmup", self.ladder.warmup)?;
+            window("--ladder-steady", self.ladder.steady)?;
+            window("--ladder-think", self.ladder.think)?;
+            rate("--budget-ms", self.ladder.budget_ms)?;
+        }
+        Ok(())
+    }
+}
+
+fn mode(args: &Args) -> Result<Mode, SettingsError> {
+    if args.url.is_empty() {
+        let external_only = [
+            ("--mail-log", args.mail_log.is_some()),
+            ("--metrics-url", !args.metrics_url.is_empty()),
+            ("--pid", !args.pid.is_empty()),
+        ];
+        if let Some((flag, _)) = external_only.iter().find(|(_, given)| *given) {
+            return Err(refuse(flag, "only applies to external nodes (--url)"));
+        }
+        return match args.nodes {
+            0 => Err(refuse("--nodes", "a run needs at least 1 node")),
+            1 => Ok(Mode::InProcess { default_limits: args.default_limits }),
+            nodes => match (&args.database_url, &args.nats_url) {
+                (Some(database_url), Some(nats_url)) => Ok(Mode::Cluster {
+                    nodes,
+                    database_url: database_url.clone(),
+                    nats_url: nats_url.clone(),
+                    default_limits: args.default_limits,
+                }),
+                _ => Err(refuse(
+                    "--nodes",
+                    format!("{nodes} nodes need --database-url postgres://... and --nats-url nats://... \
+                        (or ANYPLAY_LOAD_DATABASE_URL and ANYPLAY_LOAD_NATS_URL)"),
+                )),
+            },
+        };
+    }
+    if args.nodes != 1 {
+        return Err(refuse("--nodes", "external mode (--url) gives one --url per node instead"));
+    }
+    if args.default_limits {
+        return Err(refuse("--default-limits", "external nodes keep whatever limits they were started with"));
+    }
+    let Some(mail_log) = &args.mail_log else {
+        return Err(refuse("--mail-log", "external mode (--url) needs the cloud's mail-log file to read sign-in codes"));
+    };
+    for (flag, given) in [("--metrics-url", args.metrics_url.len()), ("--pid", args.pid.len())] {
+        if given != 0 && given != args.url.len() {
+            return Err(refuse(flag, format!("give one per --url ({}), or none; got {given}", args.url.len())));
+        }
+    }
+    let nodes = args
+        .url
+        .iter()
+        .enumerate()
+        .map(|(i, url)| {
+            let parsed = reqwest::Url::parse(url).map_err(|e| refuse("--url", format!("{url:?}: {e}")))?;
+            if parsed.scheme() != "http" {
+                return Err(refuse("--url", format!("{url:?}: only http:// nodes are supported")));
+            }
+            Ok(ExternalNode { url: url.clone(), metrics_url: args.metrics_url.get(i).cloned(), pid: args.pid.get(i).copied() })
+        })
+        .collect::<Result<_, _>>()?;
+    Ok(Mode::External(External { nodes, mail_log: mail_log.clone() }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(flags: &[&str]) -> Result<Settings, SettingsError> {
+        let mut argv = vec!["anyplay-load"];
+        argv.extend_from_slice(flags);
+        Settings::from_args(Args::try_parse_from(argv).expect("flags parse"))
+    }
+
+    fn refused(flags: &[&str]) -> SettingsError {
+        settings(flags).expect_err("these settings must be refused")
+    }
+
+    #[test]
+    fn defaults_are_valid_and_the_storm_goes_last() {
+        let s = settings(&["--scenarios", "storm,presence,login,cards,presence"]).expect("valid");
+        assert_eq!(s.scenarios, [Scenario::Presence, Scenario::Cards, Scenario::Storm]);
+        assert_eq!(Settings::default().scenarios, [Scenario::Presence, Scenario::Sessions, Scenario::Storm]);
+    }
+
+    #[test]
+    fn zero_players_and_zero_rates_are_refused() {
+        assert_eq!(refused(&["--players", "0"]).flag, "--players");
+        assert_eq!(refused(&["--rate", "0"]).flag, "--rate");
+        assert_eq!(refused(&["--presence-rate", "0"]).flag, "--presence-rate");
+        assert_eq!(refused(&["--session-rate", "0"]).flag, "--session-rate");
+        assert_eq!(refused(&["--scenarios", "cards", "--cards-rate", "0"]).flag, "--cards-rate");
+        // A rate of 0 is fine for a scenario that does not run.
+        settings(&["--scenarios", "presence", "--cards-rate", "0"]).expect("cards do not run");
+    }
+
+    #[test]
+    fn more_than_a_hundred_cards_are_refused() {
+        let e = refused(&["--scenarios", "cards", "--cards-size", "101"]);
+        assert_eq!(e.flag, "--cards-size");
+        settings(&["--scenarios", "cards", "--cards-size", "100"]).expect("100 is the limit");
+    }
+
+    #[test]
+    fn a_storm_that_needs_a_cluster_is_refused_on_one_node() {
+        let e = refused(&["--storm", "kill-node"]);
+        assert_eq!(e.flag, "--storm");
+        assert!(e.reason.contains("cluster"), "{e}");
+        let e = refused(&[
+            "--storm", "stop-node", "--url", "http://127.0.0.1:1", "--url", "http://127.0.0.1:2", "--mail-log", "m",
+        ]);
+        assert!(e.reason.contains("external"), "{e}");
+        let s = settings(&[
+            "--storm", "stop-node", "--nodes", "2", "--database-url", "postgres://x", "--nats-url", "nats://y",
+        ])
+        .expect("a cluster can stop a node");
+        assert_eq!(s.node_count(), 2);
+    }
+
+    #[test]
+    fn modes_are_told_apart_and_their_flags_checked() {
+        assert!(matches!(settings(&[]).expect("valid").mode, Mode::InProcess { .. }));
+        assert_eq!(refused(&["--url", "http://127.0.0.1:1"]).flag, "--mail-log");
+        assert_eq!(refused(&["--mail-log", "m"]).flag, "--mail-log");
+        assert_eq!(refused(&["--nodes", "2", "--nats-url", "nats://y"]).flag, "--nodes");
+        let e = refused(&["--url", "http://127.0.0.1:1", "--url", "http://127.0.0.1:2", "--mail-log", "m", "--pid", "1"]);
+        assert_eq!(e.flag, "--pid");
+        let s = settings(&["--url", "http://127.0.0.1:1", "--mail-log", "m", "--metrics-url", "http://127.0.0.1:9/metrics"])
+            .expect("external");
+        assert!(matches!(&s.mode, Mode::External(e) if e.nodes[0].metrics_url.is_some()));
+    }
+
+    #[test]
+    fn friends_sessions_and_ladder_rules() {
+        assert_eq!(refused(&["--friends", "3"]).flag, "--friends");
+        assert_eq!(refused(&["--players", "10", "--friends", "10"]).flag, "--friends");
+        assert_eq!(refused(&["--session-size", "17"]).flag, "--session-size");
+        assert_eq!(refused(&["--friends", "2", "--session-size", "4"]).flag, "--session-size");
+        assert_eq!(refused(&["--scenarios", "ladder"]).flag, "--ladder");
+        assert_eq!(refused(&["--scenarios", "ladder", "--ladder", "2000,1000"]).flag, "--ladder");
+        assert_eq!(refused(&["--scenarios", "ladder", "--ladder", "500"]).flag, "--ladder");
+        let s = settings(&["--scenarios", "ladder", "--ladder", "1000,3000"]).expect("valid ladder");
+        assert_eq!(s.total_players(), 3000);
+    }
+
+    #[test]
+    fn durations_parse_in_seconds_or_with_a_unit() {
+        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("2.5"), Ok(Duration::from_millis(2500)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("-1").is_err());
+        assert!(parse_duration("soon").is_err());
+    }
+}

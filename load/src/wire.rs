@@ -1,0 +1,183 @@
+//! The contract's JSON bodies and event messages, as typed values (only the fields the harness reads).
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// An account id: a positive integer in the contract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct AccountId(pub u64);
+
+impl fmt::Display for AccountId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// A session id. The contract does not fix its JSON type, so a number and a string are both taken.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct SessionId(pub String);
+
+impl<'de> Deserialize<'de> for SessionId {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Number(u64),
+            Text(String),
+        }
+        Ok(SessionId(match Raw::deserialize(deserializer)? {
+            Raw::Number(n) => n.to_string(),
+            Raw::Text(s) => s,
+        }))
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// `202` of `POST /v1/auth/email`.
+#[derive(Debug, Deserialize)]
+pub struct Challenge {
+    pub challenge_id: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Account {
+    pub id: AccountId,
+    pub handle: String,
+}
+
+/// Tokens from `auth/code`, `auth/signup` and `auth/refresh`.
+#[derive(Debug, Deserialize)]
+pub struct Tokens {
+    pub access_token: String,
+    pub refresh_token: String,
+    pub expires_in: u64,
+    /// The contract names `account` for sign-in and sign-up; a refresh may leave it out.
+    pub account: Option<Account>,
+}
+
+/// `200` of `POST /v1/auth/code`.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum CodeOutcome {
+    SignedIn(Tokens),
+    SignupRequired { signup_token: String },
+}
+
+/// `200` of `GET /v1/friends` (the harness reads the friends' ids).
+#[derive(Debug, Deserialize)]
+pub struct FriendsView {
+    pub friends: Vec<Friend>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Friend {
+    pub account_id: AccountId,
+}
+
+/// `201`/`200` of `POST /v1/friends/requests`, and `200` of an accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum FriendStatus {
+    Requested,
+    Friends,
+}
+
+/// A session (party).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Session {
+    pub id: SessionId,
+    pub leader: AccountId,
+    pub members: Vec<AccountId>,
+    pub max_members: u32,
+}
+
+/// `200` of `GET /v1/cards`: the harness checks one card per id, in order.
+#[derive(Debug, Deserialize)]
+pub struct Cards {
+    pub cards: Vec<CardHead>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CardHead {
+    pub account_id: AccountId,
+}
+
+/// Every error body: `{"error": {"code", "message"}}`.
+#[derive(Debug, Deserialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ErrorDetail {
+    pub code: String,
+    pub message: String,
+}
+
+/// A message on the event WebSocket.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerEvent {
+    Welcome {
+        node: String,
+        account_id: AccountId,
+    },
+    Presence {
+        account_id: AccountId,
+        online: bool,
+        version: u64,
+    },
+    /// Friend, session and any future events: the harness only counts them.
+    #[serde(other)]
+    Other,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_outcome_parses_both_statuses() {
+        let signed_in: CodeOutcome = serde_json::from_str(
+            r#"{"status":"signed_in","access_token":"a","refresh_token":"r","expires_in":900,
+               "account":{"id":7,"handle":"p_1","created_at":"2025-01-01T00:00:00Z","privacy":"friends","avatar":null}}"#,
+        )
+        .expect("valid body");
+        assert!(matches!(signed_in, CodeOutcome::SignedIn(t) if t.account.as_ref().map(|a| a.id) == Some(AccountId(7))));
+        let signup: CodeOutcome =
+            serde_json::from_str(r#"{"status":"signup_required","signup_token":"s"}"#).expect("valid body");
+        assert!(matches!(signup, CodeOutcome::SignupRequired { signup_token } if signup_token == "s"));
+    }
+
+    #[test]
+    fn events_parse_known_and_unknown_types() {
+        let welcome: ServerEvent = serde_json::from_str(
+            r#"{"type":"welcome","node":"n1","connection_id":"c","account_id":3,"server_time":"x","ping_interval_s":20}"#,
+        )
+        .expect("welcome");
+        assert!(matches!(welcome, ServerEvent::Welcome { node, .. } if node == "n1"));
+        let presence: ServerEvent = serde_json::from_str(
+            r#"{"type":"presence","seq":4,"account_id":3,"online":true,"activity":"x","version":99}"#,
+        )
+        .expect("presence");
+        assert!(matches!(presence, ServerEvent::Presence { version: 99, .. }));
+        let other: ServerEvent =
+            serde_json::from_str(r#"{"type":"session_closed","seq":5,"session_id":1}"#).expect("other");
+        assert!(matches!(other, ServerEvent::Other));
+    }
+
+    #[test]
+    fn session_id_takes_numbers_and_strings() {
+        let a: SessionId = serde_json::from_str("12").expect("number");
+        let b: SessionId = serde_json::from_str("\"s-12\"").expect("string");
+        assert_eq!((a.0.as_str(), b.0.as_str()), ("12", "s-12"));
+    }
+}
