@@ -70,6 +70,27 @@ fn gone(pid: Pid) -> bool {
     }
 }
 
+/// Every running process whose working directory is `data_dir`: a PostgreSQL cluster's.
+fn cluster_processes(data_dir: &Path) -> Vec<Pid> {
+    let data_dir = data_dir.canonicalize().expect("the data directory");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|entry| {
+            entry
+                .path()
+                .join("cwd")
+                .read_link()
+                .is_ok_and(|cwd| cwd == data_dir)
+        })
+        .filter_map(|entry| entry.file_name().to_str()?.parse().ok())
+        .map(Pid::from_raw)
+        .filter(|pid| !gone(*pid))
+        .collect()
+}
+
 fn wait_gone(pid: Pid, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
@@ -109,37 +130,64 @@ async fn postgres_runs_select_1_and_survives_a_kill() {
         .unwrap_or_else(|error| panic!("{error}"));
     assert_eq!(service.state(), State::Running);
 
-    let one = async {
-        let mut conn = sqlx::PgConnection::connect(&pg.url).await?;
+    let select_1 = |url: String| async move {
+        let mut conn = sqlx::PgConnection::connect(&url).await?;
         let one: i32 = sqlx::query_scalar("SELECT 1").fetch_one(&mut conn).await?;
         conn.close().await?;
         Ok::<_, sqlx::Error>(one)
     };
-    assert_eq!(one.await.expect("SELECT 1 on the nodes' database"), 1);
+    assert_eq!(
+        select_1(pg.url.clone())
+            .await
+            .expect("SELECT 1 on the nodes' database"),
+        1
+    );
 
-    // A SIGKILLed cluster comes back on the same data (crash recovery).
+    // A pause freezes the backends too, which have left the postmaster's process group.
+    let mut held = sqlx::PgConnection::connect(&pg.url).await.expect("connect");
+    service.pause().await.expect("pause");
+    let frozen = tokio::time::timeout(
+        Duration::from_millis(500),
+        sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&mut held),
+    )
+    .await;
+    assert!(frozen.is_err(), "an open connection answered while paused");
+    service.resume().await.expect("resume");
+    assert_eq!(
+        select_1(pg.url.clone())
+            .await
+            .expect("SELECT 1 after resume"),
+        1
+    );
+    drop(held);
+
+    // A kill takes the whole cluster down at once, backends included.
+    let before = cluster_processes(&pg.data_dir);
+    assert!(before.len() >= 3, "postmaster and its children: {before:?}");
     let exit = service.kill().await.expect("kill");
     assert_eq!(exit, Exit::Signal(Signal::SIGKILL));
+    for pid in before {
+        assert!(
+            wait_gone(pid, Duration::from_secs(2)),
+            "{pid} survived the kill"
+        );
+    }
+
+    // It comes back on the same data (crash recovery).
     service
         .start()
         .await
         .unwrap_or_else(|error| panic!("{error}"));
-    let mut conn = sqlx::PgConnection::connect(&pg.url)
-        .await
-        .expect("connect after the restart");
-    let one: i32 = sqlx::query_scalar("SELECT 1")
-        .fetch_one(&mut conn)
-        .await
-        .expect("SELECT 1 after the restart");
-    assert_eq!(one, 1);
-    drop(conn);
+    assert_eq!(
+        select_1(pg.url.clone())
+            .await
+            .expect("SELECT 1 after the restart"),
+        1
+    );
 
     let exit = service.stop(Duration::from_secs(20)).await.expect("stop");
-    assert_eq!(
-        exit,
-        Exit::Code(0),
-        "PostgreSQL shuts down cleanly on SIGTERM"
-    );
+    assert_eq!(exit, Exit::Code(0), "a fast shutdown (SIGINT) ends cleanly");
+    assert!(cluster_processes(&pg.data_dir).is_empty());
 
     let mut kinds = Vec::new();
     while let Ok(event) = events.try_recv() {

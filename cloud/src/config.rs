@@ -15,8 +15,9 @@ use serde::Deserialize;
 pub enum MailSinkConfig {
     /// Append one line per code to this file.
     Log(PathBuf),
-    /// Keep codes in process (a cloud that runs inside the load harness).
-    Memory,
+    /// Keep codes in process (a cloud that runs inside the load harness); nodes
+    /// given the same box share it.
+    Memory(crate::mail::MemoryMail),
 }
 
 /// Per-IP request limits.
@@ -296,7 +297,7 @@ impl Args {
             MailSinkKind::Log => {
                 MailSinkConfig::Log(args.mail_log.unwrap_or_else(|| "mail.log".into()))
             }
-            MailSinkKind::Memory => MailSinkConfig::Memory,
+            MailSinkKind::Memory => MailSinkConfig::Memory(crate::mail::MemoryMail::default()),
         };
         let config = Config {
             listen: args.listen.unwrap_or(d.listen),

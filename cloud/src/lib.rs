@@ -30,7 +30,7 @@ pub mod store;
 
 pub use config::{Args, Config, MailSinkConfig};
 pub use mail::MemoryMail;
-pub use server::{Node, NodeError};
+pub use server::{serve_until_signalled, Node, NodeError};
 
 /// Raises the open-file limit to its hard maximum: a node holds a socket per player.
 pub fn raise_fd_limit() -> std::io::Result<u64> {

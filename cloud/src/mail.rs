@@ -42,7 +42,7 @@ impl MailSink {
                     file: Mutex::new(file),
                 })))
             }
-            MailSinkConfig::Memory => Ok(MailSink::Memory(MemoryMail::default())),
+            MailSinkConfig::Memory(memory) => Ok(MailSink::Memory(memory.clone())),
         }
     }
 
@@ -81,10 +81,25 @@ fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 /// Codes kept in process: the newest code per address, and a wake-up for waiters.
+/// Clones share one box, so several in-process nodes can deliver into it.
 #[derive(Clone, Default)]
 pub struct MemoryMail {
     inner: Arc<MemoryInner>,
 }
+
+impl std::fmt::Debug for MemoryMail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MemoryMail")
+    }
+}
+
+impl PartialEq for MemoryMail {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+impl Eq for MemoryMail {}
 
 #[derive(Default)]
 struct MemoryInner {
@@ -124,7 +139,7 @@ mod tests {
 
     #[tokio::test]
     async fn memory_waits_for_the_code() {
-        let sink = MailSink::open(&MailSinkConfig::Memory).unwrap();
+        let sink = MailSink::open(&MailSinkConfig::Memory(MemoryMail::default())).unwrap();
         let MailSink::Memory(memory) = sink.clone() else {
             unreachable!()
         };

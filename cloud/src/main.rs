@@ -2,7 +2,6 @@
 
 use anyhow::Context;
 use clap::Parser;
-use tokio::signal::unix::{signal, SignalKind};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -16,22 +15,7 @@ async fn main() -> anyhow::Result<()> {
     let config = anyplay_cloud::Args::parse()
         .into_config()
         .context("invalid configuration")?;
-    if let Err(e) = anyplay_cloud::raise_fd_limit() {
-        tracing::warn!(error = %e, "could not raise the open-file limit");
-    }
-    let node = anyplay_cloud::Node::start(config)
+    anyplay_cloud::serve_until_signalled(config)
         .await
-        .context("the node could not start")?;
-    let mut term = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
-    let mut int = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
-    let drain = node.drainer();
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-        drain.start();
-    });
-    node.wait().await.context("the node failed")?;
-    Ok(())
+        .context("the node failed")
 }

@@ -121,6 +121,11 @@ impl Node {
         }
     }
 
+    /// Store connections in use right now (the harness samples it).
+    pub fn pool_busy(&self) -> u32 {
+        self.state.store.busy()
+    }
+
     /// Starts the graceful drain (as SIGTERM does).
     pub fn drain(&self) {
         self.state.drain.start();
@@ -139,17 +144,50 @@ impl Node {
         }
     }
 
-    /// Stops the node at once, as a crash would look to its clients: sockets
-    /// break without a close frame and nothing is cleaned up.
+    /// Stops the node at once, as a crash would look to its clients: event
+    /// sockets break without a close frame, the listeners close, nothing is
+    /// cleaned up (its connection records expire like a dead node's).
     pub fn abort(self) {
+        self.state.hub.sever_all();
         self.task.abort();
     }
+}
+
+/// Runs a node until SIGTERM or SIGINT, then drains it: what the `anyplay-cloud`
+/// binary does (and `anyplay-chaos`, which runs its nodes as its own processes).
+pub async fn serve_until_signalled(config: Config) -> Result<(), NodeError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    if let Err(e) = crate::raise_fd_limit() {
+        tracing::warn!(error = %e, "could not raise the open-file limit");
+    }
+    let mut term = signal(SignalKind::terminate()).map_err(NodeError::Serve)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(NodeError::Serve)?;
+    let node = Node::start(config).await?;
+    let drain = node.drainer();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        drain.start();
+    });
+    node.wait().await
 }
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, NodeError> {
     TcpListener::bind(addr)
         .await
         .map_err(|source| NodeError::Bind { addr, source })
+}
+
+/// A task that ends with its owner, so aborting a node's serve task takes its
+/// listeners and upkeep with it.
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Calls being handled on the public listener, so the drain can wait for them.
@@ -170,7 +208,7 @@ async fn serve(state: AppState, public: TcpListener, ops: TcpListener) -> Result
         ));
     let ops_app = routes::ops(state.clone());
 
-    let upkeep = tokio::spawn(presence::upkeep(state.clone()));
+    let upkeep = AbortOnDrop(tokio::spawn(presence::upkeep(state.clone())));
     let stop = tokio::sync::watch::channel(false);
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
@@ -185,8 +223,8 @@ async fn serve(state: AppState, public: TcpListener, ops: TcpListener) -> Result
         ops_app.into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(stopped(stop.0.subscribe()));
-    let public_task = tokio::spawn(async move { public_server.await });
-    let ops_task = tokio::spawn(async move { ops_server.await });
+    let mut public_task = AbortOnDrop(tokio::spawn(async move { public_server.await }));
+    let mut ops_task = AbortOnDrop(tokio::spawn(async move { ops_server.await }));
 
     state.drain.started().await;
     let deadline = Instant::now() + state.config.drain_timeout;
@@ -213,11 +251,11 @@ async fn serve(state: AppState, public: TcpListener, ops: TcpListener) -> Result
     let _ = stop.0.send(true);
     let remaining = deadline.saturating_duration_since(Instant::now()) + Duration::from_millis(500);
     let _ = tokio::time::timeout(remaining, async {
-        let _ = public_task.await;
-        let _ = ops_task.await;
+        let _ = (&mut public_task.0).await;
+        let _ = (&mut ops_task.0).await;
     })
     .await;
-    upkeep.abort();
+    drop(upkeep);
     state.store.close().await;
     tracing::info!(node = %state.config.node_id, "drained");
     Ok(())

@@ -87,7 +87,7 @@ impl Cloud {
                 ops_listen: ([127, 0, 0, 1], 0).into(),
                 database_url: url.to_string(),
                 node_id: format!("fl-{i}-{}", unique()),
-                mail: MailSinkConfig::Memory,
+                mail: MailSinkConfig::Memory(MemoryMail::default()),
                 friend_limits,
                 ..Config::default()
             };

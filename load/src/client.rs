@@ -9,8 +9,8 @@ use serde_json::json;
 
 use crate::stats::Status;
 use crate::wire::{
-    AccountId, Cards, Challenge, CodeOutcome, ErrorBody, FriendStatus, FriendsView, Session, SessionId,
-    Tokens,
+    AccountId, Cards, Challenge, CodeOutcome, ErrorBody, FriendStatus, FriendsView, Session,
+    SessionId, Tokens,
 };
 
 /// How long one call may take before it counts as unanswered.
@@ -28,7 +28,11 @@ pub struct Answer<T> {
 pub enum ClientError {
     /// The cloud answered with an error body.
     #[error("{status} {code}: {message}")]
-    Api { status: u16, code: String, message: String },
+    Api {
+        status: u16,
+        code: String,
+        message: String,
+    },
     /// No answer: connection refused or reset, or [`CALL_TIMEOUT`] passed.
     #[error("no answer: {0}")]
     NoAnswer(#[source] reqwest::Error),
@@ -44,7 +48,9 @@ impl ClientError {
     /// How the call is counted in the report's status map.
     pub fn status(&self) -> Status {
         match self {
-            ClientError::Api { status, .. } | ClientError::Unexpected { status, .. } => Status::Http(*status),
+            ClientError::Api { status, .. } | ClientError::Unexpected { status, .. } => {
+                Status::Http(*status)
+            }
             ClientError::NoAnswer(_) | ClientError::NotSignedIn => Status::NoAnswer,
         }
     }
@@ -67,7 +73,9 @@ pub fn status_of<T>(result: &Result<Answer<T>, ClientError>) -> Status {
 }
 
 /// Builds the HTTP client every player of one source address shares.
-pub fn http_client(local_address: Option<std::net::IpAddr>) -> Result<reqwest::Client, reqwest::Error> {
+pub fn http_client(
+    local_address: Option<std::net::IpAddr>,
+) -> Result<reqwest::Client, reqwest::Error> {
     reqwest::Client::builder()
         .timeout(CALL_TIMEOUT)
         .connect_timeout(Duration::from_secs(5))
@@ -101,59 +109,136 @@ impl<'a> Api<'a> {
         json_answer(self.post("/v1/auth/email").json(&json!({ "email": email }))).await
     }
 
-    pub async fn auth_code(&self, challenge_id: &str, code: &str) -> Result<Answer<CodeOutcome>, ClientError> {
+    pub async fn auth_code(
+        &self,
+        challenge_id: &str,
+        code: &str,
+    ) -> Result<Answer<CodeOutcome>, ClientError> {
         let body = json!({ "challenge_id": challenge_id, "code": code });
         json_answer(self.post("/v1/auth/code").json(&body)).await
     }
 
-    pub async fn auth_signup(&self, signup_token: &str, handle: &str) -> Result<Answer<Tokens>, ClientError> {
+    pub async fn auth_signup(
+        &self,
+        signup_token: &str,
+        handle: &str,
+    ) -> Result<Answer<Tokens>, ClientError> {
         let body = json!({ "signup_token": signup_token, "handle": handle });
         json_answer(self.post("/v1/auth/signup").json(&body)).await
     }
 
     pub async fn auth_refresh(&self, refresh_token: &str) -> Result<Answer<Tokens>, ClientError> {
-        json_answer(self.post("/v1/auth/refresh").json(&json!({ "refresh_token": refresh_token }))).await
+        json_answer(
+            self.post("/v1/auth/refresh")
+                .json(&json!({ "refresh_token": refresh_token })),
+        )
+        .await
     }
 
     pub async fn friends(&self, token: &str) -> Result<Answer<FriendsView>, ClientError> {
         json_answer(self.get("/v1/friends").bearer_auth(token)).await
     }
 
-    pub async fn friend_request(&self, token: &str, handle: &str) -> Result<Answer<FriendStatus>, ClientError> {
-        let req = self.post("/v1/friends/requests").bearer_auth(token).json(&json!({ "handle": handle }));
+    pub async fn friend_request(
+        &self,
+        token: &str,
+        handle: &str,
+    ) -> Result<Answer<FriendStatus>, ClientError> {
+        let req = self
+            .post("/v1/friends/requests")
+            .bearer_auth(token)
+            .json(&json!({ "handle": handle }));
         json_answer(req).await
     }
 
-    pub async fn friend_accept(&self, token: &str, from: AccountId) -> Result<Answer<FriendStatus>, ClientError> {
-        json_answer(self.post(&format!("/v1/friends/requests/{from}/accept")).bearer_auth(token)).await
+    pub async fn friend_accept(
+        &self,
+        token: &str,
+        from: AccountId,
+    ) -> Result<Answer<FriendStatus>, ClientError> {
+        json_answer(
+            self.post(&format!("/v1/friends/requests/{from}/accept"))
+                .bearer_auth(token),
+        )
+        .await
     }
 
-    pub async fn presence_set(&self, token: &str, activity: &str, version: u64) -> Result<Answer<()>, ClientError> {
+    pub async fn presence_set(
+        &self,
+        token: &str,
+        activity: &str,
+        version: u64,
+    ) -> Result<Answer<()>, ClientError> {
         let body = json!({ "activity": activity, "version": version });
-        empty_answer(self.http.put(format!("{}/v1/presence", self.base)).bearer_auth(token).json(&body)).await
+        empty_answer(
+            self.http
+                .put(format!("{}/v1/presence", self.base))
+                .bearer_auth(token)
+                .json(&body),
+        )
+        .await
     }
 
-    pub async fn session_create(&self, token: &str, max_members: u32) -> Result<Answer<Session>, ClientError> {
-        let req = self.post("/v1/sessions").bearer_auth(token).json(&json!({ "max_members": max_members }));
+    pub async fn session_create(
+        &self,
+        token: &str,
+        max_members: u32,
+    ) -> Result<Answer<Session>, ClientError> {
+        let req = self
+            .post("/v1/sessions")
+            .bearer_auth(token)
+            .json(&json!({ "max_members": max_members }));
         json_answer(req).await
     }
 
-    pub async fn session_join(&self, token: &str, id: &SessionId) -> Result<Answer<Session>, ClientError> {
-        json_answer(self.post(&format!("/v1/sessions/{id}/join")).bearer_auth(token)).await
+    pub async fn session_join(
+        &self,
+        token: &str,
+        id: &SessionId,
+    ) -> Result<Answer<Session>, ClientError> {
+        json_answer(
+            self.post(&format!("/v1/sessions/{id}/join"))
+                .bearer_auth(token),
+        )
+        .await
     }
 
-    pub async fn session_leave(&self, token: &str, id: &SessionId) -> Result<Answer<()>, ClientError> {
-        empty_answer(self.post(&format!("/v1/sessions/{id}/leave")).bearer_auth(token)).await
+    pub async fn session_leave(
+        &self,
+        token: &str,
+        id: &SessionId,
+    ) -> Result<Answer<()>, ClientError> {
+        empty_answer(
+            self.post(&format!("/v1/sessions/{id}/leave"))
+                .bearer_auth(token),
+        )
+        .await
     }
 
-    pub async fn session_get(&self, token: &str, id: &SessionId) -> Result<Answer<Session>, ClientError> {
+    pub async fn session_get(
+        &self,
+        token: &str,
+        id: &SessionId,
+    ) -> Result<Answer<Session>, ClientError> {
         json_answer(self.get(&format!("/v1/sessions/{id}")).bearer_auth(token)).await
     }
 
-    pub async fn cards(&self, token: &str, ids: &[AccountId]) -> Result<Answer<Cards>, ClientError> {
-        let list = ids.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
+    pub async fn cards(
+        &self,
+        token: &str,
+        ids: &[AccountId],
+    ) -> Result<Answer<Cards>, ClientError> {
+        let list = ids
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
         // Commas are left literal: the contract's example is `?ids=1,2,3`.
-        json_answer(self.get(&format!("/v1/cards?ids={list}")).bearer_auth(token)).await
+        json_answer(
+            self.get(&format!("/v1/cards?ids={list}"))
+                .bearer_auth(token),
+        )
+        .await
     }
 }
 
@@ -165,8 +250,15 @@ async fn send(req: RequestBuilder) -> Result<Response, ClientError> {
     let status = resp.status().as_u16();
     let bytes = resp.bytes().await.map_err(ClientError::NoAnswer)?;
     Err(match serde_json::from_slice::<ErrorBody>(&bytes) {
-        Ok(body) => ClientError::Api { status, code: body.error.code, message: body.error.message },
-        Err(e) => ClientError::Unexpected { status, detail: format!("error body: {e}") },
+        Ok(body) => ClientError::Api {
+            status,
+            code: body.error.code,
+            message: body.error.message,
+        },
+        Err(e) => ClientError::Unexpected {
+            status,
+            detail: format!("error body: {e}"),
+        },
     })
 }
 
@@ -176,10 +268,16 @@ async fn json_answer<T: DeserializeOwned>(req: RequestBuilder) -> Result<Answer<
     let bytes = resp.bytes().await.map_err(ClientError::NoAnswer)?;
     serde_json::from_slice(&bytes)
         .map(|body| Answer { status, body })
-        .map_err(|e| ClientError::Unexpected { status, detail: e.to_string() })
+        .map_err(|e| ClientError::Unexpected {
+            status,
+            detail: e.to_string(),
+        })
 }
 
 async fn empty_answer(req: RequestBuilder) -> Result<Answer<()>, ClientError> {
     let resp = send(req).await?;
-    Ok(Answer { status: resp.status().as_u16(), body: () })
+    Ok(Answer {
+        status: resp.status().as_u16(),
+        body: (),
+    })
 }

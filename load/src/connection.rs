@@ -33,7 +33,9 @@ type Socket = WebSocketStream<TcpStream>;
 /// The outcome of a player's first connection attempt, for its login.
 pub(crate) enum FirstAttempt {
     /// A welcome; `resync` is the `GET /v1/friends` that follows it.
-    Welcomed { resync: JoinHandle<()> },
+    Welcomed {
+        resync: JoinHandle<()>,
+    },
     Failed(Status),
     /// The player's connection was already running.
     AlreadyConnected,
@@ -142,7 +144,11 @@ async fn attempt(
     };
     let node_index = player.node();
     let started = Instant::now();
-    let opened = tokio::time::timeout(CONNECT_TIMEOUT, open(shared, player.index, &shared.nodes[node_index], &token)).await;
+    let opened = tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        open(shared, player.index, &shared.nodes[node_index], &token),
+    )
+    .await;
     let status = match &opened {
         Ok(Ok(_)) => Status::Http(101),
         Ok(Err(e)) => e.status(),
@@ -232,19 +238,35 @@ enum OpenError {
 impl OpenError {
     fn status(&self) -> Status {
         match self {
-            OpenError::Ws(tungstenite::Error::Http(response)) => Status::Http(response.status().as_u16()),
+            OpenError::Ws(tungstenite::Error::Http(response)) => {
+                Status::Http(response.status().as_u16())
+            }
             OpenError::Tcp | OpenError::BadToken | OpenError::Ws(_) => Status::NoAnswer,
         }
     }
 }
 
 /// Opens the WebSocket from the player's source address, authenticated with the bearer header.
-async fn open(shared: &Shared, player: usize, node: &Node, token: &str) -> Result<Socket, OpenError> {
-    let tcp = shared.net.connect(player, node.addr).await.map_err(|_| OpenError::Tcp)?;
+async fn open(
+    shared: &Shared,
+    player: usize,
+    node: &Node,
+    token: &str,
+) -> Result<Socket, OpenError> {
+    let tcp = shared
+        .net
+        .connect(player, node.addr)
+        .await
+        .map_err(|_| OpenError::Tcp)?;
     // Events are small and latency is what is measured.
     tcp.set_nodelay(true).map_err(|_| OpenError::Tcp)?;
-    let mut request = node.ws_url.as_str().into_client_request().map_err(OpenError::Ws)?;
-    let bearer = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| OpenError::BadToken)?;
+    let mut request = node
+        .ws_url
+        .as_str()
+        .into_client_request()
+        .map_err(OpenError::Ws)?;
+    let bearer =
+        HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| OpenError::BadToken)?;
     request.headers_mut().insert(AUTHORIZATION, bearer);
     let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER);
     let (ws, _) = tokio_tungstenite::client_async_with_config(request, tcp, Some(config))

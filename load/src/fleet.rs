@@ -33,9 +33,17 @@ pub enum EventKind {
     /// The event connection ended.
     Lost { reason: Break },
     /// A presence event; `delivery` is its time from send to receipt when it was a change of this run.
-    Presence { from: AccountId, version: u64, delivery: Option<Duration> },
+    Presence {
+        from: AccountId,
+        version: u64,
+        delivery: Option<Duration>,
+    },
     /// An op ended.
-    Call { op: Op, status: Status, latency: Duration },
+    Call {
+        op: Op,
+        status: Status,
+        latency: Duration,
+    },
 }
 
 /// Events a slow subscriber may fall behind by before it misses some (it is told it lagged).
@@ -66,29 +74,50 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub fn recorder(&self) -> Recorder {
-        self.recorder.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.recorder
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Records an op of `player` that started at `since` and tells the subscribers.
     pub fn record(&self, player: usize, op: Op, since: Instant, status: Status) {
         let latency = since.elapsed();
         self.recorder().record(op, latency, status);
-        self.emit(player, EventKind::Call { op, status, latency });
+        self.emit(
+            player,
+            EventKind::Call {
+                op,
+                status,
+                latency,
+            },
+        );
     }
 
     pub fn emit(&self, player: usize, kind: EventKind) {
         // Without subscribers there is nobody to build the event for.
         if self.events.receiver_count() > 0 {
-            let _ = self.events.send(PlayerEvent { at: Instant::now(), player, kind });
+            let _ = self.events.send(PlayerEvent {
+                at: Instant::now(),
+                player,
+                kind,
+            });
         }
     }
 
     pub fn register(&self, account: AccountId, player: usize) {
-        self.directory.write().unwrap_or_else(std::sync::PoisonError::into_inner).insert(account, player);
+        self.directory
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(account, player);
     }
 
     fn player_of(&self, account: AccountId) -> Option<usize> {
-        self.directory.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(&account).copied()
+        self.directory
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&account)
+            .copied()
     }
 }
 
@@ -130,7 +159,9 @@ impl Fleet {
             events: broadcast::Sender::new(EVENT_BUFFER),
             directory: RwLock::new(HashMap::new()),
         });
-        let tag = Alphanumeric.sample_string(&mut rand::rng(), 5).to_lowercase();
+        let tag = Alphanumeric
+            .sample_string(&mut rand::rng(), 5)
+            .to_lowercase();
         let node_count = shared.nodes.len();
         let players = (0..size)
             .map(|index| Arc::new(Player::new(index, &tag, index % node_count, shared.clone())))
@@ -167,7 +198,11 @@ impl Fleet {
 
     /// Where ops of every player are recorded from now on (each scenario has its own).
     pub fn set_recorder(&self, recorder: Recorder) {
-        *self.shared.recorder.write().unwrap_or_else(std::sync::PoisonError::into_inner) = recorder;
+        *self
+            .shared
+            .recorder
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = recorder;
     }
 
     /// Breaks every event connection at once without a close frame (the `drop` storm); players
@@ -187,14 +222,26 @@ impl Fleet {
 }
 
 async fn resolve(endpoint: &NodeEndpoint) -> Result<Node, LoadError> {
-    let fail = |detail: String| LoadError::Node { url: endpoint.api.clone(), detail };
+    let fail = |detail: String| LoadError::Node {
+        url: endpoint.api.clone(),
+        detail,
+    };
     let url = reqwest::Url::parse(&endpoint.api).map_err(|e| fail(e.to_string()))?;
-    let host = url.host_str().ok_or_else(|| fail("no host".into()))?.to_string();
-    let port = url.port_or_known_default().ok_or_else(|| fail("no port".into()))?;
+    let host = url
+        .host_str()
+        .ok_or_else(|| fail("no host".into()))?
+        .to_string();
+    let port = url
+        .port_or_known_default()
+        .ok_or_else(|| fail("no port".into()))?;
     let addr = tokio::net::lookup_host((host.as_str(), port))
         .await
         .map_err(|e| fail(e.to_string()))?
         .next()
         .ok_or_else(|| fail("the host resolves to no address".into()))?;
-    Ok(Node { endpoint: endpoint.clone(), ws_url: format!("ws://{host}:{port}/v1/events"), addr })
+    Ok(Node {
+        endpoint: endpoint.clone(),
+        ws_url: format!("ws://{host}:{port}/v1/events"),
+        addr,
+    })
 }

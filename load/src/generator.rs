@@ -38,7 +38,8 @@ impl Default for SchedLag {
 impl SchedLag {
     pub fn new() -> Self {
         // Microseconds: 0 (on time) up to an hour late.
-        let hist = Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("constant bounds are valid");
+        let hist =
+            Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("constant bounds are valid");
         SchedLag(Arc::new(Mutex::new(hist)))
     }
 
@@ -102,7 +103,12 @@ struct Usage {
 
 impl Usage {
     fn new(pid: u32) -> Self {
-        Usage { pid, first: None, last: None, rss_peak: 0 }
+        Usage {
+            pid,
+            first: None,
+            last: None,
+            rss_peak: 0,
+        }
     }
 
     fn report(&self) -> ProcessUsage {
@@ -112,7 +118,11 @@ impl Usage {
             }
             _ => 0.0,
         };
-        ProcessUsage { pid: self.pid, cpu_cores_avg, rss_mb_peak: self.rss_peak as f64 / (1024.0 * 1024.0) }
+        ProcessUsage {
+            pid: self.pid,
+            cpu_cores_avg,
+            rss_mb_peak: self.rss_peak as f64 / (1024.0 * 1024.0),
+        }
     }
 }
 
@@ -154,7 +164,12 @@ impl Generator {
                 sample(&mut system, &samples, pool.as_deref());
             }
         });
-        Generator { lag: SchedLag::new(), samples, stop, task }
+        Generator {
+            lag: SchedLag::new(),
+            samples,
+            stop,
+            task,
+        }
     }
 
     /// The lateness recorder every scheduler of the run shares.
@@ -173,7 +188,8 @@ impl Generator {
         let harness = samples.harness.report();
         let pool_busy = (!samples.pool_busy.is_empty()).then(|| PoolReport {
             samples: samples.pool_busy.len(),
-            avg: samples.pool_busy.iter().map(|b| f64::from(*b)).sum::<f64>() / samples.pool_busy.len() as f64,
+            avg: samples.pool_busy.iter().map(|b| f64::from(*b)).sum::<f64>()
+                / samples.pool_busy.len() as f64,
             max: samples.pool_busy.iter().copied().max().unwrap_or(0),
         });
         let generator = GeneratorReport {
@@ -183,14 +199,24 @@ impl Generator {
             pool_busy,
         };
         let nodes = samples.nodes.iter().map(Usage::report).collect();
-        (generator, ProcessReport { harness, cloud_in_harness, nodes })
+        (
+            generator,
+            ProcessReport {
+                harness,
+                cloud_in_harness,
+                nodes,
+            },
+        )
     }
 }
 
 fn sample(system: &mut System, samples: &Mutex<Samples>, pool: Option<&dyn PoolProbe>) {
     let pids: Vec<Pid> = {
         let samples = lock(samples);
-        std::iter::once(&samples.harness).chain(&samples.nodes).map(|u| Pid::from_u32(u.pid)).collect()
+        std::iter::once(&samples.harness)
+            .chain(&samples.nodes)
+            .map(|u| Pid::from_u32(u.pid))
+            .collect()
     };
     let what = ProcessRefreshKind::nothing().with_cpu().with_memory();
     system.refresh_processes_specifics(ProcessesToUpdate::Some(&pids), true, what);

@@ -44,10 +44,15 @@ impl Ledger {
     /// Compares the ledger with the final state: the friends the cloud lists, and whether the
     /// ledger's session still holds this player (`None` when the player has no session in the ledger).
     pub fn check(&self, friends: &BTreeSet<AccountId>, in_session: Option<bool>) -> Vec<LostWrite> {
-        let mut lost: Vec<LostWrite> =
-            self.friends.difference(friends).map(|with| LostWrite::Friendship { with: *with }).collect();
+        let mut lost: Vec<LostWrite> = self
+            .friends
+            .difference(friends)
+            .map(|with| LostWrite::Friendship { with: *with })
+            .collect();
         if let (Some(session), Some(false)) = (&self.session, in_session) {
-            lost.push(LostWrite::SessionMembership { session: session.clone() });
+            lost.push(LostWrite::SessionMembership {
+                session: session.clone(),
+            });
         }
         lost
     }
@@ -68,10 +73,15 @@ mod tests {
             ledger.check(&shown, Some(false)),
             [
                 LostWrite::Friendship { with: AccountId(2) },
-                LostWrite::SessionMembership { session: SessionId("9".into()) }
+                LostWrite::SessionMembership {
+                    session: SessionId("9".into())
+                }
             ]
         );
-        assert_eq!(ledger.check(&[AccountId(2), AccountId(3)].into(), Some(true)), []);
+        assert_eq!(
+            ledger.check(&[AccountId(2), AccountId(3)].into(), Some(true)),
+            []
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! - [`target`]: what a run plays against ([`Target`]): node endpoints, where sign-in codes come
 //!   from ([`CodeSource`]), and optional control over nodes ([`NodeControl`]).
 //! - [`mail_log`]: the external [`CodeSource`], tailing the cloud's mail-log file.
+//! - [`inprocess`]: the cloud inside the harness (one SQLite node, or a cluster), as a [`Target`].
 //! - [`wire`] and [`client`]: the contract's JSON bodies and a typed HTTP client of it.
 //! - [`net`]: spreading connections over loopback source addresses (`--source-ips`).
 //! - [`reconnect`]: the contract's reconnect rule as a pure type.
@@ -28,6 +29,7 @@ pub mod connection;
 pub mod error;
 pub mod fleet;
 pub mod generator;
+pub mod inprocess;
 pub mod ledger;
 pub mod mail_log;
 pub mod net;

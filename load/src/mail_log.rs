@@ -51,10 +51,24 @@ impl MailLog {
         let offset = match std::fs::metadata(path) {
             Ok(meta) => meta.len(),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
-            Err(source) => return Err(LoadError::MailLog { path: path.to_path_buf(), source }),
+            Err(source) => {
+                return Err(LoadError::MailLog {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
         };
-        let tail = Tail { offset, partial: Vec::new(), codes: HashMap::new(), last_read: None };
-        Ok(MailLog { path: path.to_path_buf(), wait, tail: tokio::sync::Mutex::new(tail) })
+        let tail = Tail {
+            offset,
+            partial: Vec::new(),
+            codes: HashMap::new(),
+            last_read: None,
+        };
+        Ok(MailLog {
+            path: path.to_path_buf(),
+            wait,
+            tail: tokio::sync::Mutex::new(tail),
+        })
     }
 
     /// Takes the newest unread code of `email`, reading what the file gained since the last read.
@@ -64,10 +78,13 @@ impl MailLog {
             return Ok(Some(code));
         }
         if tail.last_read.is_none_or(|at| at.elapsed() >= POLL) {
-            let fresh = self.read_new(&mut tail).await.map_err(|source| LoadError::MailLog {
-                path: self.path.clone(),
-                source,
-            })?;
+            let fresh = self
+                .read_new(&mut tail)
+                .await
+                .map_err(|source| LoadError::MailLog {
+                    path: self.path.clone(),
+                    source,
+                })?;
             tail.last_read = Some(Instant::now());
             if fresh {
                 return Ok(tail.codes.remove(email));
@@ -114,7 +131,10 @@ impl CodeSource for MailLog {
                     return Ok(code);
                 }
                 if Instant::now() >= deadline {
-                    return Err(LoadError::NoCode { email: email.to_string(), waited: self.wait });
+                    return Err(LoadError::NoCode {
+                        email: email.to_string(),
+                        waited: self.wait,
+                    });
                 }
                 tokio::time::sleep(POLL).await;
             }
@@ -139,7 +159,8 @@ mod tests {
 
     #[tokio::test]
     async fn waits_for_the_newest_code_and_ignores_earlier_runs() {
-        let path = std::env::temp_dir().join(format!("anyplay-load-mail-{}.log", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("anyplay-load-mail-{}.log", std::process::id()));
         let mut file = std::fs::File::create(&path).expect("temp file");
         writeln!(file, "2025-01-01T00:00:00Z to=a@x.test code=111111").expect("write");
         let log = MailLog::open(&path, Duration::from_secs(5)).expect("open");
@@ -147,7 +168,10 @@ mod tests {
             let path = path.clone();
             tokio::spawn(async move {
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                let mut file = std::fs::OpenOptions::new().append(true).open(&path).expect("reopen");
+                let mut file = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&path)
+                    .expect("reopen");
                 // A line written in two pieces, then a newer code for the same email.
                 write!(file, "2025-01-01T00:00:01Z to=a@x.test ").expect("write");
                 file.flush().expect("flush");
@@ -160,7 +184,10 @@ mod tests {
         writer.await.expect("writer");
         assert!(code == "222222" || code == "333333", "got {code}");
         let short = MailLog::open(&path, Duration::from_millis(50)).expect("open");
-        assert!(matches!(short.code_for("b@x.test").await, Err(LoadError::NoCode { .. })));
+        assert!(matches!(
+            short.code_for("b@x.test").await,
+            Err(LoadError::NoCode { .. })
+        ));
         std::fs::remove_file(&path).expect("cleanup");
     }
 }

@@ -34,7 +34,10 @@ impl FromStr for SourceIps {
     /// `127.0.0.2-127.0.0.40`, a comma-separated list, or both mixed.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let parse = |part: &str| {
-            let ip: Ipv4Addr = part.trim().parse().map_err(|_| SourceIpsError::NotAnAddress(part.to_string()))?;
+            let ip: Ipv4Addr = part
+                .trim()
+                .parse()
+                .map_err(|_| SourceIpsError::NotAnAddress(part.to_string()))?;
             if ip.is_loopback() {
                 Ok(ip)
             } else {
@@ -89,10 +92,15 @@ impl Net {
     /// One client bound to each source address, or one unbound client without `--source-ips`.
     pub fn new(source_ips: Option<&SourceIps>) -> Result<Net, reqwest::Error> {
         let sources: Vec<Option<IpAddr>> = match source_ips {
-            Some(ips) if !ips.0.is_empty() => ips.0.iter().map(|ip| Some(IpAddr::V4(*ip))).collect(),
+            Some(ips) if !ips.0.is_empty() => {
+                ips.0.iter().map(|ip| Some(IpAddr::V4(*ip))).collect()
+            }
             _ => vec![None],
         };
-        let clients = sources.iter().map(|ip| http_client(*ip)).collect::<Result<_, _>>()?;
+        let clients = sources
+            .iter()
+            .map(|ip| http_client(*ip))
+            .collect::<Result<_, _>>()?;
         Ok(Net { sources, clients })
     }
 
@@ -106,7 +114,11 @@ impl Net {
         match self.sources[player % self.sources.len()] {
             None => TcpStream::connect(to).await,
             Some(ip) => {
-                let socket = if to.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+                let socket = if to.is_ipv4() {
+                    TcpSocket::new_v4()?
+                } else {
+                    TcpSocket::new_v6()?
+                };
                 socket.bind(SocketAddr::new(ip, 0))?;
                 socket.connect(to).await
             }
@@ -125,17 +137,32 @@ mod tests {
         assert_eq!(ips.addresses()[0], Ipv4Addr::new(127, 0, 0, 2));
         let ips: SourceIps = "127.0.0.2,127.0.1.1-127.0.1.2".parse().expect("list");
         assert_eq!(ips.addresses().len(), 3);
-        assert!(matches!("10.0.0.1".parse::<SourceIps>(), Err(SourceIpsError::NotLoopback(_))));
-        assert!(matches!("127.0.0.9-127.0.0.2".parse::<SourceIps>(), Err(SourceIpsError::Empty(..))));
-        assert!(matches!("127.0.0.x".parse::<SourceIps>(), Err(SourceIpsError::NotAnAddress(_))));
+        assert!(matches!(
+            "10.0.0.1".parse::<SourceIps>(),
+            Err(SourceIpsError::NotLoopback(_))
+        ));
+        assert!(matches!(
+            "127.0.0.9-127.0.0.2".parse::<SourceIps>(),
+            Err(SourceIpsError::Empty(..))
+        ));
+        assert!(matches!(
+            "127.0.0.x".parse::<SourceIps>(),
+            Err(SourceIpsError::NotAnAddress(_))
+        ));
     }
 
     #[tokio::test]
     async fn event_sockets_leave_from_the_players_source_address() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("listener");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("listener");
         let to = listener.local_addr().expect("address");
         let net = Net::new(Some(&"127.0.0.2-127.0.0.3".parse().expect("range"))).expect("net");
-        for (player, expected) in [(0, [127, 0, 0, 2]), (1, [127, 0, 0, 3]), (2, [127, 0, 0, 2])] {
+        for (player, expected) in [
+            (0, [127, 0, 0, 2]),
+            (1, [127, 0, 0, 3]),
+            (2, [127, 0, 0, 2]),
+        ] {
             let _client = net.connect(player, to).await.expect("connect");
             let (_, from) = listener.accept().await.expect("accept");
             assert_eq!(from.ip(), IpAddr::from(expected));

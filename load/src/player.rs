@@ -18,7 +18,9 @@ use crate::ledger::{Ledger, LostWrite};
 use crate::reconnect::Break;
 use crate::stats::{Op, Status};
 use crate::sync::lock;
-use crate::wire::{AccountId, CodeOutcome, FriendStatus, FriendsView, Session, SessionId, ServerEvent, Tokens};
+use crate::wire::{
+    AccountId, CodeOutcome, FriendStatus, FriendsView, ServerEvent, Session, SessionId, Tokens,
+};
 
 /// How long a login waits for the first welcome.
 pub const WELCOME_WAIT: Duration = Duration::from_secs(10);
@@ -144,7 +146,9 @@ impl Player {
     }
 
     pub(crate) fn try_reserve(&self) -> bool {
-        self.reserved.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_ok()
+        self.reserved
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
     }
 
     pub(crate) fn release(&self) {
@@ -152,13 +156,17 @@ impl Player {
     }
 
     fn api(&self) -> Api<'_> {
-        Api::new(self.shared.net.http(self.index), &self.shared.nodes[self.node()].endpoint.api)
+        Api::new(
+            self.shared.net.http(self.index),
+            &self.shared.nodes[self.node()].endpoint.api,
+        )
     }
 
     /// Moves to the next node (after a failed attempt, or when its node said it is leaving).
     pub(crate) fn next_node(&self) {
         let count = self.shared.nodes.len();
-        self.node.store((self.node() + 1) % count, Ordering::Release);
+        self.node
+            .store((self.node() + 1) % count, Ordering::Release);
     }
 
     /// Awaits `call`, records it as `op` from `since`, and returns its body.
@@ -169,13 +177,16 @@ impl Player {
         call: impl Future<Output = Result<Answer<T>, ClientError>>,
     ) -> Result<T, ClientError> {
         let result = call.await;
-        self.shared.record(self.index, op, since, status_of(&result));
+        self.shared
+            .record(self.index, op, since, status_of(&result));
         result.map(|answer| answer.body)
     }
 
     /// A valid access token for `op`; a failure to get one is recorded as the op's failure.
     async fn token_for(&self, op: Op, since: Instant) -> Result<String, ClientError> {
-        self.access_token().await.inspect_err(|e| self.shared.record(self.index, op, since, e.status()))
+        self.access_token()
+            .await
+            .inspect_err(|e| self.shared.record(self.index, op, since, e.status()))
     }
 
     /// The access token, refreshed first when it is near expiry.
@@ -205,14 +216,26 @@ impl Player {
     /// Signs in by email code (signing up when the account does not exist yet).
     pub async fn sign_in(&self) -> Result<(), LoadError> {
         let api = self.api();
-        let challenge = self.timed(Op::AuthEmail, Instant::now(), api.auth_email(&self.email)).await?;
+        let challenge = self
+            .timed(Op::AuthEmail, Instant::now(), api.auth_email(&self.email))
+            .await?;
         let code = self.shared.codes.code_for(&self.email).await?;
-        let outcome =
-            self.timed(Op::AuthCode, Instant::now(), api.auth_code(&challenge.challenge_id, &code)).await?;
+        let outcome = self
+            .timed(
+                Op::AuthCode,
+                Instant::now(),
+                api.auth_code(&challenge.challenge_id, &code),
+            )
+            .await?;
         let tokens = match outcome {
             CodeOutcome::SignedIn(tokens) => tokens,
             CodeOutcome::SignupRequired { signup_token } => {
-                self.timed(Op::AuthSignup, Instant::now(), api.auth_signup(&signup_token, &self.handle)).await?
+                self.timed(
+                    Op::AuthSignup,
+                    Instant::now(),
+                    api.auth_signup(&signup_token, &self.handle),
+                )
+                .await?
             }
         };
         if let Some(account) = &tokens.account {
@@ -279,7 +302,8 @@ impl Player {
     pub(crate) fn welcomed(&self, node: String, node_index: usize) {
         self.welcomes.fetch_add(1, Ordering::AcqRel);
         self.online.store(true, Ordering::Release);
-        self.shared.emit(self.index, EventKind::Welcome { node, node_index });
+        self.shared
+            .emit(self.index, EventKind::Welcome { node, node_index });
     }
 
     pub(crate) fn lost(&self, reason: Break) {
@@ -290,7 +314,12 @@ impl Player {
 
     /// Handles one event of the event connection.
     pub(crate) fn on_event(&self, text: &str) {
-        let Ok(ServerEvent::Presence { account_id, version, .. }) = serde_json::from_str::<ServerEvent>(text) else {
+        let Ok(ServerEvent::Presence {
+            account_id,
+            version,
+            ..
+        }) = serde_json::from_str::<ServerEvent>(text)
+        else {
             return;
         };
         let received = unix_micros();
@@ -306,21 +335,41 @@ impl Player {
                 .then(|| Duration::from_micros(received - version))
         };
         if let Some(delivery) = delivery {
-            self.shared.recorder().record(Op::PresenceDelivery, delivery, Status::Done);
+            self.shared
+                .recorder()
+                .record(Op::PresenceDelivery, delivery, Status::Done);
         }
-        self.shared.emit(self.index, EventKind::Presence { from: account_id, version, delivery });
+        self.shared.emit(
+            self.index,
+            EventKind::Presence {
+                from: account_id,
+                version,
+                delivery,
+            },
+        );
     }
 
     /// `GET /v1/friends`.
     pub async fn list_friends(&self, since: Instant) -> Result<FriendsView, ClientError> {
         let token = self.token_for(Op::FriendsList, since).await?;
-        self.timed(Op::FriendsList, since, self.api().friends(&token)).await
+        self.timed(Op::FriendsList, since, self.api().friends(&token))
+            .await
     }
 
     /// Asks `to` to be friends; a `200 friends` (they had asked already) goes in both ledgers.
-    pub async fn request_friend(&self, to: &Player, since: Instant) -> Result<FriendStatus, ClientError> {
+    pub async fn request_friend(
+        &self,
+        to: &Player,
+        since: Instant,
+    ) -> Result<FriendStatus, ClientError> {
         let token = self.token_for(Op::FriendRequest, since).await?;
-        let status = self.timed(Op::FriendRequest, since, self.api().friend_request(&token, &to.handle)).await?;
+        let status = self
+            .timed(
+                Op::FriendRequest,
+                since,
+                self.api().friend_request(&token, &to.handle),
+            )
+            .await?;
         if status == FriendStatus::Friends {
             self.befriended(to);
         }
@@ -331,7 +380,12 @@ impl Player {
     pub async fn accept_friend(&self, from: &Player, since: Instant) -> Result<(), ClientError> {
         let from_account = from.account().ok_or(ClientError::NotSignedIn)?;
         let token = self.token_for(Op::FriendAccept, since).await?;
-        self.timed(Op::FriendAccept, since, self.api().friend_accept(&token, from_account)).await?;
+        self.timed(
+            Op::FriendAccept,
+            since,
+            self.api().friend_accept(&token, from_account),
+        )
+        .await?;
         self.befriended(from);
         Ok(())
     }
@@ -348,7 +402,12 @@ impl Player {
         let version = self.next_version();
         let token = self.token_for(Op::PresenceSet, since).await?;
         let activity = format!("match {}", version % 100_000);
-        self.timed(Op::PresenceSet, since, self.api().presence_set(&token, &activity, version)).await?;
+        self.timed(
+            Op::PresenceSet,
+            since,
+            self.api().presence_set(&token, &activity, version),
+        )
+        .await?;
         Ok(version)
     }
 
@@ -356,28 +415,51 @@ impl Player {
         let now = unix_micros();
         let previous = self
             .last_version
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| Some(now.max(last + 1)))
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| {
+                Some(now.max(last + 1))
+            })
             .unwrap_or_else(|last| last);
         now.max(previous + 1)
     }
 
-    pub async fn create_session(&self, max_members: u32, since: Instant) -> Result<Session, ClientError> {
+    pub async fn create_session(
+        &self,
+        max_members: u32,
+        since: Instant,
+    ) -> Result<Session, ClientError> {
         let token = self.token_for(Op::SessionCreate, since).await?;
-        let session = self.timed(Op::SessionCreate, since, self.api().session_create(&token, max_members)).await?;
+        let session = self
+            .timed(
+                Op::SessionCreate,
+                since,
+                self.api().session_create(&token, max_members),
+            )
+            .await?;
         lock(&self.ledger).session_acknowledged(session.id.clone());
         Ok(session)
     }
 
-    pub async fn join_session(&self, id: &SessionId, since: Instant) -> Result<Session, ClientError> {
+    pub async fn join_session(
+        &self,
+        id: &SessionId,
+        since: Instant,
+    ) -> Result<Session, ClientError> {
         let token = self.token_for(Op::SessionJoin, since).await?;
-        let session = self.timed(Op::SessionJoin, since, self.api().session_join(&token, id)).await?;
+        let session = self
+            .timed(Op::SessionJoin, since, self.api().session_join(&token, id))
+            .await?;
         lock(&self.ledger).session_acknowledged(session.id.clone());
         Ok(session)
     }
 
     pub async fn leave_session(&self, id: &SessionId, since: Instant) -> Result<(), ClientError> {
         let token = self.token_for(Op::SessionLeave, since).await?;
-        self.timed(Op::SessionLeave, since, self.api().session_leave(&token, id)).await?;
+        self.timed(
+            Op::SessionLeave,
+            since,
+            self.api().session_leave(&token, id),
+        )
+        .await?;
         lock(&self.ledger).session_left(id);
         Ok(())
     }
@@ -387,7 +469,14 @@ impl Player {
         let token = self.token_for(Op::Cards, since).await?;
         let result = self.api().cards(&token, ids).await;
         let status = match &result {
-            Ok(answer) if answer.body.cards.iter().map(|c| c.account_id).ne(ids.iter().copied()) => {
+            Ok(answer)
+                if answer
+                    .body
+                    .cards
+                    .iter()
+                    .map(|c| c.account_id)
+                    .ne(ids.iter().copied()) =>
+            {
                 Status::WrongCount
             }
             other => status_of(other),
@@ -399,14 +488,22 @@ impl Player {
     /// Compares the ledger with what the cloud shows now (`GET /v1/friends` and the session).
     pub async fn verify_ledger(&self) -> Result<Vec<LostWrite>, ClientError> {
         let ledger = self.ledger();
-        let friends: BTreeSet<AccountId> =
-            self.list_friends(Instant::now()).await?.friends.into_iter().map(|f| f.account_id).collect();
+        let friends: BTreeSet<AccountId> = self
+            .list_friends(Instant::now())
+            .await?
+            .friends
+            .into_iter()
+            .map(|f| f.account_id)
+            .collect();
         let in_session = match &ledger.session {
             None => None,
             Some(id) => {
                 let token = self.access_token().await?;
                 match self.api().session_get(&token, id).await {
-                    Ok(answer) => Some(self.account().is_some_and(|me| answer.body.members.contains(&me))),
+                    Ok(answer) => Some(
+                        self.account()
+                            .is_some_and(|me| answer.body.members.contains(&me)),
+                    ),
                     Err(e) if e.status() == Status::Http(404) => Some(false),
                     Err(e) => return Err(e),
                 }

@@ -11,7 +11,9 @@ pub struct Progress {
 impl Progress {
     /// Bars on stderr (indicatif draws nothing when stderr is not a terminal).
     pub fn stderr() -> Self {
-        Progress { multi: Some(MultiProgress::new()) }
+        Progress {
+            multi: Some(MultiProgress::new()),
+        }
     }
 
     /// No bars at all.
@@ -30,8 +32,9 @@ impl Progress {
 
     /// A spinner for phase `name`, whose message tells where it is.
     pub fn spinner(&self, name: &str) -> ProgressBar {
-        let style = ProgressStyle::with_template("{prefix:>10} [{elapsed_precise}] {spinner} {msg}")
-            .expect("a constant template");
+        let style =
+            ProgressStyle::with_template("{prefix:>10} [{elapsed_precise}] {spinner} {msg}")
+                .expect("a constant template");
         let bar = self.add(ProgressBar::new_spinner().with_style(style), name);
         bar.enable_steady_tick(std::time::Duration::from_millis(200));
         bar

@@ -84,7 +84,10 @@ pub struct Reconnect {
 
 impl Reconnect {
     pub fn new(mode: ReconnectMode) -> Self {
-        Reconnect { mode, pause: FIRST_PAUSE }
+        Reconnect {
+            mode,
+            pause: FIRST_PAUSE,
+        }
     }
 
     /// The connection `brk` ended.
@@ -156,7 +159,9 @@ mod tests {
     #[test]
     fn after_drain_or_restart_the_wait_is_uniform_within_ten_seconds() {
         for code in [GOING_AWAY, RESTARTING] {
-            let w = waits(|rng| Reconnect::new(ReconnectMode::Spec).after_break(&Break::Closed(code), rng));
+            let w = waits(|rng| {
+                Reconnect::new(ReconnectMode::Spec).after_break(&Break::Closed(code), rng)
+            });
             assert!(w.iter().all(|x| (0.0..10.0).contains(x)));
             assert!((mean(&w) - 5.0).abs() < 0.15, "mean {}", mean(&w));
             for share in tenths(&w, 0.0, 10.0) {
@@ -167,7 +172,12 @@ mod tests {
 
     #[test]
     fn other_breaks_wait_half_a_pause_plus_up_to_a_pause() {
-        for brk in [Break::NoCloseFrame, Break::Dropped, Break::Closed(1013), Break::Closed(1006)] {
+        for brk in [
+            Break::NoCloseFrame,
+            Break::Dropped,
+            Break::Closed(1013),
+            Break::Closed(1006),
+        ] {
             let w = waits(|rng| Reconnect::new(ReconnectMode::Spec).after_break(&brk, rng));
             assert!(w.iter().all(|x| (0.5..1.5).contains(x)), "{brk}");
             assert!((mean(&w) - 1.0).abs() < 0.02, "mean {}", mean(&w));
@@ -188,11 +198,17 @@ mod tests {
         // pause 2, 4, 8, 16, 30, 30, ...: each wait lies in [pause/2, 1.5 pause).
         for pause in [2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0] {
             let w = rule.after_failed_attempt(&mut rng).as_secs_f64();
-            assert!(w >= pause / 2.0 && w < pause * 1.5, "pause {pause}: waited {w}");
+            assert!(
+                w >= pause / 2.0 && w < pause * 1.5,
+                "pause {pause}: waited {w}"
+            );
         }
         rule.after_welcome();
         let w = rule.after_failed_attempt(&mut rng).as_secs_f64();
-        assert!((0.5..1.5).contains(&w), "after a welcome the pause is 1 s again, waited {w}");
+        assert!(
+            (0.5..1.5).contains(&w),
+            "after a welcome the pause is 1 s again, waited {w}"
+        );
     }
 
     #[test]
@@ -200,8 +216,14 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(3);
         for mode in [ReconnectMode::Spec, ReconnectMode::Immediate] {
             let mut rule = Reconnect::new(mode);
-            assert_eq!(rule.after_break(&Break::Closed(REPLACED), &mut rng), Next::Stop);
-            assert_eq!(rule.after_break(&Break::Closed(SIGNED_OUT), &mut rng), Next::SignIn);
+            assert_eq!(
+                rule.after_break(&Break::Closed(REPLACED), &mut rng),
+                Next::Stop
+            );
+            assert_eq!(
+                rule.after_break(&Break::Closed(SIGNED_OUT), &mut rng),
+                Next::SignIn
+            );
         }
     }
 
@@ -209,7 +231,11 @@ mod tests {
     fn immediate_mode_never_waits() {
         let mut rng = StdRng::seed_from_u64(5);
         let mut rule = Reconnect::new(ReconnectMode::Immediate);
-        for brk in [Break::Closed(GOING_AWAY), Break::NoCloseFrame, Break::Dropped] {
+        for brk in [
+            Break::Closed(GOING_AWAY),
+            Break::NoCloseFrame,
+            Break::Dropped,
+        ] {
             assert_eq!(rule.after_break(&brk, &mut rng), Next::Wait(Duration::ZERO));
         }
         assert_eq!(rule.after_failed_attempt(&mut rng), Duration::ZERO);

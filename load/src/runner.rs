@@ -12,16 +12,31 @@ use crate::report::{json, Report, ScenarioReport, SCHEMA};
 use crate::scenarios::{cards, friends, ladder, login, presence, sessions, storm, Ctx};
 use crate::server;
 use crate::settings::{Mode, Scenario, Settings};
+use crate::stats::Op;
 use crate::target::Target;
 
 /// Runs `settings` against `target` and returns the report.
-pub async fn run(settings: &Settings, target: Target, progress: Progress) -> Result<Report, LoadError> {
+pub async fn run(
+    settings: &Settings,
+    target: Target,
+    progress: Progress,
+) -> Result<Report, LoadError> {
     settings.validate()?;
     refuse_what_the_target_cannot_do(settings, &target)?;
-    let generator = Generator::start(target.nodes.iter().filter_map(|n| n.pid).collect(), target.pool.clone());
-    let metrics_http = http_client(None).map_err(|e| LoadError::Refused(format!("building an HTTP client: {e}")))?;
+    let generator = Generator::start(
+        target.nodes.iter().filter_map(|n| n.pid).collect(),
+        target.pool.clone(),
+    );
+    let metrics_http = http_client(None)
+        .map_err(|e| LoadError::Refused(format!("building an HTTP client: {e}")))?;
     let before = server::scrape_all(&metrics_http, &target.nodes).await;
-    let fleet = Fleet::new(&target, settings.total_players(), settings.reconnect, settings.source_ips.as_ref()).await?;
+    let fleet = Fleet::new(
+        &target,
+        settings.total_players(),
+        settings.reconnect,
+        settings.source_ips.as_ref(),
+    )
+    .await?;
     let ctx = Ctx {
         settings: Arc::new(settings.clone()),
         fleet: Arc::new(fleet),
@@ -50,7 +65,21 @@ pub async fn run(settings: &Settings, target: Target, progress: Progress) -> Res
 }
 
 async fn play(ctx: &Ctx) -> Result<Vec<ScenarioReport>, LoadError> {
-    let mut reports = vec![login::run(ctx).await, friends::run(ctx).await];
+    let login = login::run(ctx).await;
+    if ctx.fleet.online_count() == 0 {
+        let statuses = login.ops.get(&Op::E2eLogin).map(|op| {
+            op.status
+                .iter()
+                .map(|(status, n)| format!("{}:{n}", status.label()))
+                .collect::<Vec<_>>()
+                .join(" ")
+        });
+        return Err(LoadError::NobodyOnline {
+            asked: ctx.settings.players,
+            statuses: statuses.unwrap_or_default(),
+        });
+    }
+    let mut reports = vec![login, friends::run(ctx).await];
     for scenario in &ctx.settings.scenarios {
         reports.push(match scenario {
             // Always run first, above.

@@ -58,7 +58,10 @@ async fn scrape(http: &reqwest::Client, url: &str) -> Result<Metrics, ClientErro
     let resp = http.get(url).send().await.map_err(ClientError::NoAnswer)?;
     let status = resp.status().as_u16();
     if !resp.status().is_success() {
-        return Err(ClientError::Unexpected { status, detail: "metrics page".into() });
+        return Err(ClientError::Unexpected {
+            status,
+            detail: "metrics page".into(),
+        });
     }
     Ok(parse(&resp.text().await.map_err(ClientError::NoAnswer)?))
 }
@@ -70,7 +73,9 @@ pub fn report(before: &[Option<Metrics>], after: &[Option<Metrics>]) -> BTreeMap
         .zip(after)
         .enumerate()
         .filter_map(|(i, pair)| match pair {
-            (Some(before), Some(after)) => Some((format!("node-{}", i + 1), changes(before, after))),
+            (Some(before), Some(after)) => {
+                Some((format!("node-{}", i + 1), changes(before, after)))
+            }
             _ => None,
         })
         .collect()
@@ -80,7 +85,8 @@ pub fn report(before: &[Option<Metrics>], after: &[Option<Metrics>]) -> BTreeMap
 mod tests {
     use super::*;
 
-    const BEFORE: &str = "# HELP http_requests_total Requests.\n# TYPE http_requests_total counter\n\
+    const BEFORE: &str =
+        "# HELP http_requests_total Requests.\n# TYPE http_requests_total counter\n\
         http_requests_total{route=\"/v1/friends\",status=\"200\"} 10\n\
         open_connections 5\n";
     const AFTER: &str = "http_requests_total{route=\"/v1/friends\",status=\"200\"} 25\n\
@@ -90,7 +96,10 @@ mod tests {
     #[test]
     fn prometheus_text_parses_with_labels() {
         let m = parse(AFTER);
-        assert_eq!(m["http_requests_total{route=\"/v1/cards\",status=\"a b\"}"], 3.0);
+        assert_eq!(
+            m["http_requests_total{route=\"/v1/cards\",status=\"a b\"}"],
+            3.0
+        );
         assert_eq!(m["open_connections"], 5.0);
         assert_eq!(parse(BEFORE).len(), 2);
     }
@@ -99,8 +108,14 @@ mod tests {
     fn only_series_that_moved_are_reported() {
         let c = changes(&parse(BEFORE), &parse(AFTER));
         assert_eq!(c.len(), 2);
-        assert_eq!(c["http_requests_total{route=\"/v1/friends\",status=\"200\"}"], 15.0);
-        let nodes = report(&[Some(parse(BEFORE)), None], &[Some(parse(AFTER)), Some(parse(AFTER))]);
+        assert_eq!(
+            c["http_requests_total{route=\"/v1/friends\",status=\"200\"}"],
+            15.0
+        );
+        let nodes = report(
+            &[Some(parse(BEFORE)), None],
+            &[Some(parse(AFTER)), Some(parse(AFTER))],
+        );
         assert_eq!(nodes.keys().collect::<Vec<_>>(), ["node-1"]);
     }
 }

@@ -73,16 +73,29 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         t if t.ends_with('m') => (&t[..t.len() - 1], 60.0),
         t => (t, 1.0),
     };
-    let value: f64 = number.trim().parse().map_err(|_| format!("{s:?} is not a duration (e.g. 10, 2.5, 500ms, 5s, 2m)"))?;
-    Duration::try_from_secs_f64(value * unit).map_err(|_| format!("{s:?} is not a duration that can be waited"))
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 10, 2.5, 500ms, 5s, 2m)"))?;
+    Duration::try_from_secs_f64(value * unit)
+        .map_err(|_| format!("{s:?} is not a duration that can be waited"))
 }
 
 /// The raw flags of `anyplay-load` (see `shared/spec/load.md`).
 #[derive(Debug, Clone, Parser)]
-#[command(name = "anyplay-load", version, about = "Plays many players against the anyplay cloud and measures what they see.")]
+#[command(
+    name = "anyplay-load",
+    version,
+    about = "Plays many players against the anyplay cloud and measures what they see."
+)]
 pub struct Args {
     /// Scenarios after the login wave and the friend graph (the storm goes last).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "presence,sessions,storm")]
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "presence,sessions,storm"
+    )]
     pub scenarios: Vec<Scenario>,
     /// Players in the login wave.
     #[arg(long, default_value_t = 1000)]
@@ -302,7 +315,10 @@ pub struct SettingsError {
 }
 
 fn refuse(flag: &'static str, reason: impl Into<String>) -> SettingsError {
-    SettingsError { flag, reason: reason.into() }
+    SettingsError {
+        flag,
+        reason: reason.into(),
+    }
 }
 
 /// Largest `ids` list the contract allows in one gamer-card call.
@@ -311,7 +327,8 @@ pub const MAX_CARDS: usize = 100;
 impl Default for Settings {
     /// The flags' defaults.
     fn default() -> Self {
-        Settings::from_args(Args::parse_from(["anyplay-load"])).expect("the default flags are valid")
+        Settings::from_args(Args::parse_from(["anyplay-load"]))
+            .expect("the default flags are valid")
     }
 }
 
@@ -334,15 +351,25 @@ impl Settings {
             rate: args.rate,
             friends: args.friends,
             reconnect: args.reconnect,
-            presence: PresenceSettings { rate: args.presence_rate, duration: args.presence_seconds },
+            presence: PresenceSettings {
+                rate: args.presence_rate,
+                duration: args.presence_seconds,
+            },
             sessions: SessionSettings {
                 rate: args.session_rate,
                 size: args.session_size,
                 hold: args.session_hold,
                 duration: args.session_seconds,
             },
-            cards: CardSettings { rate: args.cards_rate, size: args.cards_size, duration: args.cards_seconds },
-            storm: StormSettings { kind: args.storm, timeout: args.storm_timeout },
+            cards: CardSettings {
+                rate: args.cards_rate,
+                size: args.cards_size,
+                duration: args.cards_seconds,
+            },
+            storm: StormSettings {
+                kind: args.storm,
+                timeout: args.storm_timeout,
+            },
             ladder: LadderSettings {
                 rungs: args.ladder,
                 warmup: args.ladder_warmup,
@@ -373,7 +400,11 @@ impl Settings {
 
     /// Players the run may sign in: the wave, and the ladder's rungs above it.
     pub fn total_players(&self) -> usize {
-        let top = if self.runs(Scenario::Ladder) { self.ladder.rungs.last().copied() } else { None };
+        let top = if self.runs(Scenario::Ladder) {
+            self.ladder.rungs.last().copied()
+        } else {
+            None
+        };
         top.unwrap_or(0).max(self.players)
     }
 
@@ -384,7 +415,10 @@ impl Settings {
             if rate.is_finite() && rate > 0.0 {
                 Ok(())
             } else {
-                Err(refuse(flag, format!("must be a rate above 0 per second, got {rate}")))
+                Err(refuse(
+                    flag,
+                    format!("must be a rate above 0 per second, got {rate}"),
+                ))
             }
         };
         let window = |flag, d: Duration| {
@@ -398,19 +432,31 @@ impl Settings {
             return Err(refuse("--players", "a run needs at least 1 player"));
         }
         if self.returning > self.players {
-            return Err(refuse("--returning", format!("{} is more than the {} players", self.returning, self.players)));
+            return Err(refuse(
+                "--returning",
+                format!(
+                    "{} is more than the {} players",
+                    self.returning, self.players
+                ),
+            ));
         }
         rate("--rate", self.rate)?;
         if self.max_in_flight == 0 {
             return Err(refuse("--max-in-flight", "must be at least 1"));
         }
         if self.friends % 2 == 1 {
-            return Err(refuse("--friends", "must be even: each player befriends the next friends/2 on a ring"));
+            return Err(refuse(
+                "--friends",
+                "must be even: each player befriends the next friends/2 on a ring",
+            ));
         }
         if self.friends >= self.players && self.friends > 0 {
             return Err(refuse(
                 "--friends",
-                format!("{} friends need more than {} players", self.friends, self.players),
+                format!(
+                    "{} friends need more than {} players",
+                    self.friends, self.players
+                ),
             ));
         }
         if self.runs(Scenario::Presence) {
@@ -421,13 +467,20 @@ impl Settings {
             rate("--session-rate", self.sessions.rate)?;
             window("--session-seconds", self.sessions.duration)?;
             if !(2..=16).contains(&self.sessions.size) {
-                return Err(refuse("--session-size", format!("must be 2 to 16, got {}", self.sessions.size)));
+                return Err(refuse(
+                    "--session-size",
+                    format!("must be 2 to 16, got {}", self.sessions.size),
+                ));
             }
             if (self.sessions.size as usize) > self.friends + 1 {
                 return Err(refuse(
                     "--session-size",
-                    format!("{} members need at least {} friends per player (--friends {})",
-                        self.sessions.size, self.sessions.size - 1, self.friends),
+                    format!(
+                        "{} members need at least {} friends per player (--friends {})",
+                        self.sessions.size,
+                        self.sessions.size - 1,
+                        self.friends
+                    ),
                 ));
             }
         }
@@ -435,7 +488,10 @@ impl Settings {
             rate("--cards-rate", self.cards.rate)?;
             window("--cards-seconds", self.cards.duration)?;
             if self.cards.size == 0 || self.cards.size > MAX_CARDS {
-                return Err(refuse("--cards-size", format!("must be 1 to {MAX_CARDS}, got {}", self.cards.size)));
+                return Err(refuse(
+                    "--cards-size",
+                    format!("must be 1 to {MAX_CARDS}, got {}", self.cards.size),
+                ));
             }
         }
         if self.runs(Scenario::Storm) {
@@ -444,8 +500,11 @@ impl Settings {
             if kind.needs_cluster() && self.node_count() < 2 {
                 return Err(refuse(
                     "--storm",
-                    format!("{} needs a cluster of at least 2 nodes to fail over to; this run has {}",
-                        kind.name(), self.node_count()),
+                    format!(
+                        "{} needs a cluster of at least 2 nodes to fail over to; this run has {}",
+                        kind.name(),
+                        self.node_count()
+                    ),
                 ));
             }
             if kind.needs_cluster() && matches!(self.mode, Mode::External(_)) {
@@ -459,7 +518,10 @@ impl Settings {
         if self.runs(Scenario::Ladder) {
             let rungs = &self.ladder.rungs;
             if rungs.is_empty() {
-                return Err(refuse("--ladder", "the ladder scenario needs rungs, e.g. --ladder 500,1000,2000"));
+                return Err(refuse(
+                    "--ladder",
+                    "the ladder scenario needs rungs, e.g. --ladder 500,1000,2000",
+                ));
             }
             if rungs.windows(2).any(|w| w[0] >= w[1]) {
                 return Err(refuse("--ladder", "rungs must increase"));
@@ -509,17 +571,35 @@ fn mode(args: &Args) -> Result<Mode, SettingsError> {
         };
     }
     if args.nodes != 1 {
-        return Err(refuse("--nodes", "external mode (--url) gives one --url per node instead"));
+        return Err(refuse(
+            "--nodes",
+            "external mode (--url) gives one --url per node instead",
+        ));
     }
     if args.default_limits {
-        return Err(refuse("--default-limits", "external nodes keep whatever limits they were started with"));
+        return Err(refuse(
+            "--default-limits",
+            "external nodes keep whatever limits they were started with",
+        ));
     }
     let Some(mail_log) = &args.mail_log else {
-        return Err(refuse("--mail-log", "external mode (--url) needs the cloud's mail-log file to read sign-in codes"));
+        return Err(refuse(
+            "--mail-log",
+            "external mode (--url) needs the cloud's mail-log file to read sign-in codes",
+        ));
     };
-    for (flag, given) in [("--metrics-url", args.metrics_url.len()), ("--pid", args.pid.len())] {
+    for (flag, given) in [
+        ("--metrics-url", args.metrics_url.len()),
+        ("--pid", args.pid.len()),
+    ] {
         if given != 0 && given != args.url.len() {
-            return Err(refuse(flag, format!("give one per --url ({}), or none; got {given}", args.url.len())));
+            return Err(refuse(
+                flag,
+                format!(
+                    "give one per --url ({}), or none; got {given}",
+                    args.url.len()
+                ),
+            ));
         }
     }
     let nodes = args
@@ -527,14 +607,25 @@ fn mode(args: &Args) -> Result<Mode, SettingsError> {
         .iter()
         .enumerate()
         .map(|(i, url)| {
-            let parsed = reqwest::Url::parse(url).map_err(|e| refuse("--url", format!("{url:?}: {e}")))?;
+            let parsed =
+                reqwest::Url::parse(url).map_err(|e| refuse("--url", format!("{url:?}: {e}")))?;
             if parsed.scheme() != "http" {
-                return Err(refuse("--url", format!("{url:?}: only http:// nodes are supported")));
+                return Err(refuse(
+                    "--url",
+                    format!("{url:?}: only http:// nodes are supported"),
+                ));
             }
-            Ok(ExternalNode { url: url.clone(), metrics_url: args.metrics_url.get(i).cloned(), pid: args.pid.get(i).copied() })
+            Ok(ExternalNode {
+                url: url.clone(),
+                metrics_url: args.metrics_url.get(i).cloned(),
+                pid: args.pid.get(i).copied(),
+            })
         })
         .collect::<Result<_, _>>()?;
-    Ok(Mode::External(External { nodes, mail_log: mail_log.clone() }))
+    Ok(Mode::External(External {
+        nodes,
+        mail_log: mail_log.clone(),
+    }))
 }
 
 #[cfg(test)]
@@ -554,8 +645,14 @@ mod tests {
     #[test]
     fn defaults_are_valid_and_the_storm_goes_last() {
         let s = settings(&["--scenarios", "storm,presence,login,cards,presence"]).expect("valid");
-        assert_eq!(s.scenarios, [Scenario::Presence, Scenario::Cards, Scenario::Storm]);
-        assert_eq!(Settings::default().scenarios, [Scenario::Presence, Scenario::Sessions, Scenario::Storm]);
+        assert_eq!(
+            s.scenarios,
+            [Scenario::Presence, Scenario::Cards, Scenario::Storm]
+        );
+        assert_eq!(
+            Settings::default().scenarios,
+            [Scenario::Presence, Scenario::Sessions, Scenario::Storm]
+        );
     }
 
     #[test]
@@ -564,7 +661,10 @@ mod tests {
         assert_eq!(refused(&["--rate", "0"]).flag, "--rate");
         assert_eq!(refused(&["--presence-rate", "0"]).flag, "--presence-rate");
         assert_eq!(refused(&["--session-rate", "0"]).flag, "--session-rate");
-        assert_eq!(refused(&["--scenarios", "cards", "--cards-rate", "0"]).flag, "--cards-rate");
+        assert_eq!(
+            refused(&["--scenarios", "cards", "--cards-rate", "0"]).flag,
+            "--cards-rate"
+        );
         // A rate of 0 is fine for a scenario that does not run.
         settings(&["--scenarios", "presence", "--cards-rate", "0"]).expect("cards do not run");
     }
@@ -582,11 +682,25 @@ mod tests {
         assert_eq!(e.flag, "--storm");
         assert!(e.reason.contains("cluster"), "{e}");
         let e = refused(&[
-            "--storm", "stop-node", "--url", "http://127.0.0.1:1", "--url", "http://127.0.0.1:2", "--mail-log", "m",
+            "--storm",
+            "stop-node",
+            "--url",
+            "http://127.0.0.1:1",
+            "--url",
+            "http://127.0.0.1:2",
+            "--mail-log",
+            "m",
         ]);
         assert!(e.reason.contains("external"), "{e}");
         let s = settings(&[
-            "--storm", "stop-node", "--nodes", "2", "--database-url", "postgres://x", "--nats-url", "nats://y",
+            "--storm",
+            "stop-node",
+            "--nodes",
+            "2",
+            "--database-url",
+            "postgres://x",
+            "--nats-url",
+            "nats://y",
         ])
         .expect("a cluster can stop a node");
         assert_eq!(s.node_count(), 2);
@@ -594,27 +708,62 @@ mod tests {
 
     #[test]
     fn modes_are_told_apart_and_their_flags_checked() {
-        assert!(matches!(settings(&[]).expect("valid").mode, Mode::InProcess { .. }));
+        assert!(matches!(
+            settings(&[]).expect("valid").mode,
+            Mode::InProcess { .. }
+        ));
         assert_eq!(refused(&["--url", "http://127.0.0.1:1"]).flag, "--mail-log");
         assert_eq!(refused(&["--mail-log", "m"]).flag, "--mail-log");
-        assert_eq!(refused(&["--nodes", "2", "--nats-url", "nats://y"]).flag, "--nodes");
-        let e = refused(&["--url", "http://127.0.0.1:1", "--url", "http://127.0.0.1:2", "--mail-log", "m", "--pid", "1"]);
+        assert_eq!(
+            refused(&["--nodes", "2", "--nats-url", "nats://y"]).flag,
+            "--nodes"
+        );
+        let e = refused(&[
+            "--url",
+            "http://127.0.0.1:1",
+            "--url",
+            "http://127.0.0.1:2",
+            "--mail-log",
+            "m",
+            "--pid",
+            "1",
+        ]);
         assert_eq!(e.flag, "--pid");
-        let s = settings(&["--url", "http://127.0.0.1:1", "--mail-log", "m", "--metrics-url", "http://127.0.0.1:9/metrics"])
-            .expect("external");
+        let s = settings(&[
+            "--url",
+            "http://127.0.0.1:1",
+            "--mail-log",
+            "m",
+            "--metrics-url",
+            "http://127.0.0.1:9/metrics",
+        ])
+        .expect("external");
         assert!(matches!(&s.mode, Mode::External(e) if e.nodes[0].metrics_url.is_some()));
     }
 
     #[test]
     fn friends_sessions_and_ladder_rules() {
         assert_eq!(refused(&["--friends", "3"]).flag, "--friends");
-        assert_eq!(refused(&["--players", "10", "--friends", "10"]).flag, "--friends");
+        assert_eq!(
+            refused(&["--players", "10", "--friends", "10"]).flag,
+            "--friends"
+        );
         assert_eq!(refused(&["--session-size", "17"]).flag, "--session-size");
-        assert_eq!(refused(&["--friends", "2", "--session-size", "4"]).flag, "--session-size");
+        assert_eq!(
+            refused(&["--friends", "2", "--session-size", "4"]).flag,
+            "--session-size"
+        );
         assert_eq!(refused(&["--scenarios", "ladder"]).flag, "--ladder");
-        assert_eq!(refused(&["--scenarios", "ladder", "--ladder", "2000,1000"]).flag, "--ladder");
-        assert_eq!(refused(&["--scenarios", "ladder", "--ladder", "500"]).flag, "--ladder");
-        let s = settings(&["--scenarios", "ladder", "--ladder", "1000,3000"]).expect("valid ladder");
+        assert_eq!(
+            refused(&["--scenarios", "ladder", "--ladder", "2000,1000"]).flag,
+            "--ladder"
+        );
+        assert_eq!(
+            refused(&["--scenarios", "ladder", "--ladder", "500"]).flag,
+            "--ladder"
+        );
+        let s =
+            settings(&["--scenarios", "ladder", "--ladder", "1000,3000"]).expect("valid ladder");
         assert_eq!(s.total_players(), 3000);
     }
 

@@ -144,7 +144,12 @@ pub struct OpStats {
 
 impl OpStats {
     fn new() -> Self {
-        OpStats { latency: histogram(3), count: 0, ok: 0, status: BTreeMap::new() }
+        OpStats {
+            latency: histogram(3),
+            count: 0,
+            ok: 0,
+            status: BTreeMap::new(),
+        }
     }
 
     fn record(&mut self, latency: Duration, status: Status) {
@@ -175,7 +180,11 @@ pub struct Second {
 impl Second {
     fn new() -> Self {
         // Two digits are enough for a per-second p99 and keep the series small.
-        Second { calls: 0, errors: 0, latency: histogram(2) }
+        Second {
+            calls: 0,
+            errors: 0,
+            latency: histogram(2),
+        }
     }
 
     fn merge(&mut self, other: &Second) {
@@ -201,7 +210,10 @@ impl Snapshot {
     /// Adds `other`, whose series starts `offset` seconds into this one's.
     pub fn merge_shifted(&mut self, other: &Snapshot, offset: usize) {
         for (op, stats) in &other.ops {
-            self.ops.entry(*op).or_insert_with(OpStats::new).merge(stats);
+            self.ops
+                .entry(*op)
+                .or_insert_with(OpStats::new)
+                .merge(stats);
         }
         let end = offset + other.series.len();
         if self.series.len() < end {
@@ -217,13 +229,20 @@ impl Snapshot {
         self.ops
             .iter()
             .filter(|(op, _)| op.is_http())
-            .fold((0, 0), |(calls, errors), (_, s)| (calls + s.count, errors + s.count - s.ok))
+            .fold((0, 0), |(calls, errors), (_, s)| {
+                (calls + s.count, errors + s.count - s.ok)
+            })
     }
 
     /// The latency of every HTTP call, all ops together.
     pub fn http_latency(&self) -> Histogram<u64> {
         let mut all = histogram(3);
-        for stats in self.ops.iter().filter(|(op, _)| op.is_http()).map(|(_, s)| s) {
+        for stats in self
+            .ops
+            .iter()
+            .filter(|(op, _)| op.is_http())
+            .map(|(_, s)| s)
+        {
             add(&mut all, &stats.latency);
         }
         all
@@ -268,7 +287,12 @@ impl Recorder {
     /// A recorder whose series starts now.
     pub fn new() -> Self {
         let shards = (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect();
-        Recorder { inner: Arc::new(Inner { start: Instant::now(), shards }) }
+        Recorder {
+            inner: Arc::new(Inner {
+                start: Instant::now(),
+                shards,
+            }),
+        }
     }
 
     pub fn start(&self) -> Instant {
@@ -278,9 +302,14 @@ impl Recorder {
     /// Records one op that took `latency` and ended as `status`.
     pub fn record(&self, op: Op, latency: Duration, status: Status) {
         let mut shard = lock(&self.inner.shards[shard_index()]);
-        shard.ops.entry(op).or_insert_with(OpStats::new).record(latency, status);
+        shard
+            .ops
+            .entry(op)
+            .or_insert_with(OpStats::new)
+            .record(latency, status);
         if op.is_http() {
-            let second = usize::try_from(self.inner.start.elapsed().as_secs()).unwrap_or(usize::MAX);
+            let second =
+                usize::try_from(self.inner.start.elapsed().as_secs()).unwrap_or(usize::MAX);
             if shard.series.len() <= second {
                 shard.series.resize_with(second + 1, Second::new);
             }
@@ -296,7 +325,10 @@ impl Recorder {
         let mut all = Snapshot::default();
         for shard in &self.inner.shards {
             let shard = lock(shard);
-            all.merge(&Snapshot { ops: shard.ops.clone(), series: shard.series.clone() });
+            all.merge(&Snapshot {
+                ops: shard.ops.clone(),
+                series: shard.series.clone(),
+            });
         }
         all
     }
@@ -313,7 +345,11 @@ mod tests {
         let mut reference = histogram(3);
         let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         let per_thread: Vec<Vec<u64>> = (0..4)
-            .map(|_| (0..5_000).map(|_| rng.random_range(50..2_000_000)).collect())
+            .map(|_| {
+                (0..5_000)
+                    .map(|_| rng.random_range(50..2_000_000))
+                    .collect()
+            })
             .collect();
         for values in &per_thread {
             for v in values {
@@ -334,7 +370,11 @@ mod tests {
         let cards = &snap.ops[&Op::Cards];
         assert_eq!(cards.count, 20_000);
         for q in [0.5, 0.9, 0.95, 0.99, 0.999, 1.0] {
-            assert_eq!(cards.latency.value_at_quantile(q), reference.value_at_quantile(q), "quantile {q}");
+            assert_eq!(
+                cards.latency.value_at_quantile(q),
+                reference.value_at_quantile(q),
+                "quantile {q}"
+            );
         }
         assert_eq!(cards.latency.max(), reference.max());
     }

@@ -74,6 +74,11 @@ impl Target {
             })
             .collect();
         let codes = MailLog::open(&external.mail_log, crate::mail_log::DEFAULT_WAIT)?;
-        Ok(Target { nodes, codes: Arc::new(codes), control: None, pool: None })
+        Ok(Target {
+            nodes,
+            codes: Arc::new(codes),
+            control: None,
+            pool: None,
+        })
     }
 }

@@ -151,10 +151,15 @@ mod tests {
                "account":{"id":7,"handle":"p_1","created_at":"2025-01-01T00:00:00Z","privacy":"friends","avatar":null}}"#,
         )
         .expect("valid body");
-        assert!(matches!(signed_in, CodeOutcome::SignedIn(t) if t.account.as_ref().map(|a| a.id) == Some(AccountId(7))));
+        assert!(
+            matches!(signed_in, CodeOutcome::SignedIn(t) if t.account.as_ref().map(|a| a.id) == Some(AccountId(7)))
+        );
         let signup: CodeOutcome =
-            serde_json::from_str(r#"{"status":"signup_required","signup_token":"s"}"#).expect("valid body");
-        assert!(matches!(signup, CodeOutcome::SignupRequired { signup_token } if signup_token == "s"));
+            serde_json::from_str(r#"{"status":"signup_required","signup_token":"s"}"#)
+                .expect("valid body");
+        assert!(
+            matches!(signup, CodeOutcome::SignupRequired { signup_token } if signup_token == "s")
+        );
     }
 
     #[test]
@@ -168,9 +173,13 @@ mod tests {
             r#"{"type":"presence","seq":4,"account_id":3,"online":true,"activity":"x","version":99}"#,
         )
         .expect("presence");
-        assert!(matches!(presence, ServerEvent::Presence { version: 99, .. }));
+        assert!(matches!(
+            presence,
+            ServerEvent::Presence { version: 99, .. }
+        ));
         let other: ServerEvent =
-            serde_json::from_str(r#"{"type":"session_closed","seq":5,"session_id":1}"#).expect("other");
+            serde_json::from_str(r#"{"type":"session_closed","seq":5,"session_id":1}"#)
+                .expect("other");
         assert!(matches!(other, ServerEvent::Other));
     }
 

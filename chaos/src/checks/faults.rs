@@ -194,30 +194,42 @@ pub struct FaultRow {
     pub errors: u64,
 }
 
-/// The faults table: one row per action of the run.
+/// The faults table: one row per action of the run. A fault's errors are counted until
+/// `grace` after its end, but not past the start of the next fault, which owns them then.
 pub fn table(history: &History, grace: f64) -> Vec<FaultRow> {
     let faults = faults(history);
     let (hits, _) = hits(history, &faults, grace);
     faults
         .iter()
         .zip(hits)
-        .map(|(fault, hits)| FaultRow {
-            action: fault.action,
-            target: fault.target.clone(),
-            at: fault.at,
-            players_hit: hits.len() as u64,
-            back_s: BackSeconds::of(fault.start, &hits),
-            errors: errors_between(history, fault.start, fault.window_end(grace)),
+        .map(|(fault, hits)| {
+            let next_start = faults
+                .iter()
+                .map(|f| f.start)
+                .filter(|&s| s > fault.start)
+                .fold(f64::INFINITY, f64::min);
+            FaultRow {
+                action: fault.action,
+                target: fault.target.clone(),
+                at: fault.at,
+                players_hit: hits.len() as u64,
+                back_s: BackSeconds::of(fault.start, &hits),
+                errors: errors_between(
+                    history,
+                    fault.start,
+                    fault.window_end(grace).min(next_start),
+                ),
+            }
         })
         .collect()
 }
 
-/// HTTP errors in the load ticks whose second overlaps `[from, until]`.
+/// HTTP errors in the load ticks whose second, `(t-1, t]`, overlaps `(from, until)`.
 fn errors_between(history: &History, from: f64, until: f64) -> u64 {
     history
         .iter()
         .filter_map(|(t, e)| match e {
-            Event::LoadTick(tick) if t > from && t - 1.0 <= until => Some(tick.http_errors),
+            Event::LoadTick(tick) if t > from && t - 1.0 < until => Some(tick.http_errors),
             _ => None,
         })
         .sum()
@@ -344,5 +356,27 @@ mod tests {
         .into_iter()
         .collect();
         assert_eq!(table(&history, 2.0)[0].errors, 7);
+    }
+
+    #[test]
+    fn the_next_fault_owns_the_errors_after_its_start() {
+        let tick = |errors| {
+            Event::LoadTick(Tick {
+                http_errors: errors,
+                ..Tick::default()
+            })
+        };
+        let history: History = [
+            (10.0, start(ActionKind::Drop, "players", 10.0)),
+            (10.0, end(ActionKind::Drop, "players", 10.0)),
+            (11.0, tick(3)),
+            (15.0, start(ActionKind::Kill, "node-1", 15.0)),
+            (15.0, end(ActionKind::Kill, "node-1", 15.0)),
+            (16.0, tick(40)),
+        ]
+        .into_iter()
+        .collect();
+        let rows = table(&history, 20.0);
+        assert_eq!((rows[0].errors, rows[1].errors), (3, 40));
     }
 }

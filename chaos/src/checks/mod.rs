@@ -64,14 +64,17 @@ impl fmt::Display for Quantity {
     }
 }
 
-/// A ratio with enough digits to compare with a limit like 0.001.
+/// A ratio to three significant digits, in plain notation to compare with a limit like 0.001.
 fn fmt_ratio(r: f64) -> String {
-    if r == 0.0 {
-        "0".to_owned()
-    } else if r >= 0.01 {
-        format!("{r:.3}")
+    if r <= 0.0 || !r.is_finite() {
+        return format!("{r}");
+    }
+    let decimals = (2 - r.log10().floor() as i32).max(0) as usize;
+    let text = format!("{r:.decimals$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_owned()
     } else {
-        format!("{r:.2e}")
+        text
     }
 }
 
@@ -132,7 +135,11 @@ mod tests {
     #[test]
     fn quantities_print_with_units() {
         assert_eq!(Quantity::Seconds(20.0).to_string(), "20s");
-        assert_eq!(Quantity::Ratio(0.0004).to_string(), "4.00e-4");
+        assert_eq!(Quantity::Ratio(0.0004).to_string(), "0.0004");
+        assert_eq!(Quantity::Ratio(0.001).to_string(), "0.001");
+        assert_eq!(Quantity::Ratio(0.00123456).to_string(), "0.00123");
+        assert_eq!(Quantity::Ratio(0.25).to_string(), "0.25");
+        assert_eq!(Quantity::Ratio(1.0).to_string(), "1");
         assert_eq!(Quantity::Ratio(0.0).to_string(), "0");
         assert_eq!(Quantity::ExitCode(0).to_string(), "exit 0");
     }

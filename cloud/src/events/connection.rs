@@ -8,7 +8,7 @@ use axum::extract::ws::{CloseFrame, Message, Utf8Bytes};
 use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use tokio::time::{interval_at, Instant, MissedTickBehavior};
 
-use super::hub::{CloseCode, Mailbox};
+use super::hub::{CloseCode, Closing, Mailbox};
 
 /// Largest client message the server reads; a bigger one closes with 1009.
 pub const MAX_CLIENT_MESSAGE: usize = 4 * 1024;
@@ -53,7 +53,8 @@ where
             changed = mailbox.close.changed() => {
                 let code = if changed.is_ok() { *mailbox.close.borrow() } else { None };
                 match code {
-                    Some(code) => {
+                    Some(Closing::Sever) => break Ended::Gone,
+                    Some(Closing::With(code)) => {
                         if tx.send(close_frame(code)).await.is_ok() {
                             await_close_reply(&mut rx).await;
                         }

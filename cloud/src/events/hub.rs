@@ -64,21 +64,34 @@ impl CloseCode {
     }
 }
 
+/// How the server ends a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closing {
+    /// A close frame with this code.
+    With(CloseCode),
+    /// No close frame: the socket is dropped, as a crashed node's would be.
+    Sever,
+}
+
 /// What the hub keeps of one connection.
 #[derive(Clone)]
 pub struct Handle {
     pub connection_id: Arc<str>,
     pub since_ms: i64,
     queue: mpsc::Sender<Payload>,
-    close: watch::Sender<Option<CloseCode>>,
+    close: watch::Sender<Option<Closing>>,
 }
 
 impl Handle {
     /// Asks the connection to close with `code`; the first request wins.
     pub fn close(&self, code: CloseCode) {
+        self.end(Closing::With(code));
+    }
+
+    fn end(&self, how: Closing) {
         self.close.send_if_modified(|current| {
             if current.is_none() {
-                *current = Some(code);
+                *current = Some(how);
                 true
             } else {
                 false
@@ -90,7 +103,7 @@ impl Handle {
 /// The receiving side, owned by the connection task.
 pub struct Mailbox {
     pub queue: mpsc::Receiver<Payload>,
-    pub close: watch::Receiver<Option<CloseCode>>,
+    pub close: watch::Receiver<Option<Closing>>,
 }
 
 /// A connection as the admin view lists it.
@@ -192,6 +205,13 @@ impl Hub {
         }
     }
 
+    /// Drops every connection without a close frame (a node that crashes in process).
+    pub fn sever_all(&self) {
+        for handle in self.conns().values() {
+            handle.end(Closing::Sever);
+        }
+    }
+
     pub fn is_local(&self, account_id: i64) -> bool {
         self.conns().contains_key(&account_id)
     }
@@ -241,7 +261,10 @@ mod tests {
         let hub = hub(4);
         let first = hub.register(1, "a".into(), 0);
         let _second = hub.register(1, "b".into(), 0);
-        assert_eq!(*first.close.borrow(), Some(CloseCode::Replaced));
+        assert_eq!(
+            *first.close.borrow(),
+            Some(Closing::With(CloseCode::Replaced))
+        );
         assert!(
             !hub.unregister(1, "a"),
             "the replaced one must not remove the new one"
@@ -256,7 +279,10 @@ mod tests {
         let p = Payload::new(&Event::FriendRemoved { account_id: 2 });
         assert!(hub.deliver(1, &p));
         assert!(!hub.deliver(1, &p));
-        assert_eq!(*mailbox.close.borrow(), Some(CloseCode::SlowConsumer));
+        assert_eq!(
+            *mailbox.close.borrow(),
+            Some(Closing::With(CloseCode::SlowConsumer))
+        );
     }
 
     #[test]
@@ -265,6 +291,9 @@ mod tests {
         let mailbox = hub.register(1, "a".into(), 0);
         hub.close_account(1, None, CloseCode::SignedOut);
         hub.close_all(CloseCode::GoingAway);
-        assert_eq!(*mailbox.close.borrow(), Some(CloseCode::SignedOut));
+        assert_eq!(
+            *mailbox.close.borrow(),
+            Some(Closing::With(CloseCode::SignedOut))
+        );
     }
 }

@@ -47,6 +47,9 @@ pub async fn upgrade(
         .ok_or(ApiError::Unauthorized)?;
     let ws = ws.map_err(|e| ApiError::BadRequest(format!("expected a WebSocket upgrade: {e}")))?;
     Ok(ws
+        // Thousands of mostly idle sockets: small buffers (axum's default read buffer is 128 KiB each).
+        .read_buffer_size(4 * 1024)
+        .write_buffer_size(4 * 1024)
         .max_message_size(TRANSPORT_LIMIT)
         .max_frame_size(TRANSPORT_LIMIT)
         .on_upgrade(move |socket| serve(state, account_id, socket)))

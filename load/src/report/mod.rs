@@ -138,7 +138,13 @@ pub struct BackTimes {
 impl BackTimes {
     /// The shares in percent with their times, in order.
     pub fn shares(&self) -> [(u32, Option<f64>); 5] {
-        [(50, self.p50), (90, self.p90), (95, self.p95), (99, self.p99), (100, self.all)]
+        [
+            (50, self.p50),
+            (90, self.p90),
+            (95, self.p95),
+            (99, self.p99),
+            (100, self.all),
+        ]
     }
 }
 
@@ -190,8 +196,16 @@ impl ScenarioReport {
         ScenarioReport {
             name,
             seconds,
-            http_calls_per_s: if seconds > 0.0 { calls as f64 / seconds } else { 0.0 },
-            ops: snapshot.ops.iter().map(|(op, stats)| (*op, OpReport::from(stats))).collect(),
+            http_calls_per_s: if seconds > 0.0 {
+                calls as f64 / seconds
+            } else {
+                0.0
+            },
+            ops: snapshot
+                .ops
+                .iter()
+                .map(|(op, stats)| (*op, OpReport::from(stats)))
+                .collect(),
             skipped_saturated: 0,
             rate: None,
             players: None,
@@ -230,11 +244,20 @@ mod tests {
         let recorder = Recorder::new();
         recorder.record(Op::PresenceSet, Duration::from_millis(3), Status::Http(204));
         recorder.record(Op::PresenceSet, Duration::from_millis(5), Status::NoAnswer);
-        let plan = Plan { rate: 10.0, count: 2, max_in_flight: 5 };
-        let outcome =
-            Outcome { started: 2, skipped_saturated: 0, elapsed: Duration::from_secs(1), start_span: Duration::from_secs(1) };
-        let mut report = ScenarioReport::new("presence", &recorder.snapshot(), Duration::from_secs(2))
-            .scheduled(&plan, &outcome);
+        let plan = Plan {
+            rate: 10.0,
+            count: 2,
+            max_in_flight: 5,
+        };
+        let outcome = Outcome {
+            started: 2,
+            skipped_saturated: 0,
+            elapsed: Duration::from_secs(1),
+            start_span: Duration::from_secs(1),
+        };
+        let mut report =
+            ScenarioReport::new("presence", &recorder.snapshot(), Duration::from_secs(2))
+                .scheduled(&plan, &outcome);
         report.delivery = Some(DeliveryReport {
             changes: 1,
             expected: 2,
@@ -246,13 +269,29 @@ mod tests {
             max_ms: 1.0,
         });
         let v = serde_json::to_value(&report).expect("serializes");
-        for key in ["name", "seconds", "http_calls_per_s", "ops", "skipped_saturated", "delivery", "series"] {
+        for key in [
+            "name",
+            "seconds",
+            "http_calls_per_s",
+            "ops",
+            "skipped_saturated",
+            "delivery",
+            "series",
+        ] {
             assert!(v.get(key).is_some(), "missing {key}: {v}");
         }
-        assert!(v.get("storm").is_none(), "storm is for the storm scenario only");
+        assert!(
+            v.get("storm").is_none(),
+            "storm is for the storm scenario only"
+        );
         let op = &v["ops"]["presence_set"];
-        for key in ["count", "ok", "p50_ms", "p95_ms", "p99_ms", "max_ms", "status"] {
-            assert!(op.get(key).is_some(), "missing ops.presence_set.{key}: {op}");
+        for key in [
+            "count", "ok", "p50_ms", "p95_ms", "p99_ms", "max_ms", "status",
+        ] {
+            assert!(
+                op.get(key).is_some(),
+                "missing ops.presence_set.{key}: {op}"
+            );
         }
         assert_eq!(op["status"]["204"], 1);
         assert_eq!(op["status"]["no_answer"], 1);
@@ -261,6 +300,9 @@ mod tests {
         for key in ["t", "calls", "errors", "p99_ms"] {
             assert!(second.get(key).is_some(), "missing series.{key}: {second}");
         }
-        assert_eq!(v["rate"]["reached"], false, "2 of 10/s is not the rate asked");
+        assert_eq!(
+            v["rate"]["reached"], false,
+            "2 of 10/s is not the rate asked"
+        );
     }
 }

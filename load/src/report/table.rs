@@ -22,16 +22,28 @@ pub fn render(report: &Report) -> String {
     }
     out.push('\n');
     if let Some(pool) = &g.pool_busy {
-        let _ = writeln!(out, "store pool busy: avg {:.1}, max {} ({} samples)", pool.avg, pool.max, pool.samples);
+        let _ = writeln!(
+            out,
+            "store pool busy: avg {:.1}, max {} ({} samples)",
+            pool.avg, pool.max, pool.samples
+        );
     }
     for node in &report.process.nodes {
-        let _ = writeln!(out, "node pid {}: cpu {:.2} cores; peak rss {:.0} MB", node.pid, node.cpu_cores_avg, node.rss_mb_peak);
+        let _ = writeln!(
+            out,
+            "node pid {}: cpu {:.2} cores; peak rss {:.0} MB",
+            node.pid, node.cpu_cores_avg, node.rss_mb_peak
+        );
     }
     out
 }
 
 fn scenario_table(out: &mut String, s: &ScenarioReport) {
-    let _ = write!(out, "== {}: {:.1} s, {:.1} HTTP calls/s", s.name, s.seconds, s.http_calls_per_s);
+    let _ = write!(
+        out,
+        "== {}: {:.1} s, {:.1} HTTP calls/s",
+        s.name, s.seconds, s.http_calls_per_s
+    );
     if let Some(rate) = &s.rate {
         if rate.reached {
             let _ = write!(out, ", rate {:.1}/s reached", rate.target_per_s);
@@ -50,7 +62,11 @@ fn scenario_table(out: &mut String, s: &ScenarioReport) {
         "op", "count", "ok", "p50 ms", "p95 ms", "p99 ms", "max ms"
     );
     for (op, r) in &s.ops {
-        let status: Vec<String> = r.status.iter().map(|(k, n)| format!("{}:{n}", k.label())).collect();
+        let status: Vec<String> = r
+            .status
+            .iter()
+            .map(|(k, n)| format!("{}:{n}", k.label()))
+            .collect();
         let _ = writeln!(
             out,
             "{:<18} {:>8} {:>8} {:>9.2} {:>9.2} {:>9.2} {:>9.2}  {}",
@@ -99,13 +115,24 @@ fn scenario_table(out: &mut String, s: &ScenarioReport) {
         let _ = writeln!(
             out,
             "{:>8} {:>8} {:>13} {:>15} {:>9} {:>8}  budget {:.1} ms",
-            "players", "online", "ramp p99 ms", "steady p99 ms", "skipped", "within", ladder.budget_ms
+            "players",
+            "online",
+            "ramp p99 ms",
+            "steady p99 ms",
+            "skipped",
+            "within",
+            ladder.budget_ms
         );
         for r in &ladder.rungs {
             let _ = writeln!(
                 out,
                 "{:>8} {:>8} {:>13.2} {:>15.2} {:>9} {:>8}",
-                r.players, r.online, r.ramp_p99_ms, r.steady_p99_ms, r.skipped_saturated, r.within_budget
+                r.players,
+                r.online,
+                r.ramp_p99_ms,
+                r.steady_p99_ms,
+                r.skipped_saturated,
+                r.within_budget
             );
         }
         match ladder.knee {
@@ -130,10 +157,17 @@ mod tests {
         recorder.record(Op::Cards, Duration::from_millis(2), Status::Http(200));
         let mut s = ScenarioReport::new("cards", &recorder.snapshot(), Duration::from_secs(1));
         s.skipped_saturated = 7;
-        s.rate = Some(RateReport { target_per_s: 200.0, achieved_per_s: 120.0, reached: false });
+        s.rate = Some(RateReport {
+            target_per_s: 200.0,
+            achieved_per_s: 120.0,
+            reached: false,
+        });
         let mut out = String::new();
         scenario_table(&mut out, &s);
-        assert!(out.contains("RATE NOT REACHED: 120.0/s of 200.0/s, 7 skipped"), "{out}");
+        assert!(
+            out.contains("RATE NOT REACHED: 120.0/s of 200.0/s, 7 skipped"),
+            "{out}"
+        );
         assert!(out.contains("cards") && out.contains("200:1"), "{out}");
     }
 }

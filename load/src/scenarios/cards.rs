@@ -15,7 +15,13 @@ use crate::wire::AccountId;
 pub async fn run(ctx: &Ctx) -> ScenarioReport {
     let recorder = ctx.begin();
     let online = Arc::new(ctx.online());
-    let accounts: Arc<Vec<AccountId>> = Arc::new(ctx.fleet.players().iter().filter_map(|p| p.account()).collect());
+    let accounts: Arc<Vec<AccountId>> = Arc::new(
+        ctx.fleet
+            .players()
+            .iter()
+            .filter_map(|p| p.account())
+            .collect(),
+    );
     let settings = &ctx.settings.cards;
     let plan = Plan::for_duration(settings.rate, settings.duration, ctx.settings.max_in_flight);
     let bar = ctx.progress.bar("cards", plan.count);
@@ -36,7 +42,8 @@ pub async fn run(ctx: &Ctx) -> ScenarioReport {
     })
     .await;
     bar.finish();
-    ScenarioReport::new("cards", &recorder.snapshot(), recorder.start().elapsed()).scheduled(&plan, &outcome)
+    ScenarioReport::new("cards", &recorder.snapshot(), recorder.start().elapsed())
+        .scheduled(&plan, &outcome)
 }
 
 /// `size` ids: the player's friends first, then random accounts of the run.

@@ -15,20 +15,27 @@ use crate::wire::FriendStatus;
 pub fn ring_pairs(n: usize, half: usize) -> Vec<(usize, usize)> {
     // Past (n-1)/2 steps ahead, a pair would come back reversed.
     let steps = half.min(n.saturating_sub(1) / 2);
-    (0..n).flat_map(|i| (1..=steps).map(move |k| (i, (i + k) % n))).collect()
+    (0..n)
+        .flat_map(|i| (1..=steps).map(move |k| (i, (i + k) % n)))
+        .collect()
 }
 
 pub async fn run(ctx: &Ctx) -> ScenarioReport {
     let recorder = ctx.begin();
-    let ring: Vec<Arc<Player>> =
-        ctx.fleet.players()[..ctx.settings.players].iter().filter(|p| p.is_online()).cloned().collect();
+    let ring: Vec<Arc<Player>> = ctx.fleet.players()[..ctx.settings.players]
+        .iter()
+        .filter(|p| p.is_online())
+        .cloned()
+        .collect();
     let pairs = ring_pairs(ring.len(), ctx.settings.friends / 2);
     let bar = ctx.progress.bar("friends", pairs.len() as u64);
     futures_util::stream::iter(pairs)
         .for_each_concurrent(ctx.settings.max_in_flight, |(a, b)| {
             let (asker, asked, bar) = (&ring[a], &ring[b], bar.clone());
             async move {
-                if let Ok(FriendStatus::Requested) = asker.request_friend(asked, Instant::now()).await {
+                if let Ok(FriendStatus::Requested) =
+                    asker.request_friend(asked, Instant::now()).await
+                {
                     // Failures are recorded; the ledger keeps only what was acknowledged.
                     let _ = asked.accept_friend(asker, Instant::now()).await;
                 }
@@ -49,7 +56,10 @@ mod tests {
     fn every_player_gets_friends_on_both_sides_of_the_ring() {
         let pairs = ring_pairs(10, 5);
         // 10 players, 4 steps each (5 would pair 0-5 and 5-0): 40 distinct pairs.
-        let distinct: HashSet<(usize, usize)> = pairs.iter().map(|(a, b)| ((*a).min(*b), (*a).max(*b))).collect();
+        let distinct: HashSet<(usize, usize)> = pairs
+            .iter()
+            .map(|(a, b)| ((*a).min(*b), (*a).max(*b)))
+            .collect();
         assert_eq!((pairs.len(), distinct.len()), (40, 40));
         let pairs = ring_pairs(100, 5);
         assert_eq!(pairs.len(), 500);

@@ -34,9 +34,12 @@ pub async fn run(ctx: &Ctx) -> ScenarioReport {
         }
         let steady_p99_ms = ms(steady_snapshot.http_latency().value_at_quantile(0.99));
         let (steady_calls, steady_errors) = steady_snapshot.http_calls();
-        let skipped_saturated = login.skipped_saturated + warm.skipped_saturated + main.skipped_saturated;
-        let within_budget =
-            steady_calls > 0 && steady_errors == 0 && skipped_saturated == 0 && steady_p99_ms <= ladder.budget_ms;
+        let skipped_saturated =
+            login.skipped_saturated + warm.skipped_saturated + main.skipped_saturated;
+        let within_budget = steady_calls > 0
+            && steady_errors == 0
+            && skipped_saturated == 0
+            && steady_p99_ms <= ladder.budget_ms;
         rungs.push(RungReport {
             players,
             online: ctx.fleet.online_count(),
@@ -51,22 +54,42 @@ pub async fn run(ctx: &Ctx) -> ScenarioReport {
             break;
         }
     }
-    let knee = rungs.iter().take_while(|r| r.within_budget).last().map(|r| r.players);
+    let knee = rungs
+        .iter()
+        .take_while(|r| r.within_budget)
+        .last()
+        .map(|r| r.players);
     let mut report = ScenarioReport::new("ladder", &total, started.elapsed());
     report.skipped_saturated = rungs.iter().map(|r| r.skipped_saturated).sum();
-    report.ladder = Some(LadderReport { budget_ms: ladder.budget_ms, rungs, knee });
+    report.ladder = Some(LadderReport {
+        budget_ms: ladder.budget_ms,
+        rungs,
+        knee,
+    });
     report
 }
 
 /// Whole seconds from the ladder's start to the recorder's, where its series goes.
 fn offset(started: Instant, recorder: &Recorder) -> usize {
-    usize::try_from(recorder.start().saturating_duration_since(started).as_secs()).unwrap_or(usize::MAX)
+    usize::try_from(
+        recorder
+            .start()
+            .saturating_duration_since(started)
+            .as_secs(),
+    )
+    .unwrap_or(usize::MAX)
 }
 
 /// `players / think` calls per second over the online players for `duration`, open loop.
 async fn workload(ctx: &Ctx, players: usize, duration: Duration, name: &str) -> Outcome {
     let online = Arc::new(ctx.online());
-    let accounts: Arc<Vec<AccountId>> = Arc::new(ctx.fleet.players().iter().filter_map(|p| p.account()).collect());
+    let accounts: Arc<Vec<AccountId>> = Arc::new(
+        ctx.fleet
+            .players()
+            .iter()
+            .filter_map(|p| p.account())
+            .collect(),
+    );
     let rate = players as f64 / ctx.settings.ladder.think.as_secs_f64();
     let plan = Plan::for_duration(rate, duration, ctx.settings.max_in_flight);
     let bar = ctx.progress.bar(&format!("{players} {name}"), plan.count);

@@ -15,16 +15,26 @@ pub async fn run(ctx: &Ctx) -> ScenarioReport {
     prepare_returning(ctx, 0..ctx.settings.returning).await;
     let recorder = ctx.begin();
     let (plan, outcome) = wave(ctx, players.clone(), "login").await;
-    let online = ctx.fleet.players()[players.clone()].iter().filter(|p| p.is_online()).count();
-    let mut report =
-        ScenarioReport::new("login", &recorder.snapshot(), recorder.start().elapsed()).scheduled(&plan, &outcome);
-    report.players = Some(PlayersReport { asked: players.len(), online });
+    let online = ctx.fleet.players()[players.clone()]
+        .iter()
+        .filter(|p| p.is_online())
+        .count();
+    let mut report = ScenarioReport::new("login", &recorder.snapshot(), recorder.start().elapsed())
+        .scheduled(&plan, &outcome);
+    report.players = Some(PlayersReport {
+        asked: players.len(),
+        online,
+    });
     report
 }
 
 /// Logs in the players of `range` at `--rate` per second, open loop.
 pub(crate) async fn wave(ctx: &Ctx, range: Range<usize>, name: &str) -> (Plan, Outcome) {
-    let plan = Plan { rate: ctx.settings.rate, count: range.len() as u64, max_in_flight: ctx.settings.max_in_flight };
+    let plan = Plan {
+        rate: ctx.settings.rate,
+        count: range.len() as u64,
+        max_in_flight: ctx.settings.max_in_flight,
+    };
     let bar = ctx.progress.bar(name, plan.count);
     let players = &ctx.fleet.players()[range];
     let outcome = schedule::run(&plan, &ctx.lag, |i, at| {
@@ -52,7 +62,10 @@ async fn prepare_returning(ctx: &Ctx, range: Range<usize>) {
             let bar = bar.clone();
             async move {
                 if let Err(e) = player.sign_in().await {
-                    tracing::warn!(player = player.index, "making a returning account failed: {e}");
+                    tracing::warn!(
+                        player = player.index,
+                        "making a returning account failed: {e}"
+                    );
                 }
                 player.forget_tokens().await;
                 bar.inc(1);

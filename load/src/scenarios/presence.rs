@@ -27,7 +27,9 @@ struct Expected {
 
 impl Expected {
     fn received(&self) -> bool {
-        self.receiver.received_version(self.from).is_some_and(|v| v >= self.version)
+        self.receiver
+            .received_version(self.from)
+            .is_some_and(|v| v >= self.version)
     }
 }
 
@@ -41,17 +43,27 @@ pub async fn run(ctx: &Ctx) -> ScenarioReport {
     let bar = ctx.progress.bar("presence", plan.count);
     let outcome = schedule::run(&plan, &ctx.lag, |_, at| {
         let player = pick(&online);
-        let (fleet, expected, changes, bar) = (ctx.fleet.clone(), expected.clone(), changes.clone(), bar.clone());
+        let (fleet, expected, changes, bar) = (
+            ctx.fleet.clone(),
+            expected.clone(),
+            changes.clone(),
+            bar.clone(),
+        );
         async move {
             if let Some(player) = player {
-                if let (Ok(version), Some(from)) = (player.set_presence(at).await, player.account()) {
+                if let (Ok(version), Some(from)) = (player.set_presence(at).await, player.account())
+                {
                     changes.fetch_add(1, Ordering::Relaxed);
                     let receivers = player
                         .friends()
                         .into_iter()
                         .filter_map(|friend| fleet.by_account(friend))
                         .filter(|friend| friend.is_online())
-                        .map(|friend| Expected { receiver: friend.clone(), from, version });
+                        .map(|friend| Expected {
+                            receiver: friend.clone(),
+                            from,
+                            version,
+                        });
                     lock(&expected).extend(receivers);
                 }
             }
@@ -70,9 +82,13 @@ pub async fn run(ctx: &Ctx) -> ScenarioReport {
     };
     let snapshot = recorder.snapshot();
     let expected = lock(&expected).len() as u64;
-    let latency = snapshot.ops.get(&Op::PresenceDelivery).map(|s| s.latency.clone());
+    let latency = snapshot
+        .ops
+        .get(&Op::PresenceDelivery)
+        .map(|s| s.latency.clone());
     let q = |q: f64| latency.as_ref().map_or(0.0, |h| ms(h.value_at_quantile(q)));
-    let mut report = ScenarioReport::new("presence", &snapshot, recorder.start().elapsed()).scheduled(&plan, &outcome);
+    let mut report = ScenarioReport::new("presence", &snapshot, recorder.start().elapsed())
+        .scheduled(&plan, &outcome);
     report.delivery = Some(DeliveryReport {
         changes: changes.load(Ordering::Relaxed),
         expected,

@@ -34,12 +34,15 @@ pub async fn run(ctx: &Ctx) -> ScenarioReport {
     })
     .await;
     bar.finish();
-    ScenarioReport::new("sessions", &recorder.snapshot(), recorder.start().elapsed()).scheduled(&plan, &outcome)
+    ScenarioReport::new("sessions", &recorder.snapshot(), recorder.start().elapsed())
+        .scheduled(&plan, &outcome)
 }
 
 /// A free leader and up to `size - 1` of its free online friends, all reserved.
 fn reserve_party(ctx: &Ctx, online: &[Arc<Player>], size: usize) -> Option<Vec<Arc<Player>>> {
-    let leader = (0..LEADER_TRIES).filter_map(|_| pick(online)).find(|p| p.try_reserve())?;
+    let leader = (0..LEADER_TRIES)
+        .filter_map(|_| pick(online))
+        .find(|p| p.try_reserve())?;
     let mut party = vec![leader.clone()];
     for friend in leader.friends() {
         if party.len() == size {
@@ -60,9 +63,18 @@ async fn play(party: &[Arc<Player>], size: u32, hold: Duration, at: Instant) {
     let Ok(session) = leader.create_session(size, at).await else {
         return;
     };
-    let joins = join_all(members.iter().map(|m| m.join_session(&session.id, Instant::now()))).await;
+    let joins = join_all(
+        members
+            .iter()
+            .map(|m| m.join_session(&session.id, Instant::now())),
+    )
+    .await;
     tokio::time::sleep(hold).await;
-    let joined = members.iter().zip(&joins).filter(|(_, j)| j.is_ok()).map(|(m, _)| m);
+    let joined = members
+        .iter()
+        .zip(&joins)
+        .filter(|(_, j)| j.is_ok())
+        .map(|(m, _)| m);
     join_all(joined.map(|m| m.leave_session(&session.id, Instant::now()))).await;
     // The leader last: its leaving closes the session.
     let _ = leader.leave_session(&session.id, Instant::now()).await;

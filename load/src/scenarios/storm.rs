@@ -25,7 +25,13 @@ pub fn back_times(mut back: Vec<Duration>, hit: usize) -> BackTimes {
         let need = ((share * hit as f64).ceil() as usize).max(1);
         back.get(need - 1).map(Duration::as_secs_f64)
     };
-    BackTimes { p50: at(0.5), p90: at(0.9), p95: at(0.95), p99: at(0.99), all: at(1.0) }
+    BackTimes {
+        p50: at(0.5),
+        p90: at(0.9),
+        p95: at(0.95),
+        p99: at(0.99),
+        all: at(1.0),
+    }
 }
 
 pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, LoadError> {
@@ -47,7 +53,9 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, LoadError> {
         .filter(|p| !kind.needs_cluster() || p.node() == NODE)
         .map(|p| (p.clone(), p.welcomes()))
         .collect();
-    let bar = ctx.progress.bar(&format!("storm {}", kind.name()), hit.len() as u64);
+    let bar = ctx
+        .progress
+        .bar(&format!("storm {}", kind.name()), hit.len() as u64);
     let start = Instant::now();
     let stopping = match (kind, control) {
         (StormKind::StopNode, Some(control)) => {
@@ -107,12 +115,18 @@ mod tests {
 
     #[test]
     fn shares_are_read_off_the_sorted_return_times() {
-        let back: Vec<Duration> = (1..=100).rev().map(|s| Duration::from_millis(s * 10)).collect();
+        let back: Vec<Duration> = (1..=100)
+            .rev()
+            .map(|s| Duration::from_millis(s * 10))
+            .collect();
         let t = back_times(back, 100);
         assert_eq!((t.p50, t.p99, t.all), (Some(0.5), Some(0.99), Some(1.0)));
         // 3 of 4 back: 50 % reached, 100 % never.
         let t = back_times(vec![Duration::from_secs(1); 3], 4);
         assert_eq!((t.p50, t.p90, t.all), (Some(1.0), None, None));
-        assert!(back_times(Vec::new(), 0).shares().iter().all(|(_, t)| t.is_none()));
+        assert!(back_times(Vec::new(), 0)
+            .shares()
+            .iter()
+            .all(|(_, t)| t.is_none()));
     }
 }

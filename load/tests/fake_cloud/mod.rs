@@ -63,8 +63,16 @@ impl Cloud {
     }
 }
 
+fn unauthorized() -> Response {
+    error(StatusCode::UNAUTHORIZED, "unauthorized")
+}
+
 fn error(status: StatusCode, code: &str) -> Response {
-    (status, Json(json!({"error": {"code": code, "message": code}}))).into_response()
+    (
+        status,
+        Json(json!({"error": {"code": code, "message": code}})),
+    )
+        .into_response()
 }
 
 impl Fake {
@@ -74,23 +82,25 @@ impl Fake {
         cloud
     }
 
-    fn caller(&self, headers: &HeaderMap) -> Result<(u64, MutexGuard<'_, Cloud>), Response> {
+    /// The caller's account, by its bearer token.
+    fn caller(&self, headers: &HeaderMap) -> Option<(u64, MutexGuard<'_, Cloud>)> {
         let cloud = self.lock();
         let token = headers
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .unwrap_or_default();
-        match cloud.access.get(token) {
-            Some(id) => Ok((*id, cloud)),
-            None => Err(error(StatusCode::UNAUTHORIZED, "unauthorized")),
-        }
+        let id = *cloud.access.get(token)?;
+        Some((id, cloud))
     }
 }
 
 /// Serves a fake node on a free loopback port; its base URL, e.g. `http://127.0.0.1:PORT`.
 pub async fn start(mail_log: PathBuf) -> String {
-    let fake = Arc::new(Fake { mail_log, state: Mutex::new(Cloud::default()) });
+    let fake = Arc::new(Fake {
+        mail_log,
+        state: Mutex::new(Cloud::default()),
+    });
     let app = Router::new()
         .route("/v1/auth/email", post(auth_email))
         .route("/v1/auth/code", post(auth_code))
@@ -108,7 +118,9 @@ pub async fn start(mail_log: PathBuf) -> String {
         .route("/v1/events", get(events))
         .route("/metrics", get(metrics))
         .with_state(fake);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a free port");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a free port");
     let addr = listener.local_addr().expect("bound");
     tokio::spawn(async move { axum::serve(listener, app).await.expect("the fake serves") });
     format!("http://{addr}")
@@ -120,13 +132,23 @@ async fn auth_email(State(fake): State<Shared>, Json(body): Json<Value>) -> Resp
     let id = cloud.id();
     let code = format!("{:06}", id % 1_000_000);
     let challenge = format!("c{id}");
-    cloud.challenges.insert(challenge.clone(), (email.clone(), code.clone()));
+    cloud
+        .challenges
+        .insert(challenge.clone(), (email.clone(), code.clone()));
     // Written before the answer, as the contract's log sink flushes at once.
     let line = format!("2025-01-01T00:00:00Z to={email} code={code}\n");
     use std::io::Write;
-    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&fake.mail_log).expect("mail log");
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&fake.mail_log)
+        .expect("mail log");
     file.write_all(line.as_bytes()).expect("mail log write");
-    (StatusCode::ACCEPTED, Json(json!({"challenge_id": challenge}))).into_response()
+    (
+        StatusCode::ACCEPTED,
+        Json(json!({"challenge_id": challenge})),
+    )
+        .into_response()
 }
 
 async fn auth_code(State(fake): State<Shared>, Json(body): Json<Value>) -> Response {
@@ -155,7 +177,10 @@ async fn auth_code(State(fake): State<Shared>, Json(body): Json<Value>) -> Respo
 
 async fn auth_signup(State(fake): State<Shared>, Json(body): Json<Value>) -> Response {
     let mut cloud = fake.lock();
-    let Some(email) = cloud.signups.remove(body["signup_token"].as_str().unwrap_or_default()) else {
+    let Some(email) = cloud
+        .signups
+        .remove(body["signup_token"].as_str().unwrap_or_default())
+    else {
         return error(StatusCode::UNAUTHORIZED, "invalid_token");
     };
     let handle = body["handle"].as_str().unwrap_or_default().to_lowercase();
@@ -171,27 +196,41 @@ async fn auth_signup(State(fake): State<Shared>, Json(body): Json<Value>) -> Res
 
 async fn auth_refresh(State(fake): State<Shared>, Json(body): Json<Value>) -> Response {
     let mut cloud = fake.lock();
-    match cloud.refresh.remove(body["refresh_token"].as_str().unwrap_or_default()) {
+    match cloud
+        .refresh
+        .remove(body["refresh_token"].as_str().unwrap_or_default())
+    {
         Some(id) => Json(cloud.tokens(id)).into_response(),
         None => error(StatusCode::UNAUTHORIZED, "invalid_token"),
     }
 }
 
 async fn friends(State(fake): State<Shared>, headers: HeaderMap) -> Response {
-    let (me, cloud) = match fake.caller(&headers) {
-        Ok(c) => c,
-        Err(e) => return e,
+    let Some((me, cloud)) = fake.caller(&headers) else {
+        return unauthorized();
     };
-    let list: Vec<Value> = cloud.friends.get(&me).into_iter().flatten().map(|f| json!({"account_id": f})).collect();
+    let list: Vec<Value> = cloud
+        .friends
+        .get(&me)
+        .into_iter()
+        .flatten()
+        .map(|f| json!({"account_id": f}))
+        .collect();
     Json(json!({"friends": list, "incoming": [], "outgoing": [], "blocked": []})).into_response()
 }
 
-async fn friend_request(State(fake): State<Shared>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
-    let (me, mut cloud) = match fake.caller(&headers) {
-        Ok(c) => c,
-        Err(e) => return e,
+async fn friend_request(
+    State(fake): State<Shared>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    let Some((me, mut cloud)) = fake.caller(&headers) else {
+        return unauthorized();
     };
-    let Some(&them) = cloud.handles.get(body["handle"].as_str().unwrap_or_default()) else {
+    let Some(&them) = cloud
+        .handles
+        .get(body["handle"].as_str().unwrap_or_default())
+    else {
         return error(StatusCode::NOT_FOUND, "not_found");
     };
     if cloud.requests.remove(&(them, me)) {
@@ -203,10 +242,13 @@ async fn friend_request(State(fake): State<Shared>, headers: HeaderMap, Json(bod
     (StatusCode::CREATED, Json(json!({"status": "requested"}))).into_response()
 }
 
-async fn friend_accept(State(fake): State<Shared>, headers: HeaderMap, Path(from): Path<u64>) -> Response {
-    let (me, mut cloud) = match fake.caller(&headers) {
-        Ok(c) => c,
-        Err(e) => return e,
+async fn friend_accept(
+    State(fake): State<Shared>,
+    headers: HeaderMap,
+    Path(from): Path<u64>,
+) -> Response {
+    let Some((me, mut cloud)) = fake.caller(&headers) else {
+        return unauthorized();
     };
     if !cloud.requests.remove(&(from, me)) {
         return error(StatusCode::NOT_FOUND, "not_found");
@@ -216,10 +258,13 @@ async fn friend_accept(State(fake): State<Shared>, headers: HeaderMap, Path(from
     Json(json!({"status": "friends"})).into_response()
 }
 
-async fn presence(State(fake): State<Shared>, headers: HeaderMap, Json(body): Json<Value>) -> Response {
-    let (me, mut cloud) = match fake.caller(&headers) {
-        Ok(c) => c,
-        Err(e) => return e,
+async fn presence(
+    State(fake): State<Shared>,
+    headers: HeaderMap,
+    Json(body): Json<Value>,
+) -> Response {
+    let Some((me, mut cloud)) = fake.caller(&headers) else {
+        return unauthorized();
     };
     let version = body["version"].as_u64().unwrap_or(0);
     if version > cloud.presence.get(&me).copied().unwrap_or(0) {
@@ -238,9 +283,8 @@ fn session_json(id: u64, members: &[u64]) -> Value {
 }
 
 async fn session_create(State(fake): State<Shared>, headers: HeaderMap) -> Response {
-    let (me, mut cloud) = match fake.caller(&headers) {
-        Ok(c) => c,
-        Err(e) => return e,
+    let Some((me, mut cloud)) = fake.caller(&headers) else {
+        return unauthorized();
     };
     if cloud.member_of.contains_key(&me) {
         return error(StatusCode::CONFLICT, "already_in_session");
@@ -251,10 +295,13 @@ async fn session_create(State(fake): State<Shared>, headers: HeaderMap) -> Respo
     (StatusCode::CREATED, Json(session_json(id, &[me]))).into_response()
 }
 
-async fn session_get(State(fake): State<Shared>, headers: HeaderMap, Path(id): Path<u64>) -> Response {
-    let (me, cloud) = match fake.caller(&headers) {
-        Ok(c) => c,
-        Err(e) => return e,
+async fn session_get(
+    State(fake): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<u64>,
+) -> Response {
+    let Some((me, cloud)) = fake.caller(&headers) else {
+        return unauthorized();
     };
     match cloud.sessions.get(&id) {
         Some(members) if members.contains(&me) => Json(session_json(id, members)).into_response(),
@@ -262,10 +309,13 @@ async fn session_get(State(fake): State<Shared>, headers: HeaderMap, Path(id): P
     }
 }
 
-async fn session_join(State(fake): State<Shared>, headers: HeaderMap, Path(id): Path<u64>) -> Response {
-    let (me, mut cloud) = match fake.caller(&headers) {
-        Ok(c) => c,
-        Err(e) => return e,
+async fn session_join(
+    State(fake): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<u64>,
+) -> Response {
+    let Some((me, mut cloud)) = fake.caller(&headers) else {
+        return unauthorized();
     };
     if cloud.member_of.contains_key(&me) {
         return error(StatusCode::CONFLICT, "already_in_session");
@@ -279,16 +329,22 @@ async fn session_join(State(fake): State<Shared>, headers: HeaderMap, Path(id): 
     Json(session_json(id, &members)).into_response()
 }
 
-async fn session_leave(State(fake): State<Shared>, headers: HeaderMap, Path(id): Path<u64>) -> Response {
-    let (me, mut cloud) = match fake.caller(&headers) {
-        Ok(c) => c,
-        Err(e) => return e,
+async fn session_leave(
+    State(fake): State<Shared>,
+    headers: HeaderMap,
+    Path(id): Path<u64>,
+) -> Response {
+    let Some((me, mut cloud)) = fake.caller(&headers) else {
+        return unauthorized();
     };
     if cloud.member_of.get(&me) != Some(&id) {
         return error(StatusCode::NOT_FOUND, "not_found");
     }
     cloud.member_of.remove(&me);
-    let members = cloud.sessions.get_mut(&id).expect("a member's session exists");
+    let members = cloud
+        .sessions
+        .get_mut(&id)
+        .expect("a member's session exists");
     members.retain(|m| *m != me);
     if members.is_empty() {
         cloud.sessions.remove(&id);
@@ -296,19 +352,30 @@ async fn session_leave(State(fake): State<Shared>, headers: HeaderMap, Path(id):
     StatusCode::NO_CONTENT.into_response()
 }
 
-async fn cards(State(fake): State<Shared>, headers: HeaderMap, Query(q): Query<HashMap<String, String>>) -> Response {
-    let (_, cloud) = match fake.caller(&headers) {
-        Ok(c) => c,
-        Err(e) => return e,
+async fn cards(
+    State(fake): State<Shared>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let Some((_, cloud)) = fake.caller(&headers) else {
+        return unauthorized();
     };
-    let ids: Result<Vec<u64>, _> = q.get("ids").map(String::as_str).unwrap_or_default().split(',').map(str::parse).collect();
+    let ids: Result<Vec<u64>, _> = q
+        .get("ids")
+        .map(String::as_str)
+        .unwrap_or_default()
+        .split(',')
+        .map(str::parse)
+        .collect();
     let Ok(ids) = ids else {
         return error(StatusCode::BAD_REQUEST, "bad_request");
     };
     let cards: Vec<Value> = ids
         .iter()
         .map(|id| match cloud.names.get(id) {
-            Some(handle) => json!({"account_id": id, "handle": handle, "relation": "none", "limited": true}),
+            Some(handle) => {
+                json!({"account_id": id, "handle": handle, "relation": "none", "limited": true})
+            }
             None => json!({"account_id": id, "missing": true}),
         })
         .collect();
@@ -317,16 +384,26 @@ async fn cards(State(fake): State<Shared>, headers: HeaderMap, Query(q): Query<H
 
 async fn metrics(State(fake): State<Shared>) -> String {
     let cloud = fake.lock();
-    format!("# TYPE fake_requests_total counter\nfake_requests_total {}\nfake_connections {}\n",
-        cloud.requests_served, cloud.connections.len())
+    format!(
+        "# TYPE fake_requests_total counter\nfake_requests_total {}\nfake_connections {}\n",
+        cloud.requests_served,
+        cloud.connections.len()
+    )
 }
 
-async fn events(State(fake): State<Shared>, headers: HeaderMap, upgrade: WebSocketUpgrade) -> Response {
-    let me = match fake.caller(&headers) {
-        Ok((me, _)) => me,
-        Err(e) => return e,
+async fn events(
+    State(fake): State<Shared>,
+    headers: HeaderMap,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let Some((me, cloud)) = fake.caller(&headers) else {
+        return unauthorized();
     };
-    upgrade.on_upgrade(move |socket| connection(fake, me, socket))
+    drop(cloud);
+    // Small events: the default 128 KiB read buffer per socket would dwarf the harness.
+    upgrade
+        .read_buffer_size(4 * 1024)
+        .on_upgrade(move |socket| connection(fake, me, socket))
 }
 
 async fn connection(fake: Shared, me: u64, mut socket: WebSocket) {
@@ -335,13 +412,20 @@ async fn connection(fake: Shared, me: u64, mut socket: WebSocket) {
         let mut cloud = fake.lock();
         let id = cloud.id();
         if let Some((_, old)) = cloud.connections.insert(me, (id, tx)) {
-            let _ = old.send(Message::Close(Some(CloseFrame { code: 4001, reason: "replaced".into() })));
+            let _ = old.send(Message::Close(Some(CloseFrame {
+                code: 4001,
+                reason: "replaced".into(),
+            })));
         }
         id
     };
     let welcome = json!({"type": "welcome", "node": "fake-1", "connection_id": connection_id.to_string(),
                          "account_id": me, "server_time": "2025-01-01T00:00:00Z", "ping_interval_s": 20});
-    if socket.send(Message::Text(welcome.to_string().into())).await.is_ok() {
+    if socket
+        .send(Message::Text(welcome.to_string().into()))
+        .await
+        .is_ok()
+    {
         loop {
             tokio::select! {
                 out = rx.recv() => match out {
@@ -356,7 +440,11 @@ async fn connection(fake: Shared, me: u64, mut socket: WebSocket) {
         }
     }
     let mut cloud = fake.lock();
-    if cloud.connections.get(&me).is_some_and(|(id, _)| *id == connection_id) {
+    if cloud
+        .connections
+        .get(&me)
+        .is_some_and(|(id, _)| *id == connection_id)
+    {
         cloud.connections.remove(&me);
     }
 }

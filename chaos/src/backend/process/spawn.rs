@@ -44,7 +44,7 @@ pub(super) fn spawn(command: &Command, name: &str) -> Result<tokio::process::Chi
         .stdin(Stdio::null())
         .stdout(stdout)
         .stderr(log)
-        // A new process group led by the child, so one signal reaches its whole tree.
+        // A new process group led by the child, so one signal reaches a shell's children too.
         .process_group(0)
         // The last line of defence when the supervisor unwinds without a shutdown.
         .kill_on_drop(true);
@@ -133,10 +133,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_missing_program_is_a_spawn_error() {
-        let command = Command::new("/nonexistent/program", log_in("missing"));
+        let log = log_in("missing");
+        let command = Command::new("/nonexistent/program", &log);
         assert!(matches!(
             run_to_exit(&command, "x").await,
             Err(BackendError::Spawn { .. })
         ));
+        if let Some(dir) = log.parent().and_then(|logs| logs.parent()) {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
