@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use anyplay_chaos::plan::{Backend, Plan};
 use anyplay_chaos::report::{self, markdown, Verdict};
+use anyplay_chaos::runner;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -45,6 +46,12 @@ pub enum Command {
     Report { dir: PathBuf },
     /// Run again the plan and seed recorded in a run directory.
     Rerun { dir: PathBuf },
+    /// Runs one cloud node (what a run's node processes are): takes `anyplay-cloud`'s flags.
+    #[command(hide = true)]
+    Node {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -133,4 +140,91 @@ pub fn report(dir: &Path) -> anyhow::Result<Outcome> {
         dir.join(report::SUMMARY_FILE).display()
     )?;
     Ok(report.verdict.into())
+}
+
+/// Logs go to stderr; a node's at `info` (its log file is the run's record of it), the
+/// supervisor's at `warn` so they do not drown its progress.
+pub fn init_logs(command: &Command) {
+    let default = match command {
+        Command::Node { .. } => "info",
+        _ => "warn",
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("ANYPLAY_LOG")
+                .unwrap_or_else(|_| default.into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Runtime::new().context("cannot start the async runtime")
+}
+
+/// Reads a plan for a command that starts things; an invalid plan is exit 2 with line and key.
+fn load_plan(path: &Path) -> anyhow::Result<Plan> {
+    Plan::load(path).with_context(|| format!("{}", path.display()))
+}
+
+fn finished(result: Result<runner::Finished, runner::RunError>) -> anyhow::Result<Outcome> {
+    let finished = result?;
+    if finished.interrupted {
+        eprintln!(
+            "anyplay-chaos: interrupted; the report covers what ran: {}",
+            finished.dir.display()
+        );
+        return Ok(Outcome::Fail);
+    }
+    Ok(finished.verdict.into())
+}
+
+/// `run PLAN`: exit 0 pass, 1 a check failed, 2 invalid plan or topology that did not start.
+pub fn run(
+    path: &Path,
+    out: Option<PathBuf>,
+    seed: Option<u64>,
+    backend: Option<Backend>,
+) -> anyhow::Result<Outcome> {
+    let plan = load_plan(path)?;
+    raise_fd_limit();
+    finished(runtime()?.block_on(runner::run(runner::RunOptions {
+        plan,
+        out,
+        seed,
+        backend,
+    })))
+}
+
+/// `up PLAN`: holds the topology and the players until Ctrl-C.
+pub fn up(path: &Path) -> anyhow::Result<Outcome> {
+    let plan = load_plan(path)?;
+    raise_fd_limit();
+    runtime()?.block_on(runner::up(plan))?;
+    Ok(Outcome::Pass)
+}
+
+/// `rerun DIR`: the recorded plan and seed, again.
+pub fn rerun(dir: &Path) -> anyhow::Result<Outcome> {
+    raise_fd_limit();
+    finished(runtime()?.block_on(runner::rerun(dir)))
+}
+
+/// `node ARGS`: one cloud node until SIGTERM (drain) — the same as the `anyplay-cloud` binary.
+pub fn node(args: Vec<String>) -> anyhow::Result<Outcome> {
+    let config =
+        anyplay_cloud::Args::parse_from(std::iter::once("anyplay-cloud".to_string()).chain(args))
+            .into_config()
+            .context("invalid node configuration")?;
+    runtime()?
+        .block_on(anyplay_cloud::serve_until_signalled(config))
+        .context("the node failed")?;
+    Ok(Outcome::Pass)
+}
+
+/// Thousands of players and proxied links need thousands of sockets.
+fn raise_fd_limit() {
+    if let Err(e) = anyplay_cloud::raise_fd_limit() {
+        tracing::warn!("could not raise the open-file limit: {e}");
+    }
 }

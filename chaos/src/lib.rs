@@ -10,6 +10,7 @@
 //! - `events`: the recorded history (`events.jsonl`), its writer and its reader.
 //! - `checks`: pure invariant checks over the history, and the faults table.
 //! - `report`: `report.json` and `summary.md`, rendered from a run directory.
+//! - `runner`: a whole run: up, players, timeline, heal, check, report.
 
 pub mod backend;
 pub mod checks;
@@ -18,4 +19,5 @@ pub mod plan;
 pub mod ports;
 pub mod proxy;
 pub mod report;
+pub mod runner;
 pub mod supervisor;

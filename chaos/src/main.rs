@@ -10,7 +10,9 @@ use clap::Parser;
 use cli::{Cli, Command, Outcome};
 
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    cli::init_logs(&cli.command);
+    match run(cli) {
         Ok(outcome) => outcome.into(),
         Err(err) => {
             eprintln!("anyplay-chaos: {err:#}");
@@ -20,31 +22,17 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<Outcome> {
-    match &cli.command {
-        Command::Check { plan } => cli::check(plan),
-        Command::Report { dir } => cli::report(dir),
-        Command::Run { .. } | Command::Up { .. } | Command::Rerun { .. } => {
-            not_built_yet(&cli.command)
-        }
-    }
-}
-
-/// `run`, `up` and `rerun` wait for `anyplay_chaos::runner`; until it lands they say so.
-fn not_built_yet(command: &Command) -> anyhow::Result<Outcome> {
-    let what = match command {
+    match cli.command {
+        Command::Check { plan } => cli::check(&plan),
+        Command::Report { dir } => cli::report(&dir),
         Command::Run {
             plan,
             out,
             seed,
             backend,
-        } => format!(
-            "run {} (out {out:?}, seed {seed:?}, backend {:?})",
-            plan.display(),
-            backend.map(anyplay_chaos::plan::Backend::from)
-        ),
-        Command::Up { plan } => format!("up {}", plan.display()),
-        Command::Rerun { dir } => format!("rerun {}", dir.display()),
-        Command::Check { .. } | Command::Report { .. } => "this command".to_owned(),
-    };
-    anyhow::bail!("{what}: not built yet")
+        } => cli::run(&plan, out, seed, backend.map(Into::into)),
+        Command::Up { plan } => cli::up(&plan),
+        Command::Rerun { dir } => cli::rerun(&dir),
+        Command::Node { args } => cli::node(args),
+    }
 }

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use async_nats::ConnectOptions;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::events::{CloseCode, Hub, Payload};
 use crate::metrics::{BusMetrics, Metrics};
@@ -52,8 +52,16 @@ enum Wire {
 
 /// A delivery waiting for the router.
 enum Outgoing {
-    Event { to: Vec<i64>, payload: Payload },
-    Close { account_id: i64, code: CloseCode },
+    Event {
+        to: Vec<i64>,
+        payload: Payload,
+    },
+    Close {
+        account_id: i64,
+        code: CloseCode,
+    },
+    /// Answered once everything queued before it is published and flushed.
+    Flush(oneshot::Sender<()>),
 }
 
 pub enum Bus {
@@ -167,6 +175,18 @@ impl Bus {
         }
     }
 
+    /// Waits until every delivery queued so far has gone out to NATS: a
+    /// draining node calls it last, so the offline events of the sockets it
+    /// just closed are not lost when the process exits.
+    pub async fn flush(&self) {
+        if let Bus::Nats(n) = self {
+            let (done, flushed) = oneshot::channel();
+            if n.queue.send(Outgoing::Flush(done)).is_ok() {
+                let _ = flushed.await;
+            }
+        }
+    }
+
     /// Tells `node` to close a connection that a newer one replaced.
     pub async fn close_remote(
         &self,
@@ -256,6 +276,7 @@ async fn route(
             .flat_map(|o| match o {
                 Outgoing::Event { to, .. } => to.clone(),
                 Outgoing::Close { account_id, .. } => vec![*account_id],
+                Outgoing::Flush(_) => Vec::new(),
             })
             .filter(|a| !hub.is_local(*a))
             .collect();
@@ -299,6 +320,12 @@ async fn route(
                         };
                         publish(&client, &metrics, target, &wire).await;
                     }
+                }
+                Outgoing::Flush(done) => {
+                    if let Err(e) = client.flush().await {
+                        tracing::warn!(error = %e, "could not flush NATS");
+                    }
+                    let _ = done.send(());
                 }
             }
         }

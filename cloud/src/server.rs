@@ -248,6 +248,16 @@ async fn serve(state: AppState, public: TcpListener, ops: TcpListener) -> Result
     if let Err(e) = presence::clear_own_records(&state).await {
         tracing::warn!(error = %e, "could not clear this node's connection records");
     }
+    // Those offline events, and the ones of the sockets closed above, may still
+    // wait in the bus's queue: they go out before the store closes.
+    let flush_wait =
+        deadline.saturating_duration_since(Instant::now()) + Duration::from_millis(500);
+    if tokio::time::timeout(flush_wait, state.bus.flush())
+        .await
+        .is_err()
+    {
+        tracing::warn!("drain: events to other nodes not flushed in time");
+    }
     let _ = stop.0.send(true);
     let remaining = deadline.saturating_duration_since(Instant::now()) + Duration::from_millis(500);
     let _ = tokio::time::timeout(remaining, async {

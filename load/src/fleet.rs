@@ -38,6 +38,8 @@ pub enum EventKind {
         version: u64,
         delivery: Option<Duration>,
     },
+    /// This player's own presence change was acknowledged (`204`), with its version.
+    PresenceSet { version: u64 },
     /// An op ended.
     Call {
         op: Op,

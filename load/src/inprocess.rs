@@ -4,6 +4,7 @@
 //! (for the `stop-node` and `kill-node` storms) and a probe of the store pool.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -63,15 +64,12 @@ impl InProcess {
                 ))
             }
         };
-        let dir = std::env::temp_dir().join(format!(
-            "anyplay-load-{}-{}",
-            std::process::id(),
-            crate::player::unix_micros()
-        ));
+        let run = run_tag();
+        let dir = std::env::temp_dir().join(format!("anyplay-load-{run}"));
         std::fs::create_dir_all(&dir)
             .map_err(|e| LoadError::InProcess(format!("cannot create {}: {e}", dir.display())))?;
         let database = match &database_url {
-            Some(server) => Some(create_database(server).await?),
+            Some(server) => Some(create_database(server, &run).await?),
             None => None,
         };
         let mail = MemoryMail::default();
@@ -80,7 +78,7 @@ impl InProcess {
             let mut config = Config {
                 listen: ([127, 0, 0, 1], 0).into(),
                 ops_listen: ([127, 0, 0, 1], 0).into(),
-                node_id: format!("node-{}", i + 1),
+                node_id: node_id(i, database.is_some().then_some(run.as_str())),
                 mail: MailSinkConfig::Memory(mail.clone()),
                 nats_url: nats_url.clone(),
                 database_url: match &database {
@@ -139,13 +137,32 @@ impl InProcess {
     }
 }
 
-/// Makes a fresh database on the server of `server_url` and returns its URL.
-async fn create_database(server_url: &str) -> Result<String, LoadError> {
-    let name = format!(
-        "anyplay_load_{}_{}",
+/// A tag unique to one in-process cloud, naming its files, database and cluster node ids. The
+/// counter matters: clouds started in the same microsecond by one process (parallel tests)
+/// would otherwise share a SQLite file or collide on `CREATE DATABASE`.
+fn run_tag() -> String {
+    static STARTED: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "{}-{}-{}",
         std::process::id(),
+        STARTED.fetch_add(1, Ordering::Relaxed),
         crate::player::unix_micros()
-    );
+    )
+}
+
+/// The id of node `index` (0-based). Cluster nodes address each other on NATS subjects named by
+/// node id, so a cluster's ids carry the run's tag: two runs on one NATS server (a test suite, or
+/// a run beside `anyplay-chaos`) never deliver events or replacements into each other's nodes.
+fn node_id(index: usize, cluster_run: Option<&str>) -> String {
+    match cluster_run {
+        Some(run) => format!("node-{}-{run}", index + 1),
+        None => format!("node-{}", index + 1),
+    }
+}
+
+/// Makes a fresh database for the run `run` on the server of `server_url` and returns its URL.
+async fn create_database(server_url: &str, run: &str) -> Result<String, LoadError> {
+    let name = format!("anyplay_load_{}", run.replace('-', "_"));
     let url = match server_url.rsplit_once('/') {
         Some((base, path)) if !base.ends_with('/') && !base.ends_with(':') => {
             // Keep any `?options` of the given URL.
@@ -221,6 +238,18 @@ impl PoolProbe for Nodes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cluster_node_ids_carry_the_run_and_stay_valid() {
+        assert_eq!(node_id(0, None), "node-1");
+        let id = node_id(1, Some(&run_tag()));
+        assert!(
+            id.starts_with(&format!("node-2-{}-", std::process::id())),
+            "{id}"
+        );
+        assert!(id.len() <= 64, "the cloud's limit on node ids");
+        assert_ne!(run_tag(), run_tag(), "two clouds of one process");
+    }
 
     #[tokio::test]
     async fn one_sqlite_node_serves_and_gives_codes() {

@@ -408,6 +408,8 @@ impl Player {
             self.api().presence_set(&token, &activity, version),
         )
         .await?;
+        self.shared
+            .emit(self.index, EventKind::PresenceSet { version });
         Ok(version)
     }
 
@@ -485,6 +487,20 @@ impl Player {
         result.map(drop)
     }
 
+    /// The members of a session as the cloud shows it now; `None` when it answers 404 (this
+    /// player is not a member, or the session is closed).
+    pub async fn session_members(
+        &self,
+        id: &SessionId,
+    ) -> Result<Option<Vec<AccountId>>, ClientError> {
+        let token = self.access_token().await?;
+        match self.api().session_get(&token, id).await {
+            Ok(answer) => Ok(Some(answer.body.members)),
+            Err(e) if e.status() == Status::Http(404) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Compares the ledger with what the cloud shows now (`GET /v1/friends` and the session).
     pub async fn verify_ledger(&self) -> Result<Vec<LostWrite>, ClientError> {
         let ledger = self.ledger();
@@ -497,17 +513,11 @@ impl Player {
             .collect();
         let in_session = match &ledger.session {
             None => None,
-            Some(id) => {
-                let token = self.access_token().await?;
-                match self.api().session_get(&token, id).await {
-                    Ok(answer) => Some(
-                        self.account()
-                            .is_some_and(|me| answer.body.members.contains(&me)),
-                    ),
-                    Err(e) if e.status() == Status::Http(404) => Some(false),
-                    Err(e) => return Err(e),
-                }
-            }
+            Some(id) => Some(
+                self.account()
+                    .zip(self.session_members(id).await?)
+                    .is_some_and(|(me, members)| members.contains(&me)),
+            ),
         };
         Ok(ledger.check(&friends, in_session))
     }

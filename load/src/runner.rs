@@ -21,50 +21,90 @@ pub async fn run(
     target: Target,
     progress: Progress,
 ) -> Result<Report, LoadError> {
-    settings.validate()?;
-    refuse_what_the_target_cannot_do(settings, &target)?;
-    let generator = Generator::start(
-        target.nodes.iter().filter_map(|n| n.pid).collect(),
-        target.pool.clone(),
-    );
-    let metrics_http = http_client(None)
-        .map_err(|e| LoadError::Refused(format!("building an HTTP client: {e}")))?;
-    let before = server::scrape_all(&metrics_http, &target.nodes).await;
-    let fleet = Fleet::new(
-        &target,
-        settings.total_players(),
-        settings.reconnect,
-        settings.source_ips.as_ref(),
-    )
-    .await?;
-    let ctx = Ctx {
-        settings: Arc::new(settings.clone()),
-        fleet: Arc::new(fleet),
-        lag: generator.lag().clone(),
-        progress,
-        control: target.control.clone(),
-    };
-    let scenarios = play(&ctx).await;
-    // Players stop whatever happened, so no task outlives the run.
-    ctx.fleet.shutdown().await;
-    let scenarios = scenarios?;
-    let after = server::scrape_all(&metrics_http, &target.nodes).await;
-    let cloud_in_harness = !matches!(settings.mode, Mode::External(_));
-    let (generator, process) = generator.finish(cloud_in_harness).await;
-    Ok(Report {
-        schema: SCHEMA,
-        machine: json::Machine::detect(),
-        settings: settings.clone(),
-        commit: json::commit(),
-        date: json::now(),
-        generator,
-        scenarios,
-        server: server::report(&before, &after),
-        process,
-    })
+    let run = Run::start(settings, target, progress).await?;
+    let scenarios = play(&run).await;
+    match scenarios {
+        Ok(scenarios) => Ok(run.finish(scenarios).await),
+        Err(e) => {
+            // Players stop whatever happened, so no task outlives the run.
+            run.ctx.fleet.shutdown().await;
+            Err(e)
+        }
+    }
 }
 
-async fn play(ctx: &Ctx) -> Result<Vec<ScenarioReport>, LoadError> {
+/// A run between its start and its report, for callers that put their own work after the
+/// warm-up (`anyplay-chaos` runs its timeline there).
+pub struct Run {
+    pub ctx: Ctx,
+    generator: Generator,
+    metrics_http: reqwest::Client,
+    before: Vec<Option<server::Metrics>>,
+    target: Target,
+}
+
+impl Run {
+    /// Checks the settings against the target, starts the generator's health and makes the fleet.
+    pub async fn start(
+        settings: &Settings,
+        target: Target,
+        progress: Progress,
+    ) -> Result<Run, LoadError> {
+        settings.validate()?;
+        refuse_what_the_target_cannot_do(settings, &target)?;
+        let generator = Generator::start(
+            target.nodes.iter().filter_map(|n| n.pid).collect(),
+            target.pool.clone(),
+        );
+        let metrics_http = http_client(None)
+            .map_err(|e| LoadError::Refused(format!("building an HTTP client: {e}")))?;
+        let before = server::scrape_all(&metrics_http, &target.nodes).await;
+        let fleet = Fleet::new(
+            &target,
+            settings.total_players(),
+            settings.reconnect,
+            settings.source_ips.as_ref(),
+        )
+        .await?;
+        let ctx = Ctx {
+            settings: Arc::new(settings.clone()),
+            fleet: Arc::new(fleet),
+            lag: generator.lag().clone(),
+            progress,
+            control: target.control.clone(),
+        };
+        Ok(Run {
+            ctx,
+            generator,
+            metrics_http,
+            before,
+            target,
+        })
+    }
+
+    /// Stops the players and builds the report of `scenarios`.
+    pub async fn finish(self, scenarios: Vec<ScenarioReport>) -> Report {
+        self.ctx.fleet.shutdown().await;
+        let after = server::scrape_all(&self.metrics_http, &self.target.nodes).await;
+        let settings = self.ctx.settings.as_ref().clone();
+        let cloud_in_harness = !matches!(settings.mode, Mode::External(_));
+        let (generator, process) = self.generator.finish(cloud_in_harness).await;
+        Report {
+            schema: SCHEMA,
+            machine: json::Machine::detect(),
+            settings,
+            commit: json::commit(),
+            date: json::now(),
+            generator,
+            scenarios,
+            server: server::report(&self.before, &after),
+            process,
+        }
+    }
+}
+
+/// The login wave and the friend graph, which every other scenario needs.
+pub async fn warm_up(ctx: &Ctx) -> Result<Vec<ScenarioReport>, LoadError> {
     let login = login::run(ctx).await;
     if ctx.fleet.online_count() == 0 {
         let statuses = login.ops.get(&Op::E2eLogin).map(|op| {
@@ -79,10 +119,15 @@ async fn play(ctx: &Ctx) -> Result<Vec<ScenarioReport>, LoadError> {
             statuses: statuses.unwrap_or_default(),
         });
     }
-    let mut reports = vec![login, friends::run(ctx).await];
+    Ok(vec![login, friends::run(ctx).await])
+}
+
+async fn play(run: &Run) -> Result<Vec<ScenarioReport>, LoadError> {
+    let ctx = &run.ctx;
+    let mut reports = warm_up(ctx).await?;
     for scenario in &ctx.settings.scenarios {
         reports.push(match scenario {
-            // Always run first, above.
+            // Always run first, in the warm-up.
             Scenario::Login | Scenario::Friends => continue,
             Scenario::Presence => presence::run(ctx).await,
             Scenario::Sessions => sessions::run(ctx).await,

@@ -1,5 +1,8 @@
-//! The harness's integration tests, one module per topic. They run against a fake node
-//! (`fake_cloud`) so the harness is tested on its own; runs against the real cloud come with it.
+//! The harness's integration tests, one module per mode, all against the real `anyplay-cloud`:
+//! in process on SQLite, as an external process, and as a two-node cluster on the PostgreSQL and
+//! NATS that `deploy/test.sh` starts (`source deploy/test-services.sh` exports their URLs).
 
+mod cluster;
 mod external;
-mod fake_cloud;
+mod in_process;
+mod support;

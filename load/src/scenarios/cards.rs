@@ -8,12 +8,22 @@ use rand::Rng;
 
 use crate::player::Player;
 use crate::report::ScenarioReport;
-use crate::scenarios::{pick, Ctx};
+use crate::scenarios::{pick, Ctx, Driven};
 use crate::schedule::{self, Plan};
 use crate::wire::AccountId;
 
 pub async fn run(ctx: &Ctx) -> ScenarioReport {
     let recorder = ctx.begin();
+    let driven = drive(ctx).await;
+    driven.finish(ScenarioReport::new(
+        "cards",
+        &recorder.snapshot(),
+        recorder.start().elapsed(),
+    ))
+}
+
+/// The calls, on the fleet's current recorder.
+pub(crate) async fn drive(ctx: &Ctx) -> Driven {
     let online = Arc::new(ctx.online());
     let accounts: Arc<Vec<AccountId>> = Arc::new(
         ctx.fleet
@@ -42,8 +52,11 @@ pub async fn run(ctx: &Ctx) -> ScenarioReport {
     })
     .await;
     bar.finish();
-    ScenarioReport::new("cards", &recorder.snapshot(), recorder.start().elapsed())
-        .scheduled(&plan, &outcome)
+    Driven {
+        plan,
+        outcome,
+        delivery: None,
+    }
 }
 
 /// `size` ids: the player's friends first, then random accounts of the run.

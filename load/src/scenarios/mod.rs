@@ -5,6 +5,7 @@ pub mod cards;
 pub mod friends;
 pub mod ladder;
 pub mod login;
+pub mod mixed;
 pub mod presence;
 pub mod sessions;
 pub mod storm;
@@ -17,6 +18,8 @@ use crate::fleet::Fleet;
 use crate::generator::SchedLag;
 use crate::player::Player;
 use crate::progress::Progress;
+use crate::report::{DeliveryReport, ScenarioReport};
+use crate::schedule::{Outcome, Plan};
 use crate::settings::Settings;
 use crate::stats::Recorder;
 use crate::target::NodeControl;
@@ -44,6 +47,24 @@ impl Ctx {
     /// The players online right now.
     pub fn online(&self) -> Vec<Arc<Player>> {
         self.fleet.online().cloned().collect()
+    }
+}
+
+/// What an open-loop scenario drove: its schedule and, for presence, the deliveries.
+pub(crate) struct Driven {
+    pub plan: Plan,
+    pub outcome: Outcome,
+    pub delivery: Option<DeliveryReport>,
+}
+
+impl Driven {
+    /// Adds the schedule (skips, rate reached) and the deliveries to a report.
+    pub fn finish(self, report: ScenarioReport) -> ScenarioReport {
+        let mut report = report.scheduled(&self.plan, &self.outcome);
+        if self.delivery.is_some() {
+            report.delivery = self.delivery;
+        }
+        report
     }
 }
 

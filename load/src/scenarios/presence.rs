@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use crate::player::Player;
 use crate::report::{DeliveryReport, ScenarioReport};
-use crate::scenarios::{pick, Ctx};
+use crate::scenarios::{pick, Ctx, Driven};
 use crate::schedule::{self, Plan};
-use crate::stats::{ms, Op};
+use crate::stats::{ms, Op, Recorder};
 use crate::sync::lock;
 use crate::wire::AccountId;
 
@@ -35,6 +35,16 @@ impl Expected {
 
 pub async fn run(ctx: &Ctx) -> ScenarioReport {
     let recorder = ctx.begin();
+    let driven = drive(ctx, &recorder).await;
+    driven.finish(ScenarioReport::new(
+        "presence",
+        &recorder.snapshot(),
+        recorder.start().elapsed(),
+    ))
+}
+
+/// The changes, on the fleet's current recorder, and their deliveries.
+pub(crate) async fn drive(ctx: &Ctx, recorder: &Recorder) -> Driven {
     let online = Arc::new(ctx.online());
     let expected = Arc::new(Mutex::new(Vec::new()));
     let changes = Arc::new(AtomicU64::new(0));
@@ -87,17 +97,18 @@ pub async fn run(ctx: &Ctx) -> ScenarioReport {
         .get(&Op::PresenceDelivery)
         .map(|s| s.latency.clone());
     let q = |q: f64| latency.as_ref().map_or(0.0, |h| ms(h.value_at_quantile(q)));
-    let mut report = ScenarioReport::new("presence", &snapshot, recorder.start().elapsed())
-        .scheduled(&plan, &outcome);
-    report.delivery = Some(DeliveryReport {
-        changes: changes.load(Ordering::Relaxed),
-        expected,
-        received,
-        missing: expected - received,
-        p50_ms: q(0.5),
-        p95_ms: q(0.95),
-        p99_ms: q(0.99),
-        max_ms: latency.as_ref().map_or(0.0, |h| ms(h.max())),
-    });
-    report
+    Driven {
+        plan,
+        outcome,
+        delivery: Some(DeliveryReport {
+            changes: changes.load(Ordering::Relaxed),
+            expected,
+            received,
+            missing: expected - received,
+            p50_ms: q(0.5),
+            p95_ms: q(0.95),
+            p99_ms: q(0.99),
+            max_ms: latency.as_ref().map_or(0.0, |h| ms(h.max())),
+        }),
+    }
 }

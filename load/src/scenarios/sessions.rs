@@ -8,7 +8,7 @@ use futures_util::future::join_all;
 
 use crate::player::Player;
 use crate::report::ScenarioReport;
-use crate::scenarios::{pick, Ctx};
+use crate::scenarios::{pick, Ctx, Driven};
 use crate::schedule::{self, Plan};
 
 /// Random picks tried for a free leader before the slot is given up.
@@ -16,6 +16,16 @@ const LEADER_TRIES: usize = 8;
 
 pub async fn run(ctx: &Ctx) -> ScenarioReport {
     let recorder = ctx.begin();
+    let driven = drive(ctx).await;
+    driven.finish(ScenarioReport::new(
+        "sessions",
+        &recorder.snapshot(),
+        recorder.start().elapsed(),
+    ))
+}
+
+/// The parties, on the fleet's current recorder.
+pub(crate) async fn drive(ctx: &Ctx) -> Driven {
     let online = Arc::new(ctx.online());
     let settings = &ctx.settings.sessions;
     let plan = Plan::for_duration(settings.rate, settings.duration, ctx.settings.max_in_flight);
@@ -34,8 +44,11 @@ pub async fn run(ctx: &Ctx) -> ScenarioReport {
     })
     .await;
     bar.finish();
-    ScenarioReport::new("sessions", &recorder.snapshot(), recorder.start().elapsed())
-        .scheduled(&plan, &outcome)
+    Driven {
+        plan,
+        outcome,
+        delivery: None,
+    }
 }
 
 /// A free leader and up to `size - 1` of its free online friends, all reserved.

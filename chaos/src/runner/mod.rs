@@ -1,0 +1,359 @@
+//! A run, in Jepsen's order: set up (the topology, then the players signed in and friends),
+//! run and record (the timeline fires while players keep playing and samplers watch), heal
+//! (every link restored, settle), check (the final state read back) and store (the report).
+//!
+//! - [`topology`]: services and fault proxies, and the ops that act on them.
+//! - [`players`]: the load crate's players, their events into the history, the final state.
+//! - [`samplers`]: connections 4+ times a second, and one series entry a second.
+//! - [`timeline`]: the steps of the resolved timeline, each at its time.
+
+mod players;
+mod samplers;
+mod timeline;
+mod topology;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyplay_load::progress::Progress;
+use anyplay_load::runner::Run;
+use anyplay_load::scenarios::mixed;
+use indicatif::ProgressBar;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::events::{Event, EventLog, RunMeta, EVENTS_FILE};
+use crate::plan::{Backend, Plan, Service};
+use crate::report::{self, markdown, Verdict, LOAD_REPORT_FILE, PLAN_FILE};
+use crate::supervisor::{ServiceEvent, ServiceEventKind};
+
+use topology::Topology;
+
+/// Why a run could not be carried out (a failed check is not an error: it is the verdict).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Plan(#[from] crate::plan::PlanError),
+    #[error("the topology could not start: {0}")]
+    Topology(String),
+    #[error("the players could not start: {0}")]
+    Load(#[from] anyplay_load::LoadError),
+    #[error("the run directory: {0}")]
+    Files(String),
+    #[error("the report: {0}")]
+    Report(#[from] report::ReportError),
+}
+
+/// What `run` was asked.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub plan: Plan,
+    pub out: Option<PathBuf>,
+    pub seed: Option<u64>,
+    pub backend: Option<Backend>,
+}
+
+/// How a run ended.
+#[derive(Debug)]
+pub struct Finished {
+    pub dir: PathBuf,
+    pub verdict: Verdict,
+    /// Ctrl-C or SIGTERM cut the run short; the report covers what ran.
+    pub interrupted: bool,
+}
+
+fn files(path: &Path) -> impl Fn(std::io::Error) -> RunError + '_ {
+    move |e| RunError::Files(format!("{}: {e}", path.display()))
+}
+
+/// The default run directory: `results/runs/<plan name>-<UTC time>`.
+fn default_dir(plan: &Plan) -> PathBuf {
+    let now = time::OffsetDateTime::now_utc();
+    let stamp = format!(
+        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+        now.year(),
+        u8::from(now.month()),
+        now.day(),
+        now.hour(),
+        now.minute(),
+        now.second()
+    );
+    PathBuf::from("results/runs").join(format!("{}-{stamp}", plan.name))
+}
+
+/// Prepares the run directory and the plan as it will run (seed and backend applied).
+fn prepare(options: RunOptions) -> Result<(Plan, PathBuf), RunError> {
+    let mut plan = options.plan;
+    if let Some(seed) = options.seed {
+        plan = plan.with_seed(seed);
+    }
+    if let Some(backend) = options.backend {
+        plan.backend = backend;
+    }
+    // Another seed can make the timeline impossible: refuse before anything starts.
+    plan.resolve(plan.seed)?;
+    if plan.backend == Backend::Docker {
+        return Err(RunError::Topology(
+            "the docker backend is not available in this version; use --backend process".into(),
+        ));
+    }
+    let dir = options.out.unwrap_or_else(|| default_dir(&plan));
+    std::fs::create_dir_all(dir.join("logs")).map_err(files(&dir))?;
+    let plan_file = dir.join(PLAN_FILE);
+    std::fs::write(&plan_file, plan.to_yaml()).map_err(files(&plan_file))?;
+    Ok((plan, dir))
+}
+
+/// Runs a plan to its verdict; writes everything into the run directory.
+pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
+    let (plan, dir) = prepare(options)?;
+    let timeline = plan.resolve(plan.seed)?;
+    let interrupt = crate::supervisor::signals::termination_requested()
+        .map_err(|e| RunError::Files(e.to_string()))?;
+    eprintln!(
+        "anyplay-chaos: run {} (seed {}) in {}",
+        plan.name,
+        plan.seed,
+        dir.display()
+    );
+    eprint!("{timeline}");
+
+    let zero = Instant::now();
+    let log = EventLog::create(&dir.join(EVENTS_FILE), zero.into_std())
+        .map_err(|e| RunError::Files(e.to_string()))?;
+    log.record(Event::RunStart(RunMeta::now(&plan.name, plan.seed)))
+        .map_err(|e| RunError::Files(e.to_string()))?;
+
+    let (topology, service_events) = Topology::start(&plan, &dir).await?;
+    let topology = Arc::new(topology);
+    let pids = samplers::Pids::default();
+    let services_task = tokio::spawn(follow_services(service_events, log.clone(), pids.clone()));
+    for node in &topology.nodes {
+        eprintln!(
+            "  {}: api http://{} (players via {}), ops http://{}",
+            node.name, node.api, node.players, node.ops
+        );
+    }
+
+    let length = timeline::length(&timeline);
+    let settings = players::settings(&plan, length + plan.settle);
+    let target = players::target(&dir, &topology.nodes)?;
+    let load_run = match Run::start(&settings, target, Progress::stderr()).await {
+        Ok(run) => run,
+        Err(e) => {
+            topology.shutdown().await;
+            return Err(e.into());
+        }
+    };
+    let fleet = load_run.ctx.fleet.clone();
+    let (stop, stopped) = watch::channel(false);
+    let recorder = players::Recorder::new(log.clone(), fleet.clone());
+    let following = tokio::spawn(recorder.clone().follow(fleet.subscribe(), stopped.clone()));
+
+    let mut interrupted = false;
+    let mut warm_up = tokio::spawn({
+        let ctx = load_run.ctx.clone();
+        async move { anyplay_load::runner::warm_up(&ctx).await }
+    });
+    tokio::pin!(interrupt);
+    let mut scenarios = tokio::select! {
+        done = &mut warm_up => match done {
+            Ok(Ok(reports)) => reports,
+            Ok(Err(e)) => {
+                let _ = stop.send(true);
+                let _ = load_run.finish(Vec::new()).await;
+                topology.shutdown().await;
+                return Err(e.into());
+            }
+            Err(e) => return Err(RunError::Files(format!("the warm-up task failed: {e}"))),
+        },
+        signal = &mut interrupt => {
+            interrupted = true;
+            let _ = log.record(Event::Note { text: format!("{signal} during the warm-up: the run stops") });
+            warm_up.abort();
+            Vec::new()
+        }
+    };
+
+    if !interrupted {
+        // The series starts with the timeline: the warm-up's calls are in the load report.
+        recorder.take_second();
+        players::record_friendships(&log, &fleet);
+        let _ = log.record(Event::Note {
+            text: format!(
+                "{} of {} players online: the timeline starts",
+                fleet.online_count(),
+                plan.load.players
+            ),
+        });
+        let samplers = [
+            tokio::spawn(samplers::duplicates_sampler(
+                log.clone(),
+                topology.nodes.clone(),
+                stopped.clone(),
+            )),
+            tokio::spawn({
+                let topology = topology.clone();
+                samplers::ticks(
+                    log.clone(),
+                    recorder.clone(),
+                    fleet.clone(),
+                    topology.nodes.clone(),
+                    pids.clone(),
+                    move |name| {
+                        name.parse::<Service>()
+                            .is_ok_and(|s| topology.is_running(s))
+                    },
+                    stopped.clone(),
+                )
+            }),
+        ];
+        let timeline_zero = Instant::now();
+        let mixed = tokio::spawn({
+            let ctx = load_run.ctx.clone();
+            async move { mixed::run(&ctx).await }
+        });
+        let bar = ProgressBar::new(timeline.steps.len() as u64);
+        let fired = timeline::fire(&timeline, timeline_zero, topology.clone(), &log, &bar);
+        tokio::select! {
+            () = fired => {
+                bar.finish_and_clear();
+                let _ = log.record(Event::Note { text: format!("timeline done; settling for {:?}", plan.settle) });
+                tokio::select! {
+                    () = tokio::time::sleep(plan.settle) => {}
+                    signal = &mut interrupt => {
+                        interrupted = true;
+                        let _ = log.record(Event::Note { text: format!("{signal} while settling: the run stops") });
+                    }
+                }
+            }
+            signal = &mut interrupt => {
+                interrupted = true;
+                let _ = log.record(Event::Note { text: format!("{signal} during the timeline: the run stops") });
+            }
+        }
+        if interrupted {
+            mixed.abort();
+        } else {
+            match mixed.await {
+                Ok(report) => scenarios.push(report),
+                Err(e) => tracing::warn!("the players' activity ended badly: {e}"),
+            }
+        }
+        players::record_final_state(&log, &fleet).await;
+        let _ = stop.send(true);
+        for sampler in samplers {
+            let _ = sampler.await;
+        }
+    }
+    let _ = stop.send(true);
+    let _ = following.await;
+    let load_report = load_run.finish(scenarios).await;
+    topology.shutdown().await;
+    // Every exit has been seen once shutdown returned; the channel itself lives as long as the supervisor.
+    services_task.abort();
+
+    let load_file = dir.join(LOAD_REPORT_FILE);
+    let text =
+        serde_json::to_string_pretty(&load_report).map_err(|e| RunError::Files(e.to_string()))?;
+    std::fs::write(&load_file, text).map_err(files(&load_file))?;
+    let report = report::render_dir(&dir)?;
+    print!("{}", markdown::tables(&report));
+    println!("report: {}", dir.display());
+    Ok(Finished {
+        dir,
+        verdict: report.verdict,
+        interrupted,
+    })
+}
+
+/// Service lifecycle into the history (and each node's pid for the series).
+async fn follow_services(
+    mut events: tokio::sync::mpsc::UnboundedReceiver<ServiceEvent>,
+    log: EventLog,
+    pids: samplers::Pids,
+) {
+    while let Some(event) = events.recv().await {
+        let Ok(service) = event.service.parse::<Service>() else {
+            continue;
+        };
+        let recorded = match event.kind {
+            ServiceEventKind::Started(crate::backend::InstanceId::Pid(pid)) => {
+                if let Ok(mut pids) = pids.lock() {
+                    pids.insert(event.service.clone(), pid);
+                }
+                None
+            }
+            ServiceEventKind::Up => Some(Event::ServiceUp {
+                service,
+                addr: None,
+            }),
+            ServiceEventKind::Exit(exit) => Some(Event::ServiceExit {
+                service,
+                code: exit.code(),
+                signal: exit.signal_name().map(str::to_owned),
+            }),
+            ServiceEventKind::Paused | ServiceEventKind::Resumed | ServiceEventKind::Stopping => {
+                None
+            }
+        };
+        if let Some(e) = recorded {
+            let _ = log.record(e);
+        }
+    }
+}
+
+/// `up`: the topology and the players only, held until Ctrl-C.
+pub async fn up(plan: Plan) -> Result<(), RunError> {
+    let (plan, dir) = prepare(RunOptions {
+        plan,
+        out: None,
+        seed: None,
+        backend: None,
+    })?;
+    let interrupt = crate::supervisor::signals::termination_requested()
+        .map_err(|e| RunError::Files(e.to_string()))?;
+    let (topology, _events) = Topology::start(&plan, &dir).await?;
+    for node in &topology.nodes {
+        println!(
+            "{}: api http://{} (players via http://{}), ops http://{}",
+            node.name, node.api, node.players, node.ops
+        );
+    }
+    if let Some(url) = &topology.postgres_url {
+        println!("postgres: {url}");
+    }
+    if let Some(url) = &topology.nats_url {
+        println!("nats: {url}");
+    }
+    // The players play for as long as the topology is held.
+    let settings = players::settings(&plan, Duration::from_secs(365 * 24 * 3600));
+    let target = players::target(&dir, &topology.nodes)?;
+    let load_run = Run::start(&settings, target, Progress::stderr()).await?;
+    let ctx = load_run.ctx.clone();
+    let playing = tokio::spawn(async move {
+        if anyplay_load::runner::warm_up(&ctx).await.is_ok() {
+            mixed::run(&ctx).await;
+        }
+    });
+    println!("logs: {}; Ctrl-C ends it", dir.join("logs").display());
+    let signal = interrupt.await;
+    eprintln!("anyplay-chaos: {signal}: stopping");
+    playing.abort();
+    let _ = load_run.finish(Vec::new()).await;
+    topology.shutdown().await;
+    Ok(())
+}
+
+/// `rerun DIR`: the plan and seed recorded in DIR, again, into a new directory.
+pub async fn rerun(dir: &Path) -> Result<Finished, RunError> {
+    let plan = Plan::load(&dir.join(PLAN_FILE))?;
+    run(RunOptions {
+        plan,
+        out: None,
+        seed: None,
+        backend: None,
+    })
+    .await
+}

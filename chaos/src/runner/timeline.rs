@@ -1,0 +1,72 @@
+//! Fires the resolved timeline: each step at its time (steps run side by side, so a lasting
+//! fault does not hold up the next one), its ops in order, chained ops after the one before,
+//! with `action_start` and `action_end` in the history.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use indicatif::ProgressBar;
+use tokio::time::Instant;
+
+use crate::events::{Event, EventLog};
+use crate::plan::{Step, Timeline};
+
+use super::topology::Topology;
+
+/// Runs every step of `timeline`, offsets counted from `zero`; returns when all are done.
+pub async fn fire(
+    timeline: &Timeline,
+    zero: Instant,
+    topology: Arc<Topology>,
+    log: &EventLog,
+    bar: &ProgressBar,
+) {
+    join_all(timeline.steps.iter().map(|step| {
+        let topology = topology.clone();
+        async move {
+            let error = fire_step(step, zero, &topology, log).await;
+            if let Some(error) = &error {
+                bar.println(format!(
+                    "  {} {}: {error}",
+                    step.action.kind(),
+                    step.action.target_label()
+                ));
+            }
+            let _ = log.record(Event::action_end(step, error));
+            bar.inc(1);
+        }
+    }))
+    .await;
+}
+
+/// The ops of one step; the first failure ends the step and is returned.
+async fn fire_step(
+    step: &Step,
+    zero: Instant,
+    topology: &Topology,
+    log: &EventLog,
+) -> Option<String> {
+    tokio::time::sleep_until(zero + step.at).await;
+    let _ = log.record(Event::action_start(step));
+    for op in &step.ops {
+        match op.after {
+            Some(gap) => tokio::time::sleep(gap).await,
+            None => tokio::time::sleep_until(zero + op.at).await,
+        }
+        if let Err(e) = topology.apply(op.op).await {
+            return Some(format!("{}: {e}", op.op));
+        }
+    }
+    None
+}
+
+/// When the last op of the timeline is due at the earliest.
+pub fn length(timeline: &Timeline) -> Duration {
+    timeline
+        .steps
+        .iter()
+        .flat_map(|s| s.ops.iter().map(|o| o.at + o.after.unwrap_or_default()))
+        .max()
+        .unwrap_or_default()
+}

@@ -1,0 +1,327 @@
+//! The topology of a run: PostgreSQL and NATS when the plan has them, the cloud nodes, and
+//! a fault proxy on every link (players → node, node → PostgreSQL, node → NATS), brought up
+//! in order and driven by the timeline's ops.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::backend::process::ProcessBackend;
+use crate::backend::Command;
+use crate::plan::timeline::Peer;
+use crate::plan::{DropScope, Op, Plan, Route, Service, Store};
+use crate::ports::free_port;
+use crate::proxy::{Endpoint, Latency, LinkName, Proxy, ProxySet};
+use crate::supervisor::services::{log_path, nats, node, postgres};
+use crate::supervisor::{self, ServiceEvent, Supervisor};
+
+use super::RunError;
+
+/// The file every node appends its sign-in codes to; the players read it.
+pub const MAIL_LOG: &str = "mail.log";
+
+/// How a player, a checker or a person reaches one node.
+#[derive(Debug, Clone)]
+pub struct NodeAddrs {
+    /// `node-N`: the service name, and the node id it puts in welcomes.
+    pub name: String,
+    pub api: SocketAddr,
+    pub ops: SocketAddr,
+    /// Where players connect: the node's proxy, or the node itself without one.
+    pub players: SocketAddr,
+}
+
+pub struct Topology {
+    supervisor: Supervisor,
+    services: BTreeMap<Service, supervisor::Service>,
+    proxies: ProxySet,
+    pub nodes: Vec<NodeAddrs>,
+    /// A node's SIGTERM grace: its drain timeout and 5 s more, as the plan format says.
+    stop_grace: Duration,
+    pub postgres_url: Option<String>,
+    pub nats_url: Option<String>,
+}
+
+/// What a node process runs: this very binary's hidden `node` command, so a run needs
+/// nothing but `anyplay-chaos` (the same code as the `anyplay-cloud` binary).
+fn node_program() -> Result<PathBuf, RunError> {
+    std::env::current_exe()
+        .map_err(|e| RunError::Topology(format!("cannot find this program to run nodes with: {e}")))
+}
+
+fn addr(port: u16) -> SocketAddr {
+    ([127, 0, 0, 1], port).into()
+}
+
+fn port() -> Result<u16, RunError> {
+    free_port().map_err(|e| RunError::Topology(format!("no free loopback port: {e}")))
+}
+
+impl Topology {
+    /// Starts every service of the plan, dependencies first, each once ready.
+    pub async fn start(
+        plan: &Plan,
+        dir: &Path,
+    ) -> Result<(Topology, mpsc::UnboundedReceiver<ServiceEvent>), RunError> {
+        let (supervisor, events) = Supervisor::new(Arc::new(ProcessBackend));
+        let mut topology = Topology {
+            supervisor,
+            services: BTreeMap::new(),
+            proxies: ProxySet::new(),
+            nodes: Vec::new(),
+            stop_grace: plan.services.nodes.drain_timeout + Duration::from_secs(5),
+            postgres_url: None,
+            nats_url: None,
+        };
+        let nodes = plan.services.nodes.count;
+        let db_connections = plan.services.nodes.db_connections.unwrap_or(8);
+        let mut upstreams: BTreeMap<Endpoint, (SocketAddr, String)> = BTreeMap::new();
+
+        if let Some(pg) = &plan.services.postgres {
+            let settings = postgres::PostgresSettings {
+                port: pg.port,
+                max_connections: nodes * db_connections,
+                args: pg.args.clone(),
+            };
+            let prepared = postgres::prepare(dir, &settings)
+                .await
+                .map_err(|e| RunError::Topology(format!("postgres: {e}")))?;
+            topology.add(Service::Postgres, prepared.spec).await?;
+            let at = addr(prepared.port);
+            topology.postgres_url = Some(prepared.url.clone());
+            upstreams.insert(
+                Endpoint::Postgres,
+                (at, prepared.url.replace(&at.to_string(), "{addr}")),
+            );
+        }
+        if let Some(n) = &plan.services.nats {
+            let settings = nats::NatsSettings {
+                port: n.port,
+                args: n.args.clone(),
+            };
+            let prepared = nats::prepare(dir, &settings)
+                .map_err(|e| RunError::Topology(format!("nats: {e}")))?;
+            topology.add(Service::Nats, prepared.spec).await?;
+            topology.nats_url = Some(prepared.url.clone());
+            upstreams.insert(
+                Endpoint::Nats,
+                (addr(prepared.port), "nats://{addr}".to_string()),
+            );
+        }
+
+        let mail_log = dir.join(MAIL_LOG);
+        std::fs::File::create(&mail_log)
+            .map_err(|e| RunError::Topology(format!("{}: {e}", mail_log.display())))?;
+        let program = node_program()?;
+        for n in 1..=nodes {
+            let name = Service::Node(n).to_string();
+            let (api, ops) = (addr(port()?), addr(port()?));
+            // Each node reaches its dependencies through a proxy of its own, so one
+            // node's link can be cut or slowed alone.
+            let mut url_of = BTreeMap::new();
+            for (peer, (upstream, url)) in &upstreams {
+                let proxy = topology.proxy(Endpoint::Node(n), *peer, *upstream).await?;
+                url_of.insert(*peer, url.replace("{addr}", &proxy.to_string()));
+            }
+            let players = if plan.load.through_proxy {
+                topology
+                    .proxy(Endpoint::Players, Endpoint::Node(n), api)
+                    .await?
+            } else {
+                api
+            };
+            let database_url = match plan.store {
+                Store::Sqlite => format!("sqlite:{}", dir.join("cloud.db").display()),
+                Store::Postgres => url_of.get(&Endpoint::Postgres).cloned().ok_or_else(|| {
+                    RunError::Topology("store: postgres needs services.postgres".into())
+                })?,
+            };
+            let mut command = Command::new(&program, log_path(dir, &name))
+                .arg("node")
+                .args(["--listen".to_string(), api.to_string()])
+                .args(["--ops-listen".to_string(), ops.to_string()])
+                .args(["--node-id".to_string(), name.clone()])
+                .args(["--database-url".to_string(), database_url])
+                .args(["--mail-log".to_string(), mail_log.display().to_string()])
+                .args([
+                    "--drain-timeout".to_string(),
+                    format!("{}ms", plan.services.nodes.drain_timeout.as_millis()),
+                ])
+                .args(["--db-connections".to_string(), db_connections.to_string()])
+                // Every player comes from 127.0.0.1: per-IP limits would throttle the load.
+                .arg("--no-rate-limits")
+                .cwd(dir);
+            if let Some(url) = url_of.get(&Endpoint::Nats) {
+                command = command.args(["--nats-url".to_string(), url.clone()]);
+            }
+            for (key, value) in &plan.services.nodes.env {
+                command = command.env(key.clone(), value.clone());
+            }
+            topology
+                .add(Service::Node(n), node::spec(&name, command, ops))
+                .await?;
+            topology.nodes.push(NodeAddrs {
+                name,
+                api,
+                ops,
+                players,
+            });
+        }
+        Ok((topology, events))
+    }
+
+    async fn add(
+        &mut self,
+        service: Service,
+        spec: supervisor::ServiceSpec,
+    ) -> Result<(), RunError> {
+        let handle = self
+            .supervisor
+            .add(spec)
+            .await
+            .map_err(|e| RunError::Topology(format!("{service}: {e}")))?;
+        handle
+            .start()
+            .await
+            .map_err(|e| RunError::Topology(format!("{service} did not start: {e}")))?;
+        self.services.insert(service, handle);
+        Ok(())
+    }
+
+    /// A proxy from `from` to `to` (which listens at `upstream`); returns where it listens.
+    async fn proxy(
+        &mut self,
+        from: Endpoint,
+        to: Endpoint,
+        upstream: SocketAddr,
+    ) -> Result<SocketAddr, RunError> {
+        let proxy = Proxy::start(LinkName::new(from, to), addr(0), upstream)
+            .await
+            .map_err(|e| RunError::Topology(e.to_string()))?;
+        let at = proxy.listen_addr();
+        self.proxies
+            .insert(proxy)
+            .map_err(|e| RunError::Topology(e.to_string()))?;
+        Ok(at)
+    }
+
+    fn service(&self, service: Service) -> Result<&supervisor::Service, String> {
+        self.services
+            .get(&service)
+            .ok_or_else(|| format!("the topology has no {service}"))
+    }
+
+    fn route(&self, route: Route) -> Result<&Proxy, String> {
+        let peer = match route.peer {
+            Peer::Postgres => Endpoint::Postgres,
+            Peer::Nats => Endpoint::Nats,
+            Peer::Players => Endpoint::Players,
+        };
+        self.proxies
+            .between(Endpoint::Node(route.node), peer)
+            .ok_or_else(|| format!("no proxy between node-{} and {peer}", route.node))
+    }
+
+    /// Whether a service is up (running and ready, or paused) now.
+    pub fn is_running(&self, service: Service) -> bool {
+        self.services.get(&service).is_some_and(|s| {
+            matches!(
+                s.state(),
+                supervisor::State::Running | supervisor::State::Paused
+            )
+        })
+    }
+
+    /// Does one op of the timeline; the error says what went wrong, for the event log.
+    pub async fn apply(&self, op: Op) -> Result<(), String> {
+        match op {
+            Op::Kill(s) => self
+                .service(s)?
+                .kill()
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string()),
+            Op::Stop(s) => self
+                .service(s)?
+                .stop(self.stop_grace)
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string()),
+            Op::Start(s) => self.service(s)?.start().await.map_err(|e| e.to_string()),
+            // `start` returns once the readiness probe passed.
+            Op::WaitReady(s) => match self.service(s)?.state() {
+                supervisor::State::Running => Ok(()),
+                state => Err(format!("{s} is {state:?}, not ready")),
+            },
+            Op::Pause(s) => self.service(s)?.pause().await.map_err(|e| e.to_string()),
+            Op::Resume(s) => self.service(s)?.resume().await.map_err(|e| e.to_string()),
+            Op::Drop(DropScope::AllPlayers) => {
+                let mut any = false;
+                for proxy in self
+                    .proxies
+                    .iter()
+                    .filter(|p| p.name().from == Endpoint::Players)
+                {
+                    proxy.reset_all();
+                    any = true;
+                }
+                any.then_some(())
+                    .ok_or_else(|| "players do not go through proxies (load.through_proxy)".into())
+            }
+            Op::Drop(DropScope::Node(n)) => {
+                self.route(Route {
+                    node: n,
+                    peer: Peer::Players,
+                })?
+                .reset_all();
+                Ok(())
+            }
+            Op::Cut(route) => {
+                self.route(route)?.cut();
+                Ok(())
+            }
+            Op::Delay { route, ms, jitter } => {
+                let latency = Latency::new(
+                    Duration::from_millis(ms.into()),
+                    Duration::from_millis(jitter.into()),
+                );
+                self.route(route)?.set_latency(latency);
+                Ok(())
+            }
+            Op::Restore(route) => {
+                self.route(route)?.heal();
+                Ok(())
+            }
+        }
+    }
+
+    /// Heals every link, then stops every service (nodes drain first, then their dependencies).
+    pub async fn shutdown(&self) {
+        self.proxies.heal_all();
+        let (nodes, dependencies): (Vec<_>, Vec<_>) = self
+            .services
+            .iter()
+            .partition(|(s, _)| matches!(s, Service::Node(_)));
+        for (service, handle) in nodes.into_iter().chain(dependencies) {
+            if matches!(
+                handle.state(),
+                supervisor::State::Running
+                    | supervisor::State::Paused
+                    | supervisor::State::Starting
+            ) {
+                let grace = match service {
+                    Service::Node(_) => self.stop_grace,
+                    _ => Duration::from_secs(10),
+                };
+                if let Err(e) = handle.stop(grace).await {
+                    tracing::warn!("stopping {service}: {e}");
+                }
+            }
+        }
+        self.supervisor.shutdown_all(Duration::from_secs(5)).await;
+    }
+}
