@@ -40,8 +40,12 @@ pub struct BusError {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum Wire {
-    /// An event (JSON text, without `seq`) for these accounts.
-    Event { to: Vec<i64>, event: String },
+    /// An event (JSON text, without `seq`) for these accounts, made at `made_us`.
+    Event {
+        to: Vec<i64>,
+        event: String,
+        made_us: i64,
+    },
     /// Close this account's connection (only if it is still `connection_id`, when given).
     Close {
         account_id: i64,
@@ -232,8 +236,8 @@ async fn receive(client: async_nats::Client, node: String, hub: Arc<Hub>, metric
     while let Some(msg) = sub.next().await {
         metrics.messages_in.inc();
         match serde_json::from_slice::<Wire>(&msg.payload) {
-            Ok(Wire::Event { to, event }) => {
-                if let Some(payload) = Payload::from_json(&event) {
+            Ok(Wire::Event { to, event, made_us }) => {
+                if let Some(payload) = Payload::from_json(&event, made_us) {
                     for account in to {
                         hub.deliver(account, &payload);
                     }
@@ -307,6 +311,7 @@ async fn route(
                         let wire = Wire::Event {
                             to,
                             event: payload.as_str().to_string(),
+                            made_us: payload.made_us(),
                         };
                         publish(&client, &metrics, target, &wire).await;
                     }

@@ -1,14 +1,51 @@
-//! Per-IP call limit: a fixed window per source address, kept in memory.
+//! The per-IP call limit: a fixed window per source address.
 //!
-//! The sign-in email limit is not here: it is counted from the challenges in the
-//! store, so it holds across every node that shares the store.
+//! One node (SQLite) counts in memory. Nodes that share a PostgreSQL store count in
+//! it, one upsert per call, so the limit holds across the whole cloud as the
+//! contract asks. The sign-in email limit is not here: it is counted from the
+//! challenges in the store.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-pub struct RateLimiter {
+use crate::store::{now_ms, Backend, Store, StoreResult};
+
+pub enum RateLimiter {
+    Memory(MemoryWindows),
+    Shared { limit: u32, window: Duration },
+}
+
+impl RateLimiter {
+    /// In the store when several nodes share it, else in memory.
+    pub fn for_store(backend: Backend, limit: u32, window: Duration) -> RateLimiter {
+        match backend {
+            Backend::Sqlite => RateLimiter::Memory(MemoryWindows::new(limit, window)),
+            Backend::Postgres => RateLimiter::Shared { limit, window },
+        }
+    }
+
+    /// Counts one call; `Ok(Err(retry_after))` when the address is over its limit.
+    pub async fn check(&self, store: &Store, ip: IpAddr) -> StoreResult<Result<(), Duration>> {
+        match self {
+            RateLimiter::Memory(windows) => Ok(windows.check(ip, Instant::now())),
+            RateLimiter::Shared { limit, window } => {
+                let now = now_ms();
+                let window_ms = window.as_millis() as i64;
+                let start = now - now.rem_euclid(window_ms);
+                let calls = store.count_call(&ip.to_string(), start).await?;
+                Ok(if calls > i64::from(*limit) {
+                    Err(Duration::from_millis((start + window_ms - now) as u64))
+                } else {
+                    Ok(())
+                })
+            }
+        }
+    }
+}
+
+pub struct MemoryWindows {
     limit: u32,
     window: Duration,
     slots: Mutex<HashMap<IpAddr, Slot>>,
@@ -19,17 +56,16 @@ struct Slot {
     count: u32,
 }
 
-impl RateLimiter {
-    pub fn new(limit: u32, window: Duration) -> RateLimiter {
-        RateLimiter {
+impl MemoryWindows {
+    pub fn new(limit: u32, window: Duration) -> MemoryWindows {
+        MemoryWindows {
             limit,
             window,
             slots: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Counts one call; `Err(retry_after)` when the address is over its limit.
-    pub fn check(&self, ip: IpAddr, now: Instant) -> Result<(), Duration> {
+    fn check(&self, ip: IpAddr, now: Instant) -> Result<(), Duration> {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
         if slots.len() > 100_000 {
             // Bound memory under a spray of addresses: forget finished windows.
@@ -59,7 +95,7 @@ mod tests {
 
     #[test]
     fn the_window_refills() {
-        let limiter = RateLimiter::new(2, Duration::from_secs(60));
+        let limiter = MemoryWindows::new(2, Duration::from_secs(60));
         let ip: IpAddr = [127, 0, 0, 1].into();
         let t0 = Instant::now();
         assert!(limiter.check(ip, t0).is_ok());

@@ -69,7 +69,11 @@ impl Node {
         .await?;
         let mail = MailSink::open(&config.mail)?;
         let limiter = config.rate_limits.enabled.then(|| {
-            RateLimiter::new(config.rate_limits.calls_per_minute, Duration::from_secs(60))
+            RateLimiter::for_store(
+                store.backend(),
+                config.rate_limits.calls_per_minute,
+                Duration::from_secs(60),
+            )
         });
         let hub = Arc::new(Hub::new(config.outbound_queue, metrics.clone()));
         let bus = Bus::connect(
@@ -279,11 +283,15 @@ async fn guard(State(state): State<AppState>, ip: ClientIp, req: Request, next: 
     if let Some(limiter) = &state.limiter {
         // The sign-in email has its own limit, counted in the store.
         if req.uri().path() != "/v1/auth/email" {
-            if let Err(retry) = limiter.check(ip.0, Instant::now()) {
-                return ApiError::RateLimited {
-                    retry_after_s: retry.as_secs_f64().ceil() as u64,
+            match limiter.check(&state.store, ip.0).await {
+                Ok(Ok(())) => {}
+                Ok(Err(retry)) => {
+                    return ApiError::RateLimited {
+                        retry_after_s: retry.as_secs_f64().ceil() as u64,
+                    }
+                    .into_response()
                 }
-                .into_response();
+                Err(e) => return ApiError::from(e).into_response(),
             }
         }
     }

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use anyplay_load::mail_log::{MailLog, DEFAULT_WAIT};
 use anyplay_load::reconnect::ReconnectMode;
-use anyplay_load::settings::{Mode, Scenario, Settings};
+use anyplay_load::settings::{
+    CardSettings, Mode, PresenceSettings, Scenario, SessionSettings, Settings,
+};
 use anyplay_load::stats::Status;
 use anyplay_load::{EventKind, Fleet, NodeEndpoint, PlayerEvent, Target};
 use hdrhistogram::Histogram;
@@ -31,37 +33,45 @@ const CARDS_SIZE: usize = 20;
 /// The load settings of the plan, with its rates running for `duration`.
 pub fn settings(plan: &Plan, duration: Duration) -> Settings {
     let load = &plan.load;
-    let mut s = Settings::default();
-    s.players = load.players as usize;
-    s.rate = load.login_rate.into();
-    s.friends = load.friends as usize;
-    s.reconnect = match load.reconnect {
-        Reconnect::Spec => ReconnectMode::Spec,
-        Reconnect::Immediate => ReconnectMode::Immediate,
-    };
-    s.scenarios = Vec::new();
-    for (scenario, rate) in [
+    let defaults = Settings::default();
+    let scenarios = [
         (Scenario::Presence, load.presence_rate),
         (Scenario::Sessions, load.session_rate),
         (Scenario::Cards, load.cards_rate),
-    ] {
-        if rate > 0 {
-            s.scenarios.push(scenario);
-        }
+    ]
+    .into_iter()
+    .filter(|(_, rate)| *rate > 0)
+    .map(|(scenario, _)| scenario)
+    .collect();
+    Settings {
+        scenarios,
+        players: load.players as usize,
+        rate: load.login_rate.into(),
+        friends: load.friends as usize,
+        reconnect: match load.reconnect {
+            Reconnect::Spec => ReconnectMode::Spec,
+            Reconnect::Immediate => ReconnectMode::Immediate,
+        },
+        presence: PresenceSettings {
+            rate: load.presence_rate.into(),
+            duration,
+        },
+        sessions: SessionSettings {
+            rate: load.session_rate.into(),
+            size: SESSION_SIZE.min(load.friends + 1).max(2),
+            hold: SESSION_HOLD,
+            duration,
+        },
+        cards: CardSettings {
+            rate: load.cards_rate.into(),
+            size: CARDS_SIZE.min(load.players as usize),
+            duration,
+        },
+        mode: Mode::InProcess {
+            default_limits: false,
+        },
+        ..defaults
     }
-    s.presence.rate = load.presence_rate.into();
-    s.presence.duration = duration;
-    s.sessions.rate = load.session_rate.into();
-    s.sessions.duration = duration;
-    s.sessions.size = SESSION_SIZE.min(load.friends + 1).max(2);
-    s.sessions.hold = SESSION_HOLD;
-    s.cards.rate = load.cards_rate.into();
-    s.cards.duration = duration;
-    s.cards.size = CARDS_SIZE.min(load.players as usize);
-    s.mode = Mode::InProcess {
-        default_limits: false,
-    };
-    s
 }
 
 /// The nodes as the players reach them, with sign-in codes from the nodes' mail log.

@@ -51,27 +51,44 @@ pub enum Event {
 }
 
 /// An event serialised once, to be sent to any number of connections; the
-/// per-connection `seq` is spliced in when it is written.
+/// per-connection `seq` is spliced in when it is written. It carries when it was
+/// made, so a connection opened after that never gets it (a late delivery would
+/// overtake the newer state the client read with its resync).
 #[derive(Debug, Clone)]
-pub struct Payload(std::sync::Arc<str>);
+pub struct Payload {
+    json: std::sync::Arc<str>,
+    made_us: i64,
+}
 
 impl Payload {
     pub fn new(event: &Event) -> Payload {
-        // Serialising these plain structs cannot fail.
-        Payload(serde_json::to_string(event).unwrap_or_default().into())
+        Payload {
+            // Serialising these plain structs cannot fail.
+            json: serde_json::to_string(event).unwrap_or_default().into(),
+            made_us: crate::store::now_us(),
+        }
     }
 
-    pub fn from_json(json: &str) -> Option<Payload> {
-        json.starts_with('{').then(|| Payload(json.into()))
+    /// An event made elsewhere (another node), at `made_us`.
+    pub fn from_json(json: &str, made_us: i64) -> Option<Payload> {
+        json.starts_with('{').then(|| Payload {
+            json: json.into(),
+            made_us,
+        })
     }
 
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.json
+    }
+
+    /// When the event was made, in µs since the Unix epoch.
+    pub fn made_us(&self) -> i64 {
+        self.made_us
     }
 
     /// The text frame for this connection: `{"seq":N,` followed by the event's fields.
     pub fn with_seq(&self, seq: u64) -> String {
-        format!("{{\"seq\":{seq},{}", &self.0[1..])
+        format!("{{\"seq\":{seq},{}", &self.json[1..])
     }
 }
 

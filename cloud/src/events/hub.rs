@@ -78,6 +78,8 @@ pub enum Closing {
 pub struct Handle {
     pub connection_id: Arc<str>,
     pub since_ms: i64,
+    /// When the hub took it, in µs: events made before are not for it.
+    opened_us: i64,
     queue: mpsc::Sender<Payload>,
     close: watch::Sender<Option<Closing>>,
 }
@@ -141,6 +143,7 @@ impl Hub {
         let handle = Handle {
             connection_id,
             since_ms,
+            opened_us: crate::store::now_us(),
             queue: queue_tx,
             close: close_tx,
         };
@@ -162,11 +165,15 @@ impl Hub {
         }
     }
 
-    /// Queues an event for the account's connection on this node, if it has one.
+    /// Queues an event for the account's connection on this node, if it has one
+    /// that was open when the event was made.
     pub fn deliver(&self, account_id: i64, payload: &Payload) -> bool {
         let Some(handle) = self.conns().get(&account_id).cloned() else {
             return false;
         };
+        if handle.opened_us > payload.made_us() {
+            return false;
+        }
         match handle.queue.try_send(payload.clone()) {
             Ok(()) => {
                 self.metrics.events_sent.inc();
@@ -283,6 +290,15 @@ mod tests {
             *mailbox.close.borrow(),
             Some(Closing::With(CloseCode::SlowConsumer))
         );
+    }
+
+    #[test]
+    fn a_connection_never_gets_an_event_older_than_itself() {
+        let hub = hub(4);
+        let p = Payload::new(&Event::FriendRemoved { account_id: 2 });
+        std::thread::sleep(std::time::Duration::from_millis(1));
+        let _mailbox = hub.register(1, "a".into(), 0);
+        assert!(!hub.deliver(1, &p));
     }
 
     #[test]

@@ -427,7 +427,7 @@ mod tests {
         exec(
             store,
             "INSERT INTO connections (account_id, connection_id, node, since, lease_until) \
-             VALUES ($1, 'c1', 'n1', $3, $3 + $2)",
+             VALUES ($1, 'c' || CAST($1 AS TEXT), 'n1', $3, $3 + $2)",
             friend,
             60_000,
         )

@@ -70,15 +70,13 @@ impl Store {
         account_id: i64,
         connection_id: &str,
     ) -> StoreResult<bool> {
-        let mut tx = self.begin().await?;
-        let removed =
-            sqlx::query("DELETE FROM connections WHERE account_id = $1 AND connection_id = $2")
-                .bind(account_id)
-                .bind(connection_id)
-                .execute(&mut *tx.tx)
-                .await?
-                .rows_affected();
-        tx.commit().await?;
+        let removed = self
+            .write_one(
+                sqlx::query("DELETE FROM connections WHERE account_id = $1 AND connection_id = $2")
+                    .bind(account_id)
+                    .bind(connection_id),
+            )
+            .await?;
         Ok(removed > 0)
     }
 

@@ -4,7 +4,13 @@
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
-use crate::support::TestNode;
+use crate::support::{each_topology, TestCloud, TestNode, Topology};
+
+each_topology!(
+    malformed_bodies_get_contract_errors,
+    bad_ids_tokens_and_paths,
+    rate_limits_answer_429_with_retry_after,
+);
 
 async fn raw(
     node: &TestNode,
@@ -33,10 +39,10 @@ fn code(v: &Value) -> Option<&str> {
     v["error"]["code"].as_str()
 }
 
-#[tokio::test]
-async fn malformed_bodies_get_contract_errors() {
-    let node = TestNode::start(&[]).await;
-    let ann = node.signup("ann").await;
+async fn malformed_bodies_get_contract_errors(topology: Topology) {
+    let cloud = TestCloud::start(topology, &[]).await;
+    let ann = cloud.signup("ann").await;
+    let node = cloud.http(&ann);
     let t = Some(ann.access.as_str());
     let cases: Vec<(&str, Vec<u8>, StatusCode, &str)> = vec![
         (
@@ -89,12 +95,12 @@ async fn malformed_bodies_get_contract_errors() {
         ),
     ];
     for (path, body, status, want) in cases {
-        let (s, v) = raw(&node, Method::POST, path, t, body).await;
+        let (s, v) = raw(node, Method::POST, path, t, body).await;
         assert_eq!((s, code(&v)), (status, Some(want)), "{path}: {v}");
         assert!(v["error"]["message"].is_string());
     }
     let (s, v) = raw(
-        &node,
+        node,
         Method::PUT,
         "/v1/presence",
         t,
@@ -106,7 +112,7 @@ async fn malformed_bodies_get_contract_errors() {
         (StatusCode::BAD_REQUEST, Some("bad_request"))
     );
     let (s, v) = raw(
-        &node,
+        node,
         Method::PATCH,
         "/v1/me",
         t,
@@ -127,10 +133,10 @@ async fn malformed_bodies_get_contract_errors() {
     );
 }
 
-#[tokio::test]
-async fn bad_ids_tokens_and_paths() {
-    let node = TestNode::start(&[]).await;
-    let ann = node.signup("ann").await;
+async fn bad_ids_tokens_and_paths(topology: Topology) {
+    let cloud = TestCloud::start(topology, &[]).await;
+    let ann = cloud.signup("ann").await;
+    let node = cloud.http(&ann);
     let t = Some(ann.access.as_str());
     for path in [
         "/v1/sessions/abc",
@@ -175,12 +181,17 @@ async fn bad_ids_tokens_and_paths() {
     assert_eq!((s, code(&v)), (StatusCode::NOT_FOUND, Some("not_found")));
 }
 
-#[tokio::test]
-async fn rate_limits_answer_429_with_retry_after() {
-    let node =
-        TestNode::start_limited(&["--rate-calls-per-minute", "5", "--rate-auth-email", "2"]).await;
+/// In a pair the calls alternate between the nodes: the contract has limits
+/// "count across all nodes when the store is shared".
+async fn rate_limits_answer_429_with_retry_after(topology: Topology) {
+    let cloud = TestCloud::start_limited(
+        topology,
+        &["--rate-calls-per-minute", "5", "--rate-auth-email", "2"],
+    )
+    .await;
     let mut last = None;
-    for _ in 0..6 {
+    for i in 0..6 {
+        let node = cloud.node(i);
         let resp = node
             .http
             .get(format!("{}/v1/me", node.api))
@@ -200,12 +211,14 @@ async fn rate_limits_answer_429_with_retry_after() {
     let v: Value = resp.json().await.unwrap();
     assert_eq!(code(&v), Some("rate_limited"));
 
-    for expected in [
+    let emails = [
         StatusCode::ACCEPTED,
         StatusCode::ACCEPTED,
         StatusCode::TOO_MANY_REQUESTS,
-    ] {
-        let (s, _) = node
+    ];
+    for (i, expected) in emails.into_iter().enumerate() {
+        let (s, _) = cloud
+            .node(i)
             .call(
                 Method::POST,
                 "/v1/auth/email",

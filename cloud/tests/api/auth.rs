@@ -3,12 +3,19 @@
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use crate::support::{End, TestNode};
+use crate::support::{each_topology, End, TestCloud, Topology};
 
-#[tokio::test]
-async fn sign_in_again_refresh_and_profile() {
-    let node = TestNode::start(&[]).await;
-    let ann = node.signup("Ann_1").await;
+each_topology!(
+    sign_in_again_refresh_and_profile,
+    five_wrong_codes_burn_the_challenge,
+    signup_rules,
+    logout_closes_the_connection_with_4003_and_revokes,
+);
+
+async fn sign_in_again_refresh_and_profile(topology: Topology) {
+    let cloud = TestCloud::start(topology, &[]).await;
+    let ann = cloud.signup("Ann_1").await;
+    let node = cloud.http(&ann);
     assert_eq!(ann.handle, "Ann_1");
 
     let (s, me) = node
@@ -103,9 +110,10 @@ async fn sign_in_again_refresh_and_profile() {
     assert_eq!(s, StatusCode::CREATED);
 }
 
-#[tokio::test]
-async fn five_wrong_codes_burn_the_challenge() {
-    let node = TestNode::start(&[]).await;
+/// In a pair the tries alternate between the nodes: the store counts them.
+async fn five_wrong_codes_burn_the_challenge(topology: Topology) {
+    let cloud = TestCloud::start(topology, &[]).await;
+    let node = cloud.node(0);
     let (_, v) = node
         .call(
             Method::POST,
@@ -117,8 +125,9 @@ async fn five_wrong_codes_burn_the_challenge() {
     let challenge = v["challenge_id"].clone();
     let code = node.code_for("x@y.z").await;
     let wrong = if code == "000000" { "111111" } else { "000000" };
-    for _ in 0..5 {
-        let (s, v) = node
+    for i in 0..5 {
+        let (s, v) = cloud
+            .node(i + 1)
             .call(
                 Method::POST,
                 "/v1/auth/code",
@@ -131,7 +140,8 @@ async fn five_wrong_codes_burn_the_challenge() {
             (StatusCode::UNAUTHORIZED, Some("invalid_code"))
         );
     }
-    let (s, _) = node
+    let (s, _) = cloud
+        .node(1)
         .call(
             Method::POST,
             "/v1/auth/code",
@@ -146,10 +156,11 @@ async fn five_wrong_codes_burn_the_challenge() {
     );
 }
 
-#[tokio::test]
-async fn signup_rules() {
-    let node = TestNode::start(&[]).await;
-    node.signup("taken").await;
+/// In a pair the handle is taken through one node and asked for through the other.
+async fn signup_rules(topology: Topology) {
+    let cloud = TestCloud::start(topology, &[]).await;
+    let taken = cloud.signup("taken").await;
+    let node = cloud.node(taken.http_node + 1);
     let (_, v) = node
         .call(
             Method::POST,
@@ -231,24 +242,23 @@ async fn signup_rules() {
     );
 }
 
-#[tokio::test]
-async fn logout_closes_the_connection_with_4003_and_revokes() {
-    let node = TestNode::start(&[]).await;
-    let ann = node.signup("ann").await;
-    let (mut events, _) = node.connect(&ann).await;
-    let (s, _) = node
-        .call(Method::POST, "/v1/auth/logout", Some(&ann.access), None)
+/// In a pair the socket is on the other node than the logout call.
+async fn logout_closes_the_connection_with_4003_and_revokes(topology: Topology) {
+    let cloud = TestCloud::start(topology, &[]).await;
+    let ann = cloud.signup("ann").await;
+    let (mut events, _) = cloud.connect(&ann).await;
+    let (s, _) = cloud
+        .call(&ann, Method::POST, "/v1/auth/logout", None)
         .await;
     assert_eq!(s, StatusCode::NO_CONTENT);
     assert_eq!(events.closed().await, End::Close(4003));
-    let (s, v) = node
-        .call(Method::GET, "/v1/me", Some(&ann.access), None)
-        .await;
+    let (s, v) = cloud.call(&ann, Method::GET, "/v1/me", None).await;
     assert_eq!(
         (s, v["error"]["code"].as_str()),
         (StatusCode::UNAUTHORIZED, Some("unauthorized"))
     );
-    let (s, _) = node
+    let (s, _) = cloud
+        .http(&ann)
         .call(
             Method::POST,
             "/v1/auth/refresh",

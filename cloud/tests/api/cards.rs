@@ -3,35 +3,37 @@
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use crate::support::TestNode;
+use crate::support::{each_topology, TestCloud, Topology};
 
-#[tokio::test]
-async fn a_hundred_cards_with_one_unknown_and_one_private() {
-    let node = TestNode::start(&[]).await;
-    let viewer = node.signup("viewer").await;
-    let friend = node.signup("friend").await;
-    let private = node.signup("hermit").await;
-    let stranger = node.signup("stranger").await;
-    node.befriend(&viewer, &friend).await;
-    let (s, _) = node
+each_topology!(a_hundred_cards_with_one_unknown_and_one_private);
+
+async fn a_hundred_cards_with_one_unknown_and_one_private(topology: Topology) {
+    let cloud = TestCloud::start(topology, &[]).await;
+    let viewer = cloud.signup("viewer").await;
+    let friend = cloud.signup("friend").await;
+    let private = cloud.signup("hermit").await;
+    let stranger = cloud.signup("stranger").await;
+    cloud.befriend(&viewer, &friend).await;
+    let (s, _) = cloud
         .call(
+            &private,
             Method::PATCH,
             "/v1/me",
-            Some(&private.access),
             Some(json!({"privacy": "private"})),
         )
         .await;
     assert_eq!(s, StatusCode::OK);
     for name in ["a", "b", "c", "d"] {
-        node.call(
-            Method::POST,
-            "/v1/me/trophies",
-            Some(&friend.access),
-            Some(json!({"name": name})),
-        )
-        .await;
+        cloud
+            .call(
+                &friend,
+                Method::POST,
+                "/v1/me/trophies",
+                Some(json!({"name": name})),
+            )
+            .await;
     }
-    let (_ev, _) = node.connect(&friend).await;
+    let (_ev, _) = cloud.connect(&friend).await;
 
     let unknown = 999_999;
     let mut ids = vec![viewer.id, friend.id, private.id, stranger.id, unknown];
@@ -43,13 +45,8 @@ async fn a_hundred_cards_with_one_unknown_and_one_private() {
         .map(|i| i.to_string())
         .collect::<Vec<_>>()
         .join(",");
-    let (s, v) = node
-        .call(
-            Method::GET,
-            &format!("/v1/cards?ids={list}"),
-            Some(&viewer.access),
-            None,
-        )
+    let (s, v) = cloud
+        .call(&viewer, Method::GET, &format!("/v1/cards?ids={list}"), None)
         .await;
     assert_eq!(s, StatusCode::OK, "{v}");
     let cards = v["cards"].as_array().unwrap();
@@ -79,11 +76,11 @@ async fn a_hundred_cards_with_one_unknown_and_one_private() {
         .map(|i| i.to_string())
         .collect::<Vec<_>>()
         .join(",");
-    let (s, v) = node
+    let (s, v) = cloud
         .call(
+            &viewer,
             Method::GET,
             &format!("/v1/cards?ids={too_many}"),
-            Some(&viewer.access),
             None,
         )
         .await;
@@ -92,13 +89,8 @@ async fn a_hundred_cards_with_one_unknown_and_one_private() {
         (StatusCode::BAD_REQUEST, Some("too_many_ids"))
     );
     for bad in ["", "1,,2", "a", "-1", "1;DROP TABLE accounts"] {
-        let (s, v) = node
-            .call(
-                Method::GET,
-                &format!("/v1/cards?ids={bad}"),
-                Some(&viewer.access),
-                None,
-            )
+        let (s, v) = cloud
+            .call(&viewer, Method::GET, &format!("/v1/cards?ids={bad}"), None)
             .await;
         assert_eq!(
             (s, v["error"]["code"].as_str()),

@@ -1,9 +1,12 @@
-//! Integration tests: each starts the real `anyplay-cloud` binary and drives the
-//! contract over HTTP and WebSockets, one module per topic.
+//! Integration tests: each starts real `anyplay-cloud` processes and drives the
+//! contract over HTTP and WebSockets, one module per topic. Every test of a
+//! topic runs twice, on one SQLite node (`::single`) and on a two-node cluster
+//! over PostgreSQL and NATS (`::pair`); `cluster` has what only a cluster shows.
 
 mod abuse;
 mod auth;
 mod cards;
+mod cluster;
 mod concurrency;
 mod drain;
 mod events;

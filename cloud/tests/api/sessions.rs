@@ -3,23 +3,24 @@
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use crate::support::TestNode;
+use crate::support::{each_topology, TestCloud, Topology};
 
-#[tokio::test]
-async fn create_join_leave_with_events() {
-    let node = TestNode::start(&[]).await;
-    let lea = node.signup("lea").await;
-    let max = node.signup("max").await;
-    let out = node.signup("outsider").await;
-    node.befriend(&max, &lea).await;
-    let (mut lea_ev, _) = node.connect(&lea).await;
-    let (mut max_ev, _) = node.connect(&max).await;
+each_topology!(create_join_leave_with_events);
 
-    let (s, session) = node
+async fn create_join_leave_with_events(topology: Topology) {
+    let cloud = TestCloud::start(topology, &[]).await;
+    let lea = cloud.signup("lea").await;
+    let max = cloud.signup("max").await;
+    let out = cloud.signup("outsider").await;
+    cloud.befriend(&max, &lea).await;
+    let (mut lea_ev, _) = cloud.connect(&lea).await;
+    let (mut max_ev, _) = cloud.connect(&max).await;
+
+    let (s, session) = cloud
         .call(
+            &lea,
             Method::POST,
             "/v1/sessions",
-            Some(&lea.access),
             Some(json!({"max_members": 4})),
         )
         .await;
@@ -31,11 +32,11 @@ async fn create_join_leave_with_events() {
     assert_eq!(session["members"], json!([lea.id]));
     let id = session["id"].as_i64().unwrap();
 
-    let (s, v) = node
+    let (s, v) = cloud
         .call(
+            &lea,
             Method::POST,
             "/v1/sessions",
-            Some(&lea.access),
             Some(json!({"max_members": 4})),
         )
         .await;
@@ -43,45 +44,30 @@ async fn create_join_leave_with_events() {
         (s, v["error"]["code"].as_str()),
         (StatusCode::CONFLICT, Some("already_in_session"))
     );
-    let (s, v) = node
+    let (s, v) = cloud
         .call(
+            &max,
             Method::POST,
             "/v1/sessions",
-            Some(&max.access),
             Some(json!({"max_members": 1})),
         )
         .await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{v}");
 
-    let (s, v) = node
-        .call(
-            Method::POST,
-            &format!("/v1/sessions/{id}/join"),
-            Some(&out.access),
-            None,
-        )
+    let (s, v) = cloud
+        .call(&out, Method::POST, &format!("/v1/sessions/{id}/join"), None)
         .await;
     assert_eq!(
         (s, v["error"]["code"].as_str()),
         (StatusCode::FORBIDDEN, Some("not_allowed"))
     );
-    let (s, v) = node
-        .call(
-            Method::GET,
-            &format!("/v1/sessions/{id}"),
-            Some(&out.access),
-            None,
-        )
+    let (s, v) = cloud
+        .call(&out, Method::GET, &format!("/v1/sessions/{id}"), None)
         .await;
     assert_eq!(s, StatusCode::NOT_FOUND, "{v}");
 
-    let (s, v) = node
-        .call(
-            Method::POST,
-            &format!("/v1/sessions/{id}/join"),
-            Some(&max.access),
-            None,
-        )
+    let (s, v) = cloud
+        .call(&max, Method::POST, &format!("/v1/sessions/{id}/join"), None)
         .await;
     assert_eq!(s, StatusCode::OK, "{v}");
     assert_eq!(v["members"], json!([lea.id, max.id]));
@@ -92,11 +78,11 @@ async fn create_join_leave_with_events() {
     );
 
     // The leader leaves: leadership passes to the longest-standing member.
-    let (s, _) = node
+    let (s, _) = cloud
         .call(
+            &lea,
             Method::POST,
             &format!("/v1/sessions/{id}/leave"),
-            Some(&lea.access),
             None,
         )
         .await;
@@ -108,44 +94,34 @@ async fn create_join_leave_with_events() {
         (e["session_id"].as_i64(), e["leader"].as_i64()),
         (Some(id), Some(max.id))
     );
-    let (s, v) = node
-        .call(
-            Method::GET,
-            &format!("/v1/sessions/{id}"),
-            Some(&max.access),
-            None,
-        )
+    let (s, v) = cloud
+        .call(&max, Method::GET, &format!("/v1/sessions/{id}"), None)
         .await;
     assert_eq!(
         (s, v["leader"].as_i64(), v["members"].clone()),
         (StatusCode::OK, Some(max.id), json!([max.id]))
     );
 
-    let (s, _) = node
+    let (s, _) = cloud
         .call(
+            &lea,
             Method::POST,
             &format!("/v1/sessions/{id}/leave"),
-            Some(&lea.access),
             None,
         )
         .await;
     assert_eq!(s, StatusCode::NOT_FOUND, "not a member any more");
-    let (s, _) = node
+    let (s, _) = cloud
         .call(
+            &max,
             Method::POST,
             &format!("/v1/sessions/{id}/leave"),
-            Some(&max.access),
             None,
         )
         .await;
     assert_eq!(s, StatusCode::NO_CONTENT);
-    let (s, _) = node
-        .call(
-            Method::GET,
-            &format!("/v1/sessions/{id}"),
-            Some(&max.access),
-            None,
-        )
+    let (s, _) = cloud
+        .call(&max, Method::GET, &format!("/v1/sessions/{id}"), None)
         .await;
     assert_eq!(
         s,

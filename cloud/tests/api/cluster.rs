@@ -1,0 +1,257 @@
+//! What only a cluster can show, on two nodes A and B sharing PostgreSQL and
+//! NATS: replacement across nodes, presence across nodes, and the limits of the
+//! store under calls spread over both nodes.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::concurrency::{thirty_joins_never_overfill_four, twenty_requests_give_exactly_ten};
+use crate::support::{End, TestCloud, TestNode, Through, SOON};
+
+/// The connections `node` lists for `account_id`.
+async fn listed(node: &TestNode, account_id: i64) -> Vec<Value> {
+    node.connections()
+        .await
+        .into_iter()
+        .filter(|c| c["account_id"] == account_id)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_connection_on_node_b_replaces_one_on_node_a_with_4001() {
+    let cloud = TestCloud::pair(&[]).await;
+    let ann = cloud.signup("ann").await;
+    let bob = cloud.signup("bob").await;
+    let (a, b) = (cloud.node(0), cloud.node(1));
+    let (mut bob_ev, _) = a.connect(&bob).await;
+    let (mut first, w1) = a.connect(&ann).await;
+    assert_eq!(w1["node"], a.id.as_str());
+    // Friends while online: every presence event bob gets is about the ann of that moment.
+    cloud.befriend(&ann, &bob).await;
+    let e = bob_ev.next_of("presence").await;
+    assert_eq!(e["online"], true, "{e}");
+    first.next_of("presence").await;
+    let (mut second, w2) = b.connect(&ann).await;
+    assert_eq!(w2["node"], b.id.as_str());
+    assert_ne!(w1["connection_id"], w2["connection_id"]);
+    assert_eq!(first.closed().await, End::Close(4001));
+
+    // A forgets the old connection as its socket ends; B lists the new one.
+    let deadline = Instant::now() + SOON;
+    loop {
+        let on_a = listed(a, ann.id).await;
+        if on_a.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "A still lists {on_a:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let on_b = listed(b, ann.id).await;
+    assert_eq!(on_b.len(), 1, "{on_b:?}");
+    assert_eq!(on_b[0]["connection_id"], w2["connection_id"]);
+
+    // A replacement is not an offline, not even across nodes.
+    let (s, list) = b
+        .call(Method::GET, "/v1/friends", Some(&bob.access), None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(list["friends"][0]["presence"]["online"], true, "{list}");
+    let (s, _) = a
+        .call(
+            Method::PUT,
+            "/v1/presence",
+            Some(&ann.access),
+            Some(json!({"activity": "a", "version": 1})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let mut seen = Vec::new();
+    loop {
+        let e = bob_ev.next_of("presence").await;
+        seen.push(e["online"].as_bool());
+        if e["version"] == 1 {
+            break;
+        }
+    }
+    assert!(
+        !seen.contains(&Some(false)),
+        "a replacement is not an offline: {seen:?}"
+    );
+
+    // The new connection on B gets the events, even those made on A.
+    let (s, _) = a
+        .call(
+            Method::PUT,
+            "/v1/presence",
+            Some(&bob.access),
+            Some(json!({"activity": "b", "version": 1})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let e = second.next_of("presence").await;
+    let e = if e["version"] == 1 {
+        e
+    } else {
+        second.next_of("presence").await
+    };
+    assert_eq!(
+        (e["account_id"].as_i64(), e["activity"].as_str()),
+        (Some(bob.id), Some("b"))
+    );
+}
+
+#[tokio::test]
+async fn presence_from_a_socket_on_node_a_reaches_a_friend_on_node_b() {
+    let cloud = TestCloud::pair(&[]).await;
+    let ann = cloud.signup("ann").await;
+    let bob = cloud.signup("bob").await;
+    let eve = cloud.signup("eve").await;
+    let (a, b) = (cloud.node(0), cloud.node(1));
+    let (mut bob_ev, _) = b.connect(&bob).await;
+    let (mut eve_ev, _) = b.connect(&eve).await;
+    // Made friends while bob is online: he hears that ann is offline now.
+    cloud.befriend(&ann, &bob).await;
+    let e = bob_ev.next_of("presence").await;
+    assert_eq!(
+        (e["account_id"].as_i64(), e["online"].as_bool()),
+        (Some(ann.id), Some(false)),
+        "{e}"
+    );
+
+    let (ann_ev, _) = a.connect(&ann).await;
+    let e = bob_ev.next_of("presence").await;
+    assert_eq!(
+        (e["account_id"].as_i64(), e["online"].as_bool()),
+        (Some(ann.id), Some(true)),
+        "{e}"
+    );
+
+    // A change made on A, where ann's socket is, reaches bob on B.
+    let (s, _) = a
+        .call(
+            Method::PUT,
+            "/v1/presence",
+            Some(&ann.access),
+            Some(json!({"activity": "in lobby", "version": 3})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let e = bob_ev.next_of("presence").await;
+    assert_eq!(
+        (
+            e["account_id"].as_i64(),
+            e["online"].as_bool(),
+            e["activity"].as_str(),
+            e["version"].as_u64()
+        ),
+        (Some(ann.id), Some(true), Some("in lobby"), Some(3)),
+        "{e}"
+    );
+
+    // So does going offline on A.
+    drop(ann_ev);
+    let e = bob_ev.next_of("presence").await;
+    assert_eq!(
+        (
+            e["account_id"].as_i64(),
+            e["online"].as_bool(),
+            e["version"].as_u64()
+        ),
+        (Some(ann.id), Some(false), Some(3)),
+        "{e}"
+    );
+
+    // Nobody who is not a friend hears any of it.
+    let heard = eve_ev.quiet_for(Duration::from_millis(300)).await;
+    assert!(heard.is_none(), "{heard:?}");
+}
+
+#[tokio::test]
+async fn twenty_friend_requests_through_both_nodes_give_exactly_ten() {
+    let cloud = TestCloud::pair(&[]).await;
+    twenty_requests_give_exactly_ten(&cloud, Through::Alternating).await;
+}
+
+#[tokio::test]
+async fn thirty_joins_through_both_nodes_never_overfill_a_session_of_four() {
+    let cloud = TestCloud::pair(&[]).await;
+    thirty_joins_never_overfill_four(&cloud, Through::Alternating).await;
+}
+
+/// Presence made before a connection opened must not overtake newer presence.
+/// Bob accepts five friends at once through B: B's router queues each friend's
+/// presence of that moment ("offline") for bob, who is not connected. Bob and
+/// the friends then connect on A, so bob hears them come online. B's one store
+/// connection is kept wanted by a stream of calls, so B's router looks up where
+/// bob is only after he connected. What bob last heard of each friend must be
+/// what `GET /v1/friends` says: online.
+#[tokio::test]
+async fn presence_made_before_a_connection_does_not_overtake_newer_presence() {
+    let cloud = TestCloud::pair(&["--db-connections", "1"]).await;
+    let bob = cloud.signup("bob").await;
+    let busy = cloud.signup("busy").await;
+    let friends = cloud.signup_many("friend_", 5).await;
+    for f in &friends {
+        let (s, v) = cloud
+            .call(
+                f,
+                Method::POST,
+                "/v1/friends/requests",
+                Some(json!({"handle": "bob"})),
+            )
+            .await;
+        assert_eq!(s, StatusCode::CREATED, "{v}");
+    }
+    let (a, b) = (cloud.node(0), cloud.node(1));
+    let stop = AtomicBool::new(false);
+    let cards = format!("/v1/cards?ids={}", vec![bob.id.to_string(); 100].join(","));
+    let keep_b_busy = join_all((0..200).map(|_| async {
+        while !stop.load(Ordering::Relaxed) {
+            b.call(Method::GET, &cards, Some(&busy.access), None).await;
+        }
+    }));
+    let scenario = async {
+        let bob = &bob;
+        let accepts = join_all(friends.iter().map(|f| async move {
+            let path = format!("/v1/friends/requests/{}/accept", f.id);
+            b.call(Method::POST, &path, Some(&bob.access), None).await
+        }))
+        .await;
+        assert!(
+            accepts.iter().all(|(s, _)| *s == StatusCode::OK),
+            "{accepts:?}"
+        );
+        let (bob_ev, _) = a.connect(bob).await;
+        let sockets = join_all(friends.iter().map(|f| a.connect(f))).await;
+        // Long enough for B's queue to empty under the load.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        stop.store(true, Ordering::Relaxed);
+        (bob_ev, sockets)
+    };
+    let ((mut bob_ev, _sockets), _) = tokio::join!(scenario, keep_b_busy);
+
+    let (s, list) = a
+        .call(Method::GET, "/v1/friends", Some(&bob.access), None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+    for f in list["friends"].as_array().unwrap() {
+        assert_eq!(f["presence"]["online"], true, "{list}");
+    }
+    let mut heard = Vec::new();
+    while let Some(e) = bob_ev.quiet_for(Duration::from_secs(1)).await {
+        heard.push(e);
+    }
+    for f in &friends {
+        let last = heard.iter().rev().find(|e| e["account_id"] == f.id);
+        assert_eq!(
+            last.map(|e| e["online"].clone()),
+            Some(Value::Bool(true)),
+            "what bob last heard of {}; all he heard: {heard:#?}",
+            f.handle
+        );
+    }
+}
