@@ -53,9 +53,14 @@ pub const REPLACED: u16 = 4001;
 pub const SIGNED_OUT: u16 = 4003;
 
 impl Break {
-    /// Whether the node said it is going away, so another node is the better next try.
+    /// Whether another node is the better next try: the node said it is going away, or
+    /// the connection died without a word (a crashed node, as a load balancer in front of
+    /// the nodes would route the retry elsewhere). A drop by the harness keeps the node.
     pub fn node_is_leaving(&self) -> bool {
-        matches!(self, Break::Closed(GOING_AWAY | RESTARTING))
+        matches!(
+            self,
+            Break::Closed(GOING_AWAY | RESTARTING) | Break::NoCloseFrame
+        )
     }
 }
 
