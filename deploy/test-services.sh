@@ -3,8 +3,13 @@
 # (ANYPLAY_TEST_POSTGRES_URL, ANYPLAY_TEST_NATS_URL) and stops them on exit.
 # (anyplay-chaos starts its own for every run; this is only for `cargo test`.)
 
+# A loopback port nothing listens on (picked at random below the ephemeral range).
 free_port() {
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+    local port
+    while :; do
+        port=$((20000 + RANDOM % 12000))
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return; }
+    done
 }
 
 services_dir=$(mktemp -d /tmp/anyplay-test-services.XXXXXX)
@@ -32,7 +37,8 @@ as_pg "$pg_bin/pg_ctl" -D "$services_dir/pg" -l "$services_dir/pg/server.log" -w
 "$pg_bin/createdb" -h 127.0.0.1 -p "$pg_port" -U anyplay anyplay_test
 export ANYPLAY_TEST_POSTGRES_URL="postgres://anyplay@127.0.0.1:$pg_port/anyplay_test"
 
-nats-server -a 127.0.0.1 -p "$nats_port" >"$services_dir/nats.log" 2>&1 &
+nats_bin=$(command -v nats-server || echo /usr/sbin/nats-server)
+"$nats_bin" -a 127.0.0.1 -p "$nats_port" >"$services_dir/nats.log" 2>&1 &
 nats_pid=$!
 export ANYPLAY_TEST_NATS_URL="nats://127.0.0.1:$nats_port"
 echo "deploy/test.sh: PostgreSQL on 127.0.0.1:$pg_port, NATS on 127.0.0.1:$nats_port" >&2

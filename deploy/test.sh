@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 missing=()
-command -v nats-server >/dev/null 2>&1 || missing+=(nats-server)
+command -v nats-server >/dev/null 2>&1 || [[ -x /usr/sbin/nats-server ]] || missing+=(nats-server)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 getent passwd postgres >/dev/null || missing+=(postgresql)
 if ((${#missing[@]})); then
