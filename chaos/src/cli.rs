@@ -1,5 +1,5 @@
 //! The command line: the flags as clap reads them, the outcome every command ends in, and
-//! the two commands that need no running topology, `check` and `report`.
+//! the commands that need no running topology, `check`, `report` and `compare`.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -9,7 +9,7 @@ use anyhow::Context as _;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use anyplay_chaos::plan::{Backend, Plan};
-use anyplay_chaos::report::{self, markdown, Verdict};
+use anyplay_chaos::report::{self, compare, junit, markdown, Verdict};
 use anyplay_chaos::runner;
 
 #[derive(Debug, Parser)]
@@ -37,15 +37,26 @@ pub enum Command {
         /// Overrides the plan's backend.
         #[arg(long, value_enum)]
         backend: Option<BackendArg>,
+        /// Also write the checks as JUnit XML to this file.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
     },
     /// Validate a plan without starting anything and print its resolved timeline.
     Check { plan: PathBuf },
     /// Start the topology and the load only, and hold them until Ctrl-C.
     Up { plan: PathBuf },
-    /// Render report.json and summary.md again from a run directory's event log.
+    /// Render report.json, summary.md and report.html again from a run directory's event log.
     Report { dir: PathBuf },
     /// Run again the plan and seed recorded in a run directory.
-    Rerun { dir: PathBuf },
+    Rerun {
+        dir: PathBuf,
+        /// Also write the checks as JUnit XML to this file.
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+    },
+    /// Compare run B with run A (run directories or report.json files): exit 1 when B fails
+    /// a check that A passed, 2 when either cannot be read.
+    Compare { a: PathBuf, b: PathBuf },
     /// Runs one cloud node (what a run's node processes are): takes `anyplay-cloud`'s flags.
     #[command(hide = true)]
     Node {
@@ -76,7 +87,7 @@ pub enum Outcome {
     Pass,
     /// 1: a check failed.
     Fail,
-    /// 2: the plan is invalid (or the topology could not start).
+    /// 2: the plan is invalid (or the topology could not start, or an input cannot be read).
     Invalid,
 }
 
@@ -135,11 +146,26 @@ pub fn report(dir: &Path) -> anyhow::Result<Outcome> {
     write!(out, "{}", markdown::summary(&report))?;
     writeln!(
         out,
-        "\nwrote {} and {}",
+        "\nwrote {}, {} and {}",
         dir.join(report::REPORT_FILE).display(),
-        dir.join(report::SUMMARY_FILE).display()
+        dir.join(report::SUMMARY_FILE).display(),
+        dir.join(report::HTML_FILE).display()
     )?;
     Ok(report.verdict.into())
+}
+
+/// `compare A B`: both sides side by side; exit 1 on a regression, 2 when a side cannot
+/// be read.
+pub fn compare(a: &Path, b: &Path) -> anyhow::Result<Outcome> {
+    let a = compare::read(a)?;
+    let b = compare::read(b)?;
+    let comparison = compare::compare(&a, &b);
+    print!("{}", compare::render(&a, &b, &comparison));
+    Ok(if comparison.regressions().is_empty() {
+        Outcome::Pass
+    } else {
+        Outcome::Fail
+    })
 }
 
 /// Logs go to stderr; a node's at `info` (its log file is the run's record of it), the
@@ -167,8 +193,14 @@ fn load_plan(path: &Path) -> anyhow::Result<Plan> {
     Plan::load(path).with_context(|| format!("{}", path.display()))
 }
 
-fn finished(result: Result<runner::Finished, runner::RunError>) -> anyhow::Result<Outcome> {
+fn finished(
+    result: Result<runner::Finished, runner::RunError>,
+    junit: Option<&Path>,
+) -> anyhow::Result<Outcome> {
     let finished = result?;
+    if let Some(path) = junit {
+        write_junit(&finished.dir, path)?;
+    }
     if finished.interrupted {
         eprintln!(
             "anyplay-chaos: interrupted; the report covers what ran: {}",
@@ -179,21 +211,34 @@ fn finished(result: Result<runner::Finished, runner::RunError>) -> anyhow::Resul
     Ok(finished.verdict.into())
 }
 
+/// The run's checks as JUnit XML, judged again from its directory (the runner keeps only
+/// the verdict).
+fn write_junit(dir: &Path, path: &Path) -> anyhow::Result<()> {
+    let judged = report::judge_dir(dir)
+        .with_context(|| format!("cannot read the report of {}", dir.display()))?;
+    std::fs::write(path, junit::junit(&judged.report))
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
 /// `run PLAN`: exit 0 pass, 1 a check failed, 2 invalid plan or topology that did not start.
 pub fn run(
     path: &Path,
     out: Option<PathBuf>,
     seed: Option<u64>,
     backend: Option<Backend>,
+    junit: Option<&Path>,
 ) -> anyhow::Result<Outcome> {
     let plan = load_plan(path)?;
     raise_fd_limit();
-    finished(runtime()?.block_on(runner::run(runner::RunOptions {
-        plan,
-        out,
-        seed,
-        backend,
-    })))
+    finished(
+        runtime()?.block_on(runner::run(runner::RunOptions {
+            plan,
+            out,
+            seed,
+            backend,
+        })),
+        junit,
+    )
 }
 
 /// `up PLAN`: holds the topology and the players until Ctrl-C.
@@ -205,9 +250,9 @@ pub fn up(path: &Path) -> anyhow::Result<Outcome> {
 }
 
 /// `rerun DIR`: the recorded plan and seed, again.
-pub fn rerun(dir: &Path) -> anyhow::Result<Outcome> {
+pub fn rerun(dir: &Path, junit: Option<&Path>) -> anyhow::Result<Outcome> {
     raise_fd_limit();
-    finished(runtime()?.block_on(runner::rerun(dir)))
+    finished(runtime()?.block_on(runner::rerun(dir)), junit)
 }
 
 /// `node ARGS`: one cloud node until SIGTERM (drain) — the same as the `anyplay-cloud` binary.

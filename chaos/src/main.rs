@@ -30,9 +30,11 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
             out,
             seed,
             backend,
-        } => cli::run(&plan, out, seed, backend.map(Into::into)),
+            junit,
+        } => cli::run(&plan, out, seed, backend.map(Into::into), junit.as_deref()),
         Command::Up { plan } => cli::up(&plan),
-        Command::Rerun { dir } => cli::rerun(&dir),
+        Command::Rerun { dir, junit } => cli::rerun(&dir, junit.as_deref()),
+        Command::Compare { a, b } => cli::compare(&a, &b),
         Command::Node { args } => cli::node(args),
     }
 }

@@ -118,6 +118,36 @@ fn dependency_faults_pass_on_postgres_and_nats() {
     passes("dependency-faults", 200);
 }
 
+#[test]
+fn nodes_outlive_restarts_of_nats_and_postgres() {
+    let dir = scratch("dependency-restarts");
+    let plan = reduced_plan("dependency-restarts", &dir, 100, "15s");
+    let out = dir.join("run");
+    let output = run_plan(&plan, &out);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // After the last restart was done, presence changes still reached friends, who are
+    // spread over both nodes (so through NATS), and the nodes answered calls.
+    let events = std::fs::read_to_string(out.join("events.jsonl")).unwrap();
+    let after: Vec<Value> = events
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .skip_while(|e| !(e["kind"] == "action_end" && e["target"] == "postgres"))
+        .collect();
+    assert!(!after.is_empty(), "the postgres restart never ended");
+    assert!(after.iter().any(|e| e["kind"] == "presence_seen"), "no presence delivered after the restarts");
+    assert!(
+        after.iter().any(|e| e["kind"] == "load_tick" && e["http_calls"].as_u64() > Some(0) && e["http_errors"] == 0),
+        "the nodes did not serve again"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Every process whose command line names `dir`.
 fn processes_under(dir: &Path) -> Vec<String> {
     let needle = dir.to_str().unwrap();

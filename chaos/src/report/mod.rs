@@ -1,13 +1,17 @@
 //! The run report, rendered from a run directory (`plan.yaml`, `events.jsonl`, and the load
-//! report when present) into `report.json` and `summary.md`, so the end of a run and
-//! `anyplay-chaos report DIR` share one code path.
+//! report when present) into `report.json`, `summary.md` and `report.html`, so the end of a
+//! run and `anyplay-chaos report DIR` share one code path; and what is made from reports:
+//! JUnit XML for CI, and the comparison of two runs.
 
+pub mod compare;
+pub mod html;
 pub mod json;
+pub mod junit;
 pub mod markdown;
 
 use std::path::{Path, PathBuf};
 
-use crate::events::{read_history, EventsError, EVENTS_FILE};
+use crate::events::{read_history, EventsError, History, EVENTS_FILE};
 use crate::plan::{Plan, PlanError};
 
 pub use json::{Report, Verdict};
@@ -17,6 +21,7 @@ pub const PLAN_FILE: &str = "plan.yaml";
 pub const LOAD_REPORT_FILE: &str = "load.json";
 pub const REPORT_FILE: &str = "report.json";
 pub const SUMMARY_FILE: &str = "summary.md";
+pub const HTML_FILE: &str = "report.html";
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -44,8 +49,32 @@ pub enum ReportError {
     },
 }
 
-/// Judges the run in `dir` and writes its `report.json` and `summary.md`.
+/// A run directory read back and judged, nothing written.
+#[derive(Debug)]
+pub struct Judged {
+    pub report: Report,
+    pub history: History,
+}
+
+/// Judges the run in `dir` and writes its `report.json`, `summary.md` and `report.html`.
 pub fn render_dir(dir: &Path) -> Result<Report, ReportError> {
+    let Judged { report, history } = judge_dir(dir)?;
+    let write = |name: &str, text: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).map_err(|source| ReportError::Write { path, source })
+    };
+    // Plain data: serializing it cannot fail.
+    write(
+        REPORT_FILE,
+        serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
+    )?;
+    write(SUMMARY_FILE, markdown::summary(&report))?;
+    write(HTML_FILE, html::page(&report, &history))?;
+    Ok(report)
+}
+
+/// Reads the run in `dir` (plan, history, load report) and judges it.
+pub fn judge_dir(dir: &Path) -> Result<Judged, ReportError> {
     let plan = Plan::load(&dir.join(PLAN_FILE))?;
     let history = read_history(&dir.join(EVENTS_FILE))?;
     let load_path = dir.join(LOAD_REPORT_FILE);
@@ -62,18 +91,10 @@ pub fn render_dir(dir: &Path) -> Result<Report, ReportError> {
             })
         }
     };
-    let report = Report::build(&plan, &history, load);
-    let write = |name: &str, text: String| {
-        let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|source| ReportError::Write { path, source })
-    };
-    // Plain data: serializing it cannot fail.
-    write(
-        REPORT_FILE,
-        serde_json::to_string_pretty(&report).unwrap_or_default() + "\n",
-    )?;
-    write(SUMMARY_FILE, markdown::summary(&report))?;
-    Ok(report)
+    Ok(Judged {
+        report: Report::build(&plan, &history, load),
+        history,
+    })
 }
 
 #[cfg(test)]
@@ -83,7 +104,7 @@ mod tests {
     use std::time::Instant;
 
     #[test]
-    fn a_run_directory_renders_both_files() {
+    fn a_run_directory_renders_every_file() {
         let dir = std::env::temp_dir().join(format!("anyplay-report-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let plan = Plan::from_yaml("name: tiny\nload: {players: 2}\n").unwrap();
@@ -104,6 +125,8 @@ mod tests {
         assert_eq!(written["schema"], json::SCHEMA);
         let summary = std::fs::read_to_string(dir.join(SUMMARY_FILE)).unwrap();
         assert!(summary.contains("## Checks") && summary.contains("## Faults"));
+        let html = std::fs::read_to_string(dir.join(HTML_FILE)).unwrap();
+        assert!(html.starts_with("<!DOCTYPE html>") && html.contains("<svg"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -6,7 +6,9 @@
 //! - [`players`]: the load crate's players, their events into the history, the final state.
 //! - [`samplers`]: connections 4+ times a second, and one series entry a second.
 //! - [`timeline`]: the steps of the resolved timeline, each at its time.
+//! - [`clients`]: the plan's own client programs, riding through the run.
 
+mod clients;
 mod players;
 mod samplers;
 mod timeline;
@@ -100,6 +102,8 @@ fn prepare(options: RunOptions) -> Result<(Plan, PathBuf), RunError> {
     }
     let dir = options.out.unwrap_or_else(|| default_dir(&plan));
     std::fs::create_dir_all(dir.join("logs")).map_err(files(&dir))?;
+    // Services run in the run directory: every path handed to them must be absolute.
+    let dir = dir.canonicalize().map_err(files(&dir))?;
     let plan_file = dir.join(PLAN_FILE);
     std::fs::write(&plan_file, plan.to_yaml()).map_err(files(&plan_file))?;
     Ok((plan, dir))
@@ -209,6 +213,7 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
                 )
             }),
         ];
+        let clients = clients::start(&plan.clients, &dir, &topology.nodes, &log);
         let timeline_zero = Instant::now();
         let mixed = tokio::spawn({
             let ctx = load_run.ctx.clone();
@@ -241,6 +246,7 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
                 Err(e) => tracing::warn!("the players' activity ended badly: {e}"),
             }
         }
+        clients::finish(clients, &log).await;
         players::record_final_state(&log, &fleet).await;
         let _ = stop.send(true);
         for sampler in samplers {
