@@ -255,3 +255,80 @@ async fn presence_made_before_a_connection_does_not_overtake_newer_presence() {
         );
     }
 }
+
+/// A node SIGKILLed with 100 players connected: their friends on the other node see
+/// them go offline (their connection records expire: about 10 s, 15 s allowed), and the
+/// players then reconnect to the other node, never connected twice in any sample.
+#[tokio::test]
+async fn a_killed_node_s_players_go_offline_then_come_back_once_on_the_other() {
+    let cloud = TestCloud::pair(&[]).await;
+    let (a, b) = (cloud.node(0), cloud.node(1));
+    let away = cloud.signup_many("away_", 100).await;
+    let watchers = cloud.signup_many("watch_", 10).await;
+    for (i, player) in away.iter().enumerate() {
+        cloud.befriend(player, &watchers[i % watchers.len()]).await;
+    }
+    let mut watching = Vec::new();
+    for w in &watchers {
+        watching.push(b.connect(w).await.0);
+    }
+    let mut sockets = Vec::new();
+    for p in &away {
+        sockets.push(a.connect(p).await.0);
+    }
+
+    a.signal(nix::sys::signal::Signal::SIGKILL);
+    let killed = Instant::now();
+    let deadline = killed + Duration::from_secs(15);
+    for (w, events) in watching.iter_mut().enumerate() {
+        let mut offline: Vec<i64> = Vec::new();
+        let friends: Vec<i64> = away
+            .iter()
+            .skip(w)
+            .step_by(watchers.len())
+            .map(|p| p.id)
+            .collect();
+        while offline.len() < friends.len() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let Some(e) = events.quiet_for(left).await else {
+                panic!(
+                    "watcher {w} saw {} of {} friends go offline within 15 s",
+                    offline.len(),
+                    friends.len()
+                );
+            };
+            if e["type"] == "presence"
+                && e["online"] == false
+                && !offline.contains(&e["account_id"].as_i64().unwrap())
+            {
+                offline.push(e["account_id"].as_i64().unwrap());
+            }
+        }
+    }
+    let went_offline = killed.elapsed();
+
+    // Back on B, one connection each, whatever the sample.
+    drop(sockets);
+    let mut back = Vec::new();
+    for p in &away {
+        back.push(b.connect(p).await);
+    }
+    for _ in 0..8 {
+        let listed = b.connections().await;
+        let mut accounts: Vec<i64> = listed
+            .iter()
+            .map(|c| c["account_id"].as_i64().unwrap())
+            .collect();
+        let total = accounts.len();
+        accounts.sort_unstable();
+        accounts.dedup();
+        assert_eq!(
+            accounts.len(),
+            total,
+            "an account is connected twice: {listed:?}"
+        );
+        assert_eq!(total, away.len() + watchers.len());
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    eprintln!("every friend saw the killed node's players offline after {went_offline:?}");
+}
