@@ -140,9 +140,14 @@ fn nodes_outlive_restarts_of_nats_and_postgres() {
         .skip_while(|e| !(e["kind"] == "action_end" && e["target"] == "postgres"))
         .collect();
     assert!(!after.is_empty(), "the postgres restart never ended");
-    assert!(after.iter().any(|e| e["kind"] == "presence_seen"), "no presence delivered after the restarts");
     assert!(
-        after.iter().any(|e| e["kind"] == "load_tick" && e["http_calls"].as_u64() > Some(0) && e["http_errors"] == 0),
+        after.iter().any(|e| e["kind"] == "presence_seen"),
+        "no presence delivered after the restarts"
+    );
+    assert!(
+        after.iter().any(|e| e["kind"] == "load_tick"
+            && e["http_calls"].as_u64() > Some(0)
+            && e["http_errors"] == 0),
         "the nodes did not serve again"
     );
     let _ = std::fs::remove_dir_all(&dir);
