@@ -23,4 +23,5 @@ fi
 cargo build --release --workspace --all-targets --locked
 
 source deploy/test-services.sh
-cargo test --release --workspace --locked
+# Every test binary runs even after a failure, so one run shows everything that fails.
+cargo test --release --workspace --locked --no-fail-fast

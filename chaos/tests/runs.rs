@@ -8,6 +8,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// Whole runs take the machine: one at a time, so their timings mean something on 2 cores.
+static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_RUN_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -57,6 +66,7 @@ fn report(out: &Path) -> Value {
 
 /// Runs a reduced plan and asserts a pass, with every check and the files a run writes.
 fn passes(name: &str, players: u32) {
+    let _turn = one_at_a_time();
     let dir = scratch(name);
     let plan = reduced_plan(name, &dir, players, "10s");
     let out = dir.join("run");
@@ -120,6 +130,7 @@ fn dependency_faults_pass_on_postgres_and_nats() {
 
 #[test]
 fn nodes_outlive_restarts_of_nats_and_postgres() {
+    let _turn = one_at_a_time();
     let dir = scratch("dependency-restarts");
     let plan = reduced_plan("dependency-restarts", &dir, 100, "15s");
     let out = dir.join("run");
@@ -175,6 +186,7 @@ fn processes_under(dir: &Path) -> Vec<String> {
 
 #[test]
 fn a_sigkilled_supervisor_leaves_no_process_behind() {
+    let _turn = one_at_a_time();
     let dir = scratch("sigkill");
     let plan = reduced_plan("node-crash", &dir, 50, "5s");
     let out = dir.join("run");

@@ -29,6 +29,9 @@ use crate::store::Store;
 /// Largest number of queued deliveries a router handles per store lookup.
 const BATCH: usize = 256;
 
+/// Longest a router waits for the store to say where recipients are connected.
+const LOOKUP_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 #[derive(Debug, thiserror::Error)]
 #[error("cannot reach NATS at {url}: {source}")]
 pub struct BusError {
@@ -288,10 +291,18 @@ async fn route(
             HashMap::new()
         } else {
             let ids: Vec<i64> = remote.into_iter().collect();
-            match store.connection_nodes(&ids).await {
-                Ok(found) => found.into_iter().collect(),
-                Err(e) => {
+            // A store that hangs (a cut link) must not hold up delivery for good: past
+            // the bound, this batch reaches only the players connected here.
+            match tokio::time::timeout(LOOKUP_LIMIT, store.connection_nodes(&ids)).await {
+                Ok(Ok(found)) => found.into_iter().collect(),
+                Ok(Err(e)) => {
                     tracing::warn!(error = %e, "cannot look up where accounts are connected");
+                    HashMap::new()
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        "looking up where accounts are connected took over {LOOKUP_LIMIT:?}"
+                    );
                     HashMap::new()
                 }
             }

@@ -52,12 +52,33 @@ pub async fn upkeep(state: AppState) {
     loop {
         tick.tick().await;
         let node = &state.config.node_id;
-        if let Err(e) = state
+        match state
             .store
             .renew_leases(node, state.config.lease_expiry)
             .await
         {
-            tracing::warn!(error = %e, "could not renew connection leases");
+            // Fewer records than live connections: some expired while the store was out
+            // of reach, and friends were told those players left. Put them back.
+            Ok(renewed) if (renewed as usize) < state.hub.len() => {
+                match state
+                    .store
+                    .reassert_connections(node, &state.hub.accounts(), state.config.lease_expiry)
+                    .await
+                {
+                    Ok(back) => {
+                        if !back.is_empty() {
+                            tracing::info!(
+                                count = back.len(),
+                                "restored connection records that had expired"
+                            );
+                        }
+                        announce_all(&state, &back).await;
+                    }
+                    Err(e) => tracing::warn!(error = %e, "could not restore connection records"),
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "could not renew connection leases"),
         }
         match state.store.expire_leases().await {
             Ok(gone) => {

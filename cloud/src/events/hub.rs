@@ -245,11 +245,11 @@ impl Hub {
         out
     }
 
-    /// The accounts connected here, for renewing their leases.
-    pub fn accounts(&self) -> Vec<(i64, Arc<str>)> {
+    /// The connections here as (account, connection id, since ms), for their records.
+    pub fn accounts(&self) -> Vec<(i64, String, i64)> {
         self.conns()
             .iter()
-            .map(|(a, h)| (*a, h.connection_id.clone()))
+            .map(|(a, h)| (*a, h.connection_id.to_string(), h.since_ms))
             .collect()
     }
 }

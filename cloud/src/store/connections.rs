@@ -111,6 +111,54 @@ impl Store {
         Ok(n)
     }
 
+    /// Puts back the records of live connections that are missing (their lease ran out
+    /// while this node could not reach the store, and another node retired them).
+    /// A record another connection of the account holds now is left alone. Returns the
+    /// accounts put back: online again for their friends.
+    pub async fn reassert_connections(
+        &self,
+        node: &str,
+        live: &[(i64, String, i64)],
+        lease: Duration,
+    ) -> StoreResult<Vec<i64>> {
+        let until = now_ms() + lease.as_millis() as i64;
+        let mut back = Vec::new();
+        for chunk in live.chunks(500) {
+            let sql = format!(
+                "SELECT connection_id FROM connections WHERE connection_id IN ({})",
+                super::placeholders(1, chunk.len())
+            );
+            let mut query = sqlx::query_scalar::<_, String>(&sql);
+            for (_, connection_id, _) in chunk {
+                query = query.bind(connection_id.as_str());
+            }
+            let present: std::collections::HashSet<String> =
+                query.fetch_all(self.reader()).await?.into_iter().collect();
+            let mut tx = self.begin().await?;
+            for (account_id, connection_id, since) in
+                chunk.iter().filter(|c| !present.contains(&c.1))
+            {
+                let inserted = sqlx::query(
+                    "INSERT INTO connections (account_id, connection_id, node, since, lease_until) \
+                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (account_id) DO NOTHING",
+                )
+                .bind(account_id)
+                .bind(connection_id.as_str())
+                .bind(node)
+                .bind(since)
+                .bind(until)
+                .execute(&mut *tx.tx)
+                .await?
+                .rows_affected();
+                if inserted > 0 {
+                    back.push(*account_id);
+                }
+            }
+            tx.commit().await?;
+        }
+        Ok(back)
+    }
+
     /// Deletes records whose lease ran out (their node stopped renewing) and
     /// returns their accounts, which are now offline.
     pub async fn expire_leases(&self) -> StoreResult<Vec<i64>> {
