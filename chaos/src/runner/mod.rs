@@ -129,10 +129,10 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
     log.record(Event::RunStart(RunMeta::now(&plan.name, plan.seed)))
         .map_err(|e| RunError::Files(e.to_string()))?;
 
-    let (topology, service_events) = Topology::start(&plan, &dir).await?;
-    let topology = Arc::new(topology);
+    let (supervisor, service_events) = Topology::supervisor();
     let pids = samplers::Pids::default();
     let services_task = tokio::spawn(follow_services(service_events, log.clone(), pids.clone()));
+    let topology = Arc::new(Topology::start(&plan, &dir, supervisor).await?);
     for node in &topology.nodes {
         eprintln!(
             "  {}: api http://{} (players via {}), ops http://{}",
@@ -181,16 +181,7 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
     };
 
     if !interrupted {
-        // The series starts with the timeline: the warm-up's calls are in the load report.
-        recorder.take_second();
         players::record_friendships(&log, &fleet);
-        let _ = log.record(Event::Note {
-            text: format!(
-                "{} of {} players online: the timeline starts",
-                fleet.online_count(),
-                plan.load.players
-            ),
-        });
         let samplers = [
             tokio::spawn(samplers::duplicates_sampler(
                 log.clone(),
@@ -214,6 +205,17 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
             }),
         ];
         let clients = clients::start(&plan.clients, &dir, &topology.nodes, &log);
+        // The series starts with the timeline: the warm-up's calls are in the load report.
+        recorder.take_second();
+        // Recorded at the timeline's zero: an action's `t` minus this note's is its
+        // actual offset, to hold against its scheduled `at`.
+        let _ = log.record(Event::Note {
+            text: format!(
+                "{} of {} players online: the timeline starts",
+                fleet.online_count(),
+                plan.load.players
+            ),
+        });
         let timeline_zero = Instant::now();
         let mixed = tokio::spawn({
             let ctx = load_run.ctx.clone();
@@ -320,7 +322,8 @@ pub async fn up(plan: Plan) -> Result<(), RunError> {
     })?;
     let interrupt = crate::supervisor::signals::termination_requested()
         .map_err(|e| RunError::Files(e.to_string()))?;
-    let (topology, _events) = Topology::start(&plan, &dir).await?;
+    let (supervisor, _events) = Topology::supervisor();
+    let topology = Topology::start(&plan, &dir, supervisor).await?;
     for node in &topology.nodes {
         println!(
             "{}: api http://{} (players via http://{}), ops http://{}",

@@ -62,12 +62,18 @@ fn port() -> Result<u16, RunError> {
 }
 
 impl Topology {
+    /// A supervisor for the plan's services, and the channel of their events (to be
+    /// followed before `start`, so each event is recorded as it happens).
+    pub fn supervisor() -> (Supervisor, mpsc::UnboundedReceiver<ServiceEvent>) {
+        Supervisor::new(Arc::new(ProcessBackend))
+    }
+
     /// Starts every service of the plan, dependencies first, each once ready.
     pub async fn start(
         plan: &Plan,
         dir: &Path,
-    ) -> Result<(Topology, mpsc::UnboundedReceiver<ServiceEvent>), RunError> {
-        let (supervisor, events) = Supervisor::new(Arc::new(ProcessBackend));
+        supervisor: Supervisor,
+    ) -> Result<Topology, RunError> {
         let mut topology = Topology {
             supervisor,
             services: BTreeMap::new(),
@@ -171,7 +177,7 @@ impl Topology {
                 players,
             });
         }
-        Ok((topology, events))
+        Ok(topology)
     }
 
     async fn add(
