@@ -50,7 +50,6 @@ struct CloudProcess {
 impl CloudProcess {
     async fn start() -> CloudProcess {
         let dir = temp_path("cloud");
-        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("the node's directory");
         let (api_port, ops_port) = (free_port(), free_port());
         let log = std::fs::File::create(dir.join("node.log")).expect("the node's log");

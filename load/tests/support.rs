@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use clap::Parser;
 use serde_json::Value;
@@ -34,11 +35,11 @@ pub fn settings(flags: &[&str]) -> Settings {
     Settings::from_args(Args::try_parse_from(argv).expect("flags parse")).expect("valid settings")
 }
 
-/// A fresh path in the temp directory for this test process.
+/// A fresh path in the temp directory, unique within this test process (tests run in parallel).
 pub fn temp_path(name: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("anyplay-load-it-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_file(&path);
-    path
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("anyplay-load-it-{}-{n}-{name}", std::process::id()))
 }
 
 /// The scenario `name` of `report`.
@@ -52,10 +53,7 @@ pub fn scenario<'a>(report: &'a Report, name: &str) -> &'a ScenarioReport {
 
 /// The report as `--json` writes it, read back.
 pub fn written(report: &Report) -> Value {
-    let path = temp_path(&format!(
-        "report-{}.json",
-        anyplay_load::player::unix_micros()
-    ));
+    let path = temp_path("report.json");
     json::write(report, &path).expect("the report is written");
     let text = std::fs::read_to_string(&path).expect("the report is readable");
     let _ = std::fs::remove_file(&path);
