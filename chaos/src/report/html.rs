@@ -16,6 +16,9 @@ use std::fmt::Write as _;
 use crate::checks::faults::{self, fmt_num};
 use crate::events::{Event, History, Tick};
 use crate::report::json::{Report, Verdict};
+use crate::report::markdown::{
+    check_row, fault_row, CHECK_COLUMNS, CHECK_RIGHT, FAULT_COLUMNS, FAULT_RIGHT,
+};
 
 use chart::{Figure, Marker, Panel, Series, Style};
 
@@ -273,24 +276,9 @@ fn checks_table(report: &Report) -> String {
     let rows: Vec<(bool, Vec<String>)> = report
         .checks
         .iter()
-        .map(|c| {
-            (
-                !c.pass,
-                vec![
-                    c.name.clone(),
-                    c.limit.to_string(),
-                    c.value.map_or_else(|| "—".to_owned(), |v| v.to_string()),
-                    if c.pass { "pass" } else { "FAIL" }.to_owned(),
-                    c.detail.clone(),
-                ],
-            )
-        })
+        .map(|c| (!c.pass, check_row(c)))
         .collect();
-    table(
-        &["check", "limit", "value", "result", "detail"],
-        &[false, true, true, false, false],
-        &rows,
-    )
+    table(&CHECK_COLUMNS, &CHECK_RIGHT, &rows)
 }
 
 /// The faults as summary.md shows them.
@@ -301,46 +289,9 @@ fn faults_table(report: &Report) -> String {
     let rows: Vec<(bool, Vec<String>)> = report
         .faults
         .iter()
-        .map(|f| {
-            let b = &f.back_s;
-            let back = |v: Option<f64>| match (f.players_hit, v) {
-                (0, _) => "—".to_owned(),
-                (_, Some(s)) => format!("{}s", fmt_num(s)),
-                (_, None) => "never".to_owned(),
-            };
-            (
-                f.players_hit > 0 && b.p100.is_none(),
-                vec![
-                    format!("{}s", fmt_num(f.at)),
-                    f.action.to_string(),
-                    f.target.clone(),
-                    f.players_hit.to_string(),
-                    back(b.p50),
-                    back(b.p90),
-                    back(b.p95),
-                    back(b.p99),
-                    back(b.p100),
-                    f.errors.to_string(),
-                ],
-            )
-        })
+        .map(|f| (f.players_hit > 0 && f.back_s.p100.is_none(), fault_row(f)))
         .collect();
-    table(
-        &[
-            "at",
-            "action",
-            "target",
-            "players hit",
-            "50%",
-            "90%",
-            "95%",
-            "99%",
-            "100%",
-            "errors",
-        ],
-        &[true, false, false, true, true, true, true, true, true, true],
-        &rows,
-    )
+    table(&FAULT_COLUMNS, &FAULT_RIGHT, &rows)
 }
 
 #[cfg(test)]

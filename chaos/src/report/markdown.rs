@@ -22,71 +22,69 @@ pub fn summary(report: &Report) -> String {
     out
 }
 
+/// Columns of the checks table, and which are right-aligned.
+pub(crate) const CHECK_COLUMNS: [&str; 5] = ["check", "limit", "value", "result", "detail"];
+pub(crate) const CHECK_RIGHT: [bool; 5] = [false, true, true, false, false];
+/// Columns of the faults table, and which are right-aligned.
+pub(crate) const FAULT_COLUMNS: [&str; 10] = [
+    "at",
+    "action",
+    "target",
+    "players hit",
+    "50%",
+    "90%",
+    "95%",
+    "99%",
+    "100%",
+    "errors",
+];
+pub(crate) const FAULT_RIGHT: [bool; 10] =
+    [true, false, false, true, true, true, true, true, true, true];
+
+/// One check as the tables show it (summary.md and report.html alike).
+pub(crate) fn check_row(c: &crate::checks::CheckResult) -> Vec<String> {
+    vec![
+        c.name.clone(),
+        c.limit.to_string(),
+        c.value.map_or_else(|| "—".to_owned(), |v| v.to_string()),
+        if c.pass { "pass" } else { "FAIL" }.to_owned(),
+        c.detail.clone(),
+    ]
+}
+
+/// One fault as the tables show it (summary.md and report.html alike).
+pub(crate) fn fault_row(f: &crate::checks::faults::FaultRow) -> Vec<String> {
+    let b = &f.back_s;
+    let back = |v: Option<f64>| match (f.players_hit, v) {
+        (0, _) => "—".to_owned(),
+        (_, Some(s)) => format!("{}s", fmt_num(s)),
+        (_, None) => "never".to_owned(),
+    };
+    vec![
+        format!("{}s", fmt_num(f.at)),
+        f.action.to_string(),
+        f.target.clone(),
+        f.players_hit.to_string(),
+        back(b.p50),
+        back(b.p90),
+        back(b.p95),
+        back(b.p99),
+        back(b.p100),
+        f.errors.to_string(),
+    ]
+}
+
 /// The checks table and the faults table.
 pub fn tables(report: &Report) -> String {
-    let checks: Vec<Vec<String>> = report
-        .checks
-        .iter()
-        .map(|c| {
-            vec![
-                c.name.clone(),
-                c.limit.to_string(),
-                c.value.map_or_else(|| "—".to_owned(), |v| v.to_string()),
-                if c.pass { "pass" } else { "FAIL" }.to_owned(),
-                c.detail.clone(),
-            ]
-        })
-        .collect();
-    let faults: Vec<Vec<String>> = report
-        .faults
-        .iter()
-        .map(|f| {
-            let b = &f.back_s;
-            let back = |v: Option<f64>| match (f.players_hit, v) {
-                (0, _) => "—".to_owned(),
-                (_, Some(s)) => format!("{}s", fmt_num(s)),
-                (_, None) => "never".to_owned(),
-            };
-            vec![
-                format!("{}s", fmt_num(f.at)),
-                f.action.to_string(),
-                f.target.clone(),
-                f.players_hit.to_string(),
-                back(b.p50),
-                back(b.p90),
-                back(b.p95),
-                back(b.p99),
-                back(b.p100),
-                f.errors.to_string(),
-            ]
-        })
-        .collect();
+    let checks: Vec<Vec<String>> = report.checks.iter().map(check_row).collect();
+    let faults: Vec<Vec<String>> = report.faults.iter().map(fault_row).collect();
     let mut out = String::from("## Checks\n\n");
-    out.push_str(&table(
-        &["check", "limit", "value", "result", "detail"],
-        &[false, true, true, false, false],
-        &checks,
-    ));
+    out.push_str(&table(&CHECK_COLUMNS, &CHECK_RIGHT, &checks));
     out.push_str("\n## Faults\n\n");
     if faults.is_empty() {
         out.push_str("(no actions)\n");
     } else {
-        out.push_str(&table(
-            &[
-                "at",
-                "action",
-                "target",
-                "players hit",
-                "50%",
-                "90%",
-                "95%",
-                "99%",
-                "100%",
-                "errors",
-            ],
-            &[true, false, false, true, true, true, true, true, true, true],
-            &faults,
-        ));
+        out.push_str(&table(&FAULT_COLUMNS, &FAULT_RIGHT, &faults));
     }
     out
 }
