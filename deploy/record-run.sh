@@ -3,15 +3,18 @@
 # report.json, summary.md, report.html, plan.yaml, load.json, the logs and the
 # history (gzipped), with a README that names the machine, the commit and the
 # exact command. The figures are the run's own; nothing is edited by hand.
-#   deploy/record-run.sh plans/node-crash.yaml [name]
+#   deploy/record-run.sh plans/node-crash.yaml [name] [-- more run flags]
+#   e.g. deploy/record-run.sh plans/node-crash.yaml node-crash-docker -- --backend docker
 set -euo pipefail
 cd "$(dirname "$0")/.."
 plan=$1
 name=${2:-$(basename "$plan" .yaml)}
+shift $(($# < 2 ? $# : 2))
+[[ ${1:-} == -- ]] && shift
 out=results/$name
 rm -rf "$out"
 mkdir -p "$out"
-command="cargo run --release -p anyplay-chaos -- run $plan --out $out/run"
+command="cargo run --release -p anyplay-chaos -- run $plan --out $out/run${*:+ $*}"
 status=0
 $command >"$out/stdout.txt" 2>"$out/stderr.txt" || status=$?
 # The databases are scratch; the history is kept compressed.

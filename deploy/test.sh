@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace, on a fresh machine as on a developer's:
 # installs what the tests need when it is missing (with apt-get, as root),
-# builds everything once in the release profile, then runs the tests.
+# builds everything once in the release profile, starts a Docker engine and
+# builds the local images, then runs the tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,6 +10,11 @@ missing=()
 command -v nats-server >/dev/null 2>&1 || [[ -x /usr/sbin/nats-server ]] || missing+=(nats-server)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 getent passwd postgres >/dev/null || missing+=(postgresql)
+# The Docker backend's tests: the engine, and debootstrap for the local images.
+command -v dockerd >/dev/null 2>&1 || [[ -x /usr/sbin/dockerd ]] || missing+=(docker.io)
+command -v debootstrap >/dev/null 2>&1 || [[ -x /usr/sbin/debootstrap ]] || missing+=(debootstrap)
+# The report's browser test.
+command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-dejavu-core)
 if ((${#missing[@]})); then
     if [[ $(id -u) -ne 0 ]]; then
         echo "deploy/test.sh: missing ${missing[*]}; run as root to install them, or install them yourself" >&2
@@ -21,6 +27,10 @@ fi
 
 # One profile for tests and binaries, so everything is compiled once.
 cargo build --release --workspace --all-targets --locked
+
+source deploy/docker-engine.sh
+# The images the Docker tests run (cached by tag; the node image follows the binary).
+deploy/images/build.sh
 
 source deploy/test-services.sh
 # Every test binary runs even after a failure, so one run shows everything that fails.

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use anyplay_chaos::plan::{Backend, Plan};
+use anyplay_chaos::plan::{Backend, ImageOverride, Plan};
 use anyplay_chaos::report::{self, compare, junit, markdown, Verdict};
 use anyplay_chaos::runner;
 
@@ -31,12 +31,8 @@ pub enum Command {
         /// Run directory; default results/runs/<plan name>-<UTC time>.
         #[arg(long)]
         out: Option<PathBuf>,
-        /// Overrides the plan's seed.
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Overrides the plan's backend.
-        #[arg(long, value_enum)]
-        backend: Option<BackendArg>,
+        #[command(flatten)]
+        overrides: Overrides,
         /// Also write the checks as JUnit XML to this file.
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
@@ -44,7 +40,11 @@ pub enum Command {
     /// Validate a plan without starting anything and print its resolved timeline.
     Check { plan: PathBuf },
     /// Start the topology and the load only, and hold them until Ctrl-C.
-    Up { plan: PathBuf },
+    Up {
+        plan: PathBuf,
+        #[command(flatten)]
+        overrides: Overrides,
+    },
     /// Render report.json, summary.md and report.html again from a run directory's event log.
     Report { dir: PathBuf },
     /// Run again the plan and seed recorded in a run directory.
@@ -63,6 +63,33 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+}
+
+/// What `run` and `up` may change of the plan; the run directory records the result.
+#[derive(Debug, Args)]
+pub struct Overrides {
+    /// Overrides the plan's seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Overrides the plan's backend.
+    #[arg(long, value_enum)]
+    backend: Option<BackendArg>,
+    /// Replaces a service's Docker image where the plan runs it (repeatable): postgres=IMAGE,
+    /// nats=IMAGE, nodes=IMAGE.
+    #[arg(long = "image", value_name = "SERVICE=IMAGE")]
+    images: Vec<ImageOverride>,
+}
+
+impl Overrides {
+    fn options(self, plan: Plan, out: Option<PathBuf>) -> runner::RunOptions {
+        runner::RunOptions {
+            plan,
+            out,
+            seed: self.seed,
+            backend: self.backend.map(Into::into),
+            images: self.images,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -224,28 +251,22 @@ fn write_junit(dir: &Path, path: &Path) -> anyhow::Result<()> {
 pub fn run(
     path: &Path,
     out: Option<PathBuf>,
-    seed: Option<u64>,
-    backend: Option<Backend>,
+    overrides: Overrides,
     junit: Option<&Path>,
 ) -> anyhow::Result<Outcome> {
     let plan = load_plan(path)?;
     raise_fd_limit();
     finished(
-        runtime()?.block_on(runner::run(runner::RunOptions {
-            plan,
-            out,
-            seed,
-            backend,
-        })),
+        runtime()?.block_on(runner::run(overrides.options(plan, out))),
         junit,
     )
 }
 
 /// `up PLAN`: holds the topology and the players until Ctrl-C.
-pub fn up(path: &Path) -> anyhow::Result<Outcome> {
+pub fn up(path: &Path, overrides: Overrides) -> anyhow::Result<Outcome> {
     let plan = load_plan(path)?;
     raise_fd_limit();
-    runtime()?.block_on(runner::up(plan))?;
+    runtime()?.block_on(runner::up(overrides.options(plan, None)))?;
     Ok(Outcome::Pass)
 }
 

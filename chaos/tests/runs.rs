@@ -2,67 +2,15 @@
 //! nodes, with fewer players so the suite stays quick; and a supervisor SIGKILLed in the
 //! middle of a run, which must leave no process behind.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod support;
+
+use std::path::Path;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// Whole runs take the machine: one at a time, so their timings mean something on 2 cores.
-static ONE_RUN_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_RUN_AT_A_TIME
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// A fresh directory for one test's files.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("anyplay-chaos-it-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-/// The shipped plan `name` with the load and the settle cut down, written into `dir`.
-fn reduced_plan(name: &str, dir: &Path, players: u32, settle: &str) -> PathBuf {
-    let text =
-        std::fs::read_to_string(workspace().join("plans").join(format!("{name}.yaml"))).unwrap();
-    let mut plan: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
-    plan["load"]["players"] = players.into();
-    plan["load"]["login_rate"] = 100.into();
-    plan["settle"] = settle.into();
-    let path = dir.join(format!("{name}.yaml"));
-    std::fs::write(&path, serde_yaml::to_string(&plan).unwrap()).unwrap();
-    path
-}
-
-fn chaos(args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_anyplay-chaos"));
-    command.args(args);
-    command
-}
-
-fn run_plan(plan: &Path, out: &Path) -> Output {
-    chaos(&[
-        "run",
-        plan.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .output()
-    .expect("anyplay-chaos runs")
-}
-
-fn report(out: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).expect("report.json"))
-        .unwrap()
-}
+use support::{chaos, one_at_a_time, reduced_plan, report, run_plan, scratch};
 
 /// Runs a reduced plan and asserts a pass, with every check and the files a run writes.
 fn passes(name: &str, players: u32) {
@@ -70,7 +18,7 @@ fn passes(name: &str, players: u32) {
     let dir = scratch(name);
     let plan = reduced_plan(name, &dir, players, "10s");
     let out = dir.join("run");
-    let output = run_plan(&plan, &out);
+    let output = run_plan(&plan, &out, &[]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(
         output.status.code(),
@@ -134,7 +82,7 @@ fn nodes_outlive_restarts_of_nats_and_postgres() {
     let dir = scratch("dependency-restarts");
     let plan = reduced_plan("dependency-restarts", &dir, 100, "15s");
     let out = dir.join("run");
-    let output = run_plan(&plan, &out);
+    let output = run_plan(&plan, &out, &[]);
     assert_eq!(
         output.status.code(),
         Some(0),

@@ -117,7 +117,9 @@ async fn postgres_runs_select_1_and_survives_a_kill() {
         format!("postgres://anyplay@127.0.0.1:{}/anyplay", pg.port)
     );
     if geteuid().is_root() {
-        let owner = std::fs::metadata(&pg.data_dir).expect("data dir").uid();
+        let owner = std::fs::metadata(pg.data_dir.as_ref().expect("a process cluster"))
+            .expect("data dir")
+            .uid();
         let postgres_user = RunAs::lookup("postgres").expect("the postgres user");
         assert_eq!(owner, postgres_user.uid.as_raw(), "initdb ran as postgres");
     }
@@ -162,7 +164,7 @@ async fn postgres_runs_select_1_and_survives_a_kill() {
     drop(held);
 
     // A kill takes the whole cluster down at once, backends included.
-    let before = cluster_processes(&pg.data_dir);
+    let before = cluster_processes(pg.data_dir.as_ref().expect("a process cluster"));
     assert!(before.len() >= 3, "postmaster and its children: {before:?}");
     let exit = service.kill().await.expect("kill");
     assert_eq!(exit, Exit::Signal(Signal::SIGKILL));
@@ -187,7 +189,7 @@ async fn postgres_runs_select_1_and_survives_a_kill() {
 
     let exit = service.stop(Duration::from_secs(20)).await.expect("stop");
     assert_eq!(exit, Exit::Code(0), "a fast shutdown (SIGINT) ends cleanly");
-    assert!(cluster_processes(&pg.data_dir).is_empty());
+    assert!(cluster_processes(pg.data_dir.as_ref().expect("a process cluster")).is_empty());
 
     let mut kinds = Vec::new();
     while let Ok(event) = events.try_recv() {

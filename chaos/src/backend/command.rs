@@ -7,11 +7,51 @@ use nix::unistd::{Gid, Uid, User};
 
 use super::BackendError;
 
-/// What to run. For the process backend `program` is an executable; a Docker backend may read it as
-/// the image and `args` as the container's arguments.
+/// What to run: an executable for the process backend, an image for the Docker backend (whose
+/// entrypoint then gets `args`, as `docker run IMAGE ARGS` does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Program {
+    Executable(PathBuf),
+    Image(String),
+}
+
+impl From<PathBuf> for Program {
+    fn from(path: PathBuf) -> Self {
+        Program::Executable(path)
+    }
+}
+
+impl From<&Path> for Program {
+    fn from(path: &Path) -> Self {
+        Program::Executable(path.to_owned())
+    }
+}
+
+impl From<&PathBuf> for Program {
+    fn from(path: &PathBuf) -> Self {
+        Program::Executable(path.clone())
+    }
+}
+
+impl From<&str> for Program {
+    fn from(path: &str) -> Self {
+        Program::Executable(path.into())
+    }
+}
+
+impl std::fmt::Display for Program {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Program::Executable(path) => write!(f, "{}", path.display()),
+            Program::Image(image) => write!(f, "image {image}"),
+        }
+    }
+}
+
+/// What to run, with which arguments, environment, directory, user and log file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Command {
-    pub program: PathBuf,
+    pub program: Program,
     pub args: Vec<String>,
     /// Added to the supervisor's own environment.
     pub env: Vec<(String, String)>,
@@ -26,7 +66,7 @@ pub struct Command {
 }
 
 impl Command {
-    pub fn new(program: impl Into<PathBuf>, log: impl Into<PathBuf>) -> Self {
+    pub fn new(program: impl Into<Program>, log: impl Into<PathBuf>) -> Self {
         Command {
             program: program.into(),
             args: Vec::new(),
@@ -74,7 +114,7 @@ impl Command {
 
     /// The command line as one string, for log headers and error messages.
     pub fn display(&self) -> String {
-        let mut line = self.program.display().to_string();
+        let mut line = self.program.to_string();
         for arg in &self.args {
             line.push(' ');
             line.push_str(arg);
@@ -125,6 +165,8 @@ mod tests {
             .env("K", "V")
             .cwd("/tmp");
         assert_eq!(command.display(), "/bin/echo -n a b");
+        let image = Command::new(Program::Image("nats:2.10".into()), "/tmp/nats.log").arg("-p");
+        assert_eq!(image.display(), "image nats:2.10 -p");
         assert_eq!(command.env, vec![("K".to_owned(), "V".to_owned())]);
         assert_eq!(command.cwd.as_deref(), Some(Path::new("/tmp")));
         assert_eq!(command.user, None);

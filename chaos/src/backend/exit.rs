@@ -38,6 +38,20 @@ impl Exit {
     }
 }
 
+impl Exit {
+    /// A container's exit as Docker reports it: one status code, 128 + n when signal n ended the
+    /// main process (the shell's convention, which runc follows).
+    pub fn from_container_status(status: i64) -> Exit {
+        let Ok(code) = i32::try_from(status) else {
+            return Exit::Unknown(format!("status {status}"));
+        };
+        match code.checked_sub(128).map(Signal::try_from) {
+            Some(Ok(signal)) if code > 128 => Exit::Signal(signal),
+            _ => Exit::Code(code),
+        }
+    }
+}
+
 impl From<ExitStatus> for Exit {
     fn from(status: ExitStatus) -> Self {
         if let Some(code) = status.code() {
@@ -86,6 +100,25 @@ mod tests {
         assert_eq!(exit.signal_name(), Some("SIGKILL"));
         assert_eq!(exit.code(), None);
         assert_eq!(exit.to_string(), "signal SIGKILL");
+    }
+
+    #[test]
+    fn a_container_status_above_128_is_a_signal() {
+        assert_eq!(
+            Exit::from_container_status(137),
+            Exit::Signal(Signal::SIGKILL)
+        );
+        assert_eq!(
+            Exit::from_container_status(130),
+            Exit::Signal(Signal::SIGINT)
+        );
+        assert_eq!(Exit::from_container_status(0), Exit::Code(0));
+        assert_eq!(Exit::from_container_status(128), Exit::Code(128));
+        assert_eq!(Exit::from_container_status(1), Exit::Code(1));
+        assert!(matches!(
+            Exit::from_container_status(i64::MAX),
+            Exit::Unknown(_)
+        ));
     }
 
     #[test]

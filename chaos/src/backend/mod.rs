@@ -1,19 +1,21 @@
-//! How a service actually runs: one small trait pair that the process backend (and later a Docker
-//! backend in `docker.rs`) implements, so the supervisor drives every service the same way.
+//! How a service actually runs: one small trait pair that the process backend and the Docker
+//! backend implement, so the supervisor drives every service the same way.
 //!
 //! A [`Backend`] creates a [`Unit`] per service once; the unit is then started any number of times
 //! (a Docker container is created once and started again after a kill, which keeps its data). Each
 //! start hands back the instance's id and a future that resolves to its [`Exit`].
 
 mod command;
+pub mod docker;
 mod exit;
+mod log;
 pub mod process;
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 
-pub use command::{Command, RunAs};
+pub use command::{Command, Program, RunAs};
 pub use exit::Exit;
 
 /// A boxed future, so that the traits below stay object-safe (`Arc<dyn Backend>`).
@@ -27,6 +29,12 @@ pub trait Backend: Send + Sync {
         name: String,
         command: Command,
     ) -> BoxFuture<'_, Result<Box<dyn Unit>, BackendError>>;
+
+    /// Removes what the units left behind once every one has exited (Docker's containers);
+    /// nothing for processes.
+    fn clean_up(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
 }
 
 /// One service as the backend knows it: started, signalled, and logged.
@@ -35,7 +43,7 @@ pub trait Unit: Send + Sync {
     fn start(&self) -> BoxFuture<'_, Result<Started, BackendError>>;
     /// Delivers `op` to the running instance (the whole process tree); a no-op once it has exited.
     fn send(&self, op: Op) -> BoxFuture<'_, Result<(), BackendError>>;
-    /// Best-effort immediate SIGKILL without awaiting anything, for `Drop` paths.
+    /// Best-effort immediate SIGKILL without awaiting (it may block briefly), for `Drop` paths.
     fn kill_now(&self);
     /// Where the instance's stdout and stderr are appended.
     fn log_path(&self) -> &Path;
@@ -66,12 +74,24 @@ pub enum Op {
 pub enum InstanceId {
     /// The process id, which is also its process group id.
     Pid(u32),
+    /// A container (its short id) and the host's pid of its main process.
+    Container { id: String, pid: u32 },
+}
+
+impl InstanceId {
+    /// The main process as the host sees it, for CPU and memory samples.
+    pub fn host_pid(&self) -> u32 {
+        match self {
+            InstanceId::Pid(pid) | InstanceId::Container { pid, .. } => *pid,
+        }
+    }
 }
 
 impl std::fmt::Display for InstanceId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             InstanceId::Pid(pid) => write!(f, "pid {pid}"),
+            InstanceId::Container { id, pid } => write!(f, "container {id} (pid {pid})"),
         }
     }
 }
@@ -94,4 +114,15 @@ pub enum BackendError {
     NoSuchUser(String),
     #[error("cannot look up user `{name}`: {source}")]
     UserLookup { name: String, source: nix::Error },
+    #[error("the {backend} backend cannot run {program}")]
+    WrongProgram {
+        backend: &'static str,
+        program: String,
+    },
+    #[error("docker: cannot {action} {container}: {source}")]
+    Docker {
+        action: &'static str,
+        container: String,
+        source: bollard::errors::Error,
+    },
 }

@@ -7,6 +7,7 @@
 //! targets with the seed and expands every entry into the operations a runner performs.
 
 pub mod duration;
+mod image;
 pub mod raw;
 pub mod timeline;
 mod validate;
@@ -19,6 +20,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use image::{ImageOverride, ImageSlot};
 pub use timeline::{DropScope, Op, Route, Step, TimedOp, Timeline};
 
 /// Why a plan cannot be used. `Invalid` always names the line and the key.

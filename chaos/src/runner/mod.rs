@@ -3,12 +3,14 @@
 //! (every link restored, settle), check (the final state read back) and store (the report).
 //!
 //! - [`topology`]: services and fault proxies, and the ops that act on them.
+//! - [`images`]: the Docker images of the services.
 //! - [`players`]: the load crate's players, their events into the history, the final state.
 //! - [`samplers`]: connections 4+ times a second, and one series entry a second.
 //! - [`timeline`]: the steps of the resolved timeline, each at its time.
 //! - [`clients`]: the plan's own client programs, riding through the run.
 
 mod clients;
+mod images;
 mod players;
 mod samplers;
 mod timeline;
@@ -26,7 +28,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::events::{Event, EventLog, RunMeta, EVENTS_FILE};
-use crate::plan::{Backend, Plan, Service};
+use crate::plan::{Backend, ImageOverride, Plan, Service};
 use crate::report::{self, markdown, Verdict, LOAD_REPORT_FILE, PLAN_FILE};
 use crate::supervisor::{ServiceEvent, ServiceEventKind};
 
@@ -54,6 +56,8 @@ pub struct RunOptions {
     pub out: Option<PathBuf>,
     pub seed: Option<u64>,
     pub backend: Option<Backend>,
+    /// `--image SERVICE=IMAGE`, in order.
+    pub images: Vec<ImageOverride>,
 }
 
 /// How a run ended.
@@ -95,10 +99,8 @@ fn prepare(options: RunOptions) -> Result<(Plan, PathBuf), RunError> {
     }
     // Another seed can make the timeline impossible: refuse before anything starts.
     plan.resolve(plan.seed)?;
-    if plan.backend == Backend::Docker {
-        return Err(RunError::Topology(
-            "the docker backend is not available in this version; use --backend process".into(),
-        ));
+    for image in &options.images {
+        plan = plan.with_image(image);
     }
     let dir = options.out.unwrap_or_else(|| default_dir(&plan));
     std::fs::create_dir_all(dir.join("logs")).map_err(files(&dir))?;
@@ -129,7 +131,7 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
     log.record(Event::RunStart(RunMeta::now(&plan.name, plan.seed)))
         .map_err(|e| RunError::Files(e.to_string()))?;
 
-    let (supervisor, service_events) = Topology::supervisor();
+    let (supervisor, service_events) = Topology::supervisor(&plan, &dir).await?;
     let pids = samplers::Pids::default();
     let services_task = tokio::spawn(follow_services(service_events, log.clone(), pids.clone()));
     let topology = Arc::new(Topology::start(&plan, &dir, supervisor).await?);
@@ -287,9 +289,9 @@ async fn follow_services(
             continue;
         };
         let recorded = match event.kind {
-            ServiceEventKind::Started(crate::backend::InstanceId::Pid(pid)) => {
+            ServiceEventKind::Started(instance) => {
                 if let Ok(mut pids) = pids.lock() {
-                    pids.insert(event.service.clone(), pid);
+                    pids.insert(event.service.clone(), instance.host_pid());
                 }
                 None
             }
@@ -313,16 +315,11 @@ async fn follow_services(
 }
 
 /// `up`: the topology and the players only, held until Ctrl-C.
-pub async fn up(plan: Plan) -> Result<(), RunError> {
-    let (plan, dir) = prepare(RunOptions {
-        plan,
-        out: None,
-        seed: None,
-        backend: None,
-    })?;
+pub async fn up(options: RunOptions) -> Result<(), RunError> {
+    let (plan, dir) = prepare(options)?;
     let interrupt = crate::supervisor::signals::termination_requested()
         .map_err(|e| RunError::Files(e.to_string()))?;
-    let (supervisor, _events) = Topology::supervisor();
+    let (supervisor, _events) = Topology::supervisor(&plan, &dir).await?;
     let topology = Topology::start(&plan, &dir, supervisor).await?;
     for node in &topology.nodes {
         println!(
@@ -358,11 +355,13 @@ pub async fn up(plan: Plan) -> Result<(), RunError> {
 /// `rerun DIR`: the plan and seed recorded in DIR, again, into a new directory.
 pub async fn rerun(dir: &Path) -> Result<Finished, RunError> {
     let plan = Plan::load(&dir.join(PLAN_FILE))?;
+    // The recorded plan has the backend and images of that run already.
     run(RunOptions {
         plan,
         out: None,
         seed: None,
         backend: None,
+        images: Vec::new(),
     })
     .await
 }

@@ -1,6 +1,7 @@
 //! The topology of a run: PostgreSQL and NATS when the plan has them, the cloud nodes, and
 //! a fault proxy on every link (players → node, node → PostgreSQL, node → NATS), brought up
-//! in order and driven by the timeline's ops.
+//! in order and driven by the timeline's ops. The services are processes or containers, as
+//! the plan's backend says; both listen on the same loopback ports, so nothing else differs.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -10,16 +11,17 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use crate::backend::docker::DockerBackend;
 use crate::backend::process::ProcessBackend;
-use crate::backend::Command;
+use crate::backend::{Command, Program};
 use crate::plan::timeline::Peer;
-use crate::plan::{DropScope, Op, Plan, Route, Service, Store};
+use crate::plan::{Backend, DropScope, ImageSlot, Op, Plan, Route, Service, Store};
 use crate::ports::free_port;
 use crate::proxy::{Endpoint, Latency, LinkName, Proxy, ProxySet};
 use crate::supervisor::services::{log_path, nats, node, postgres};
 use crate::supervisor::{self, ServiceEvent, Supervisor};
 
-use super::RunError;
+use super::{images, RunError};
 
 /// The file every node appends its sign-in codes to; the players read it.
 pub const MAIL_LOG: &str = "mail.log";
@@ -63,9 +65,42 @@ fn port() -> Result<u16, RunError> {
 
 impl Topology {
     /// A supervisor for the plan's services, and the channel of their events (to be
-    /// followed before `start`, so each event is recorded as it happens).
-    pub fn supervisor() -> (Supervisor, mpsc::UnboundedReceiver<ServiceEvent>) {
-        Supervisor::new(Arc::new(ProcessBackend))
+    /// followed before `start`, so each event is recorded as it happens). For Docker it checks
+    /// first, before anything starts, that the engine answers and has every image, and removes
+    /// the containers of runs whose supervisor died.
+    pub async fn supervisor(
+        plan: &Plan,
+        dir: &Path,
+    ) -> Result<(Supervisor, mpsc::UnboundedReceiver<ServiceEvent>), RunError> {
+        match plan.backend {
+            Backend::Process => Ok(Supervisor::new(Arc::new(ProcessBackend))),
+            Backend::Docker => {
+                let docker =
+                    |e: crate::backend::docker::EngineError| RunError::Topology(e.to_string());
+                let (backend, orphans) = DockerBackend::connect(dir).await.map_err(docker)?;
+                if !orphans.is_empty() {
+                    eprintln!(
+                        "  removed {} containers left by a run that died: {}",
+                        orphans.len(),
+                        orphans.join(", ")
+                    );
+                }
+                let wanted = images::of(plan);
+                let missing = backend
+                    .missing_images(wanted.iter().map(|(_, image)| image.as_str()))
+                    .await
+                    .map_err(docker)?;
+                if !missing.is_empty() {
+                    let missing: Vec<(ImageSlot, &str)> = wanted
+                        .iter()
+                        .filter(|(_, image)| missing.contains(&image.as_str()))
+                        .map(|(slot, image)| (*slot, image.as_str()))
+                        .collect();
+                    return Err(RunError::Topology(images::missing(&missing)));
+                }
+                Ok(Supervisor::new(Arc::new(backend)))
+            }
+        }
     }
 
     /// Starts every service of the plan, dependencies first, each once ready.
@@ -93,9 +128,13 @@ impl Topology {
                 max_connections: nodes * db_connections,
                 args: pg.args.clone(),
             };
-            let prepared = postgres::prepare(dir, &settings)
-                .await
-                .map_err(|e| RunError::Topology(format!("postgres: {e}")))?;
+            let prepared = match plan.backend {
+                Backend::Process => postgres::prepare(dir, &settings).await,
+                Backend::Docker => {
+                    postgres::container(dir, &settings, &images::image(plan, ImageSlot::Postgres))
+                }
+            }
+            .map_err(|e| RunError::Topology(format!("postgres: {e}")))?;
             topology.add(Service::Postgres, prepared.spec).await?;
             let at = addr(prepared.port);
             topology.postgres_url = Some(prepared.url.clone());
@@ -109,8 +148,13 @@ impl Topology {
                 port: n.port,
                 args: n.args.clone(),
             };
-            let prepared = nats::prepare(dir, &settings)
-                .map_err(|e| RunError::Topology(format!("nats: {e}")))?;
+            let prepared = match plan.backend {
+                Backend::Process => nats::prepare(dir, &settings),
+                Backend::Docker => {
+                    nats::container(dir, &settings, &images::image(plan, ImageSlot::Nats))
+                }
+            }
+            .map_err(|e| RunError::Topology(format!("nats: {e}")))?;
             topology.add(Service::Nats, prepared.spec).await?;
             topology.nats_url = Some(prepared.url.clone());
             upstreams.insert(
@@ -122,7 +166,10 @@ impl Topology {
         let mail_log = dir.join(MAIL_LOG);
         std::fs::File::create(&mail_log)
             .map_err(|e| RunError::Topology(format!("{}: {e}", mail_log.display())))?;
-        let program = node_program()?;
+        let program: Program = match plan.backend {
+            Backend::Process => node_program()?.into(),
+            Backend::Docker => Program::Image(images::image(plan, ImageSlot::Nodes)),
+        };
         for n in 1..=nodes {
             let name = Service::Node(n).to_string();
             let (api, ops) = (addr(port()?), addr(port()?));
@@ -146,8 +193,12 @@ impl Topology {
                     RunError::Topology("store: postgres needs services.postgres".into())
                 })?,
             };
-            let mut command = Command::new(&program, log_path(dir, &name))
-                .arg("node")
+            let mut command = Command::new(program.clone(), log_path(dir, &name));
+            if let Program::Executable(_) = program {
+                // This binary's hidden subcommand; a node image's entrypoint is the node itself.
+                command = command.arg("node");
+            }
+            command = command
                 .args(["--listen".to_string(), api.to_string()])
                 .args(["--ops-listen".to_string(), ops.to_string()])
                 .args(["--node-id".to_string(), name.clone()])
@@ -329,5 +380,6 @@ impl Topology {
             }
         }
         self.supervisor.shutdown_all(Duration::from_secs(5)).await;
+        self.supervisor.clean_up().await;
     }
 }

@@ -107,6 +107,11 @@ impl Supervisor {
         while stopping.join_next().await.is_some() {}
     }
 
+    /// What the backend must remove once every service has exited (a run's containers).
+    pub async fn clean_up(&self) {
+        self.backend.clean_up().await;
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Service>> {
         // A list of handles stays valid even if a holder panicked.
         self.services.lock().unwrap_or_else(PoisonError::into_inner)

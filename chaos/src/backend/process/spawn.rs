@@ -6,17 +6,14 @@
 //! or `block_in_place`: those threads are transient, and their children would be SIGKILLed when
 //! the thread idles out.
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::process::Stdio;
 
+use crate::backend::log::open_log;
+use crate::backend::{BackendError, Command, Exit, Program};
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
 use nix::unistd::{getpid, getppid, setgid, setgroups, setuid, Gid, Pid, Uid};
-use time::format_description::well_known::Rfc3339;
-use time::OffsetDateTime;
-
-use crate::backend::{BackendError, Command, Exit};
 
 /// Runs `command` to its end (one-shot tools such as `initdb`), with the same user, log and
 /// parent-death handling as a service.
@@ -30,6 +27,12 @@ pub async fn run_to_exit(command: &Command, name: &str) -> Result<Exit, BackendE
 
 /// Forks and executes `command` on the calling thread (see the module docs for why that matters).
 pub(super) fn spawn(command: &Command, name: &str) -> Result<tokio::process::Child, BackendError> {
+    let Program::Executable(program) = &command.program else {
+        return Err(BackendError::WrongProgram {
+            backend: "process",
+            program: command.program.to_string(),
+        });
+    };
     let log = open_log(command, name)?;
     let log_error = |source| BackendError::Log {
         path: command.log.clone(),
@@ -37,7 +40,7 @@ pub(super) fn spawn(command: &Command, name: &str) -> Result<tokio::process::Chi
     };
     let stdout = log.try_clone().map_err(log_error)?;
 
-    let mut child = tokio::process::Command::new(&command.program);
+    let mut child = tokio::process::Command::new(program);
     child
         .args(&command.args)
         .envs(command.env.iter().map(|(k, v)| (k, v)))
@@ -78,33 +81,6 @@ fn in_child(parent: Pid, user: Option<(Uid, Gid)>) -> io::Result<()> {
         return Err(Errno::ESRCH.into());
     }
     Ok(())
-}
-
-/// Opens the log for appending (creating its directory) and marks where this start begins.
-fn open_log(command: &Command, name: &str) -> Result<File, BackendError> {
-    let path = &command.log;
-    let error = |source| BackendError::Log {
-        path: path.clone(),
-        source,
-    };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(error)?;
-    }
-    let mut file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(error)?;
-    let now = OffsetDateTime::now_utc()
-        .format(&Rfc3339)
-        .unwrap_or_else(|_| "now".to_owned());
-    writeln!(
-        file,
-        "==== anyplay-chaos: {now} starting {name}: {}",
-        command.display()
-    )
-    .map_err(error)?;
-    Ok(file)
 }
 
 #[cfg(test)]

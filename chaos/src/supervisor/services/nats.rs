@@ -1,10 +1,11 @@
-//! NATS for a run: `nats-server` on a free loopback port, ready once it greets with `INFO`.
+//! NATS for a run: `nats-server` on a free loopback port (a process or a container), ready once
+//! it greets with `INFO`.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 
 use super::{find_program, log_path, SetupError};
-use crate::backend::Command;
+use crate::backend::{Command, Program};
 use crate::ports::free_port;
 use crate::supervisor::{Probe, ServiceSpec};
 
@@ -39,18 +40,45 @@ pub fn prepare(run_dir: &Path, settings: &NatsSettings) -> Result<Nats, SetupErr
                 .to_owned(),
         )
     })?;
-    let port = match settings.port {
-        Some(port) => port,
-        None => free_port().map_err(SetupError::Port)?,
-    };
+    let port = pick_port(settings)?;
     let command = Command::new(program, log_path(run_dir, NAME))
-        .args(["-a", "127.0.0.1", "-p", &port.to_string()])
-        .args(settings.args.iter().cloned())
+        .args(server_args(port, settings))
         .cwd(run_dir);
+    Ok(served(command, port))
+}
+
+/// NATS as a container of `image`, whose entrypoint is the server (as in the official `nats`
+/// image): it gets only the arguments.
+pub fn container(run_dir: &Path, settings: &NatsSettings, image: &str) -> Result<Nats, SetupError> {
+    let port = pick_port(settings)?;
+    let command = Command::new(Program::Image(image.to_owned()), log_path(run_dir, NAME))
+        .args(server_args(port, settings));
+    Ok(served(command, port))
+}
+
+fn pick_port(settings: &NatsSettings) -> Result<u16, SetupError> {
+    match settings.port {
+        Some(port) => Ok(port),
+        None => free_port().map_err(SetupError::Port),
+    }
+}
+
+fn server_args(port: u16, settings: &NatsSettings) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "-a".into(),
+        "127.0.0.1".into(),
+        "-p".into(),
+        port.to_string(),
+    ];
+    args.extend(settings.args.iter().cloned());
+    args
+}
+
+fn served(command: Command, port: u16) -> Nats {
     let probe = Probe::Nats(SocketAddr::from((Ipv4Addr::LOCALHOST, port)));
-    Ok(Nats {
+    Nats {
         spec: ServiceSpec::new(NAME, command, probe),
         port,
         url: format!("nats://127.0.0.1:{port}"),
-    })
+    }
 }

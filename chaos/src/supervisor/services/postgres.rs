@@ -1,5 +1,6 @@
 //! PostgreSQL for a run: `initdb` once into `<run dir>/postgres/data`, then `postgres` on a free
-//! loopback port with settings for a throwaway cluster (no fsync). Both programs refuse to run as
+//! loopback port with settings for a throwaway cluster (no fsync); or the same server as a
+//! container. Both programs refuse to run as
 //! root, so under root they run as the `postgres` system user (Debian's `postgresql` package
 //! creates it).
 
@@ -12,7 +13,7 @@ use nix::unistd::geteuid;
 use sqlx::postgres::PgConnectOptions;
 
 use super::{find_program, io_error, is_executable, log_path, SetupError};
-use crate::backend::{process, Command, Exit, RunAs};
+use crate::backend::{process, Command, Exit, Program, RunAs};
 use crate::ports::free_port;
 use crate::supervisor::{Probe, ServiceSpec};
 
@@ -46,7 +47,8 @@ pub struct Postgres {
     pub port: u16,
     /// `postgres://anyplay@127.0.0.1:PORT/anyplay`
     pub url: String,
-    pub data_dir: PathBuf,
+    /// On the host: the process backend's cluster (a container keeps its own inside).
+    pub data_dir: Option<PathBuf>,
 }
 
 /// Finds the binaries, creates the cluster unless `<run dir>/postgres/data` holds one already,
@@ -101,22 +103,63 @@ pub async fn prepare(run_dir: &Path, settings: &PostgresSettings) -> Result<Post
         }
     }
 
-    let port = match settings.port {
-        Some(port) => port,
-        None => free_port().map_err(SetupError::Port)?,
-    };
-    let max_connections = settings.max_connections.saturating_add(HEADROOM);
+    let port = pick_port(settings)?;
     let command = Command::new(bin.join("postgres"), &log)
         .args(["-D", utf8(&data)?, "-k", utf8(&sockets)?])
-        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
-        .args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
-        .args(["-c", "full_page_writes=off"])
-        .args(["-c", &format!("max_connections={max_connections}")])
-        .args(settings.args.iter().cloned())
+        .args(server_args(port, settings))
         .cwd(&base)
         .run_as(user)
         // Fast shutdown: SIGTERM (smart) would wait for every node to disconnect.
         .stop_signal(Signal::SIGINT);
+    Ok(Postgres {
+        data_dir: Some(data),
+        ..served(command, port)
+    })
+}
+
+/// PostgreSQL as a container of `image`, driven the way the official `postgres` image is (and
+/// the project's local one follows): its entrypoint creates the cluster on the first start
+/// from `POSTGRES_*` settings, inside the container, which keeps it across restarts.
+pub fn container(
+    run_dir: &Path,
+    settings: &PostgresSettings,
+    image: &str,
+) -> Result<Postgres, SetupError> {
+    let port = pick_port(settings)?;
+    let command = Command::new(Program::Image(image.to_owned()), log_path(run_dir, NAME))
+        .arg("postgres")
+        .args(server_args(port, settings))
+        .env("POSTGRES_USER", USER)
+        .env("POSTGRES_DB", DATABASE)
+        .env("POSTGRES_HOST_AUTH_METHOD", "trust")
+        .stop_signal(Signal::SIGINT);
+    Ok(served(command, port))
+}
+
+fn pick_port(settings: &PostgresSettings) -> Result<u16, SetupError> {
+    match settings.port {
+        Some(port) => Ok(port),
+        None => free_port().map_err(SetupError::Port),
+    }
+}
+
+/// The server's settings on either backend: loopback only, and no durability (a throwaway
+/// cluster; the plan's faults are about processes and links, not disks).
+fn server_args(port: u16, settings: &PostgresSettings) -> Vec<String> {
+    let max_connections = settings.max_connections.saturating_add(HEADROOM);
+    let mut args: Vec<String> = ["-h", "127.0.0.1", "-p", &port.to_string()]
+        .into_iter()
+        .chain(["-c", "fsync=off", "-c", "synchronous_commit=off"])
+        .chain(["-c", "full_page_writes=off"])
+        .chain(["-c", &format!("max_connections={max_connections}")])
+        .map(str::to_owned)
+        .collect();
+    args.extend(settings.args.iter().cloned());
+    args
+}
+
+/// The spec, probe and URL of a server that `command` runs on `port`.
+fn served(command: Command, port: u16) -> Postgres {
     let server = PgConnectOptions::new()
         .host("127.0.0.1")
         .port(port)
@@ -126,12 +169,12 @@ pub async fn prepare(run_dir: &Path, settings: &PostgresSettings) -> Result<Post
         server: Box::new(server),
         database: DATABASE.to_owned(),
     };
-    Ok(Postgres {
+    Postgres {
         spec: ServiceSpec::new(NAME, command, probe).ready_timeout(READY_TIMEOUT),
         port,
         url: format!("postgres://{USER}@127.0.0.1:{port}/{DATABASE}"),
-        data_dir: data,
-    })
+        data_dir: None,
+    }
 }
 
 /// The directory holding `initdb` and `postgres`: `pg_config --bindir`, the newest

@@ -1,0 +1,345 @@
+//! The Docker backend: each unit is one container of the run, created once with the run's
+//! labels and started again after every kill or stop (so PostgreSQL keeps its data, as a
+//! process keeps its directory). Host networking keeps every port on the host's loopback,
+//! exactly where the process backend puts them, so proxies, probes and players do not know
+//! which backend runs. The run directory is mounted at its own path in every container: a
+//! node finds its SQLite file and mail log where a process would.
+//!
+//! - [`engine`]: reaching the engine; which images are missing.
+//! - [`leftovers`]: the run's labels, and removing the containers of runs that died.
+//! - [`output`]: container output into `logs/<service>.log`.
+
+mod engine;
+mod leftovers;
+mod output;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use bollard::errors::Error;
+use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::query_parameters::{
+    CreateContainerOptions, KillContainerOptions, WaitContainerOptions,
+};
+use bollard::Docker;
+use futures_util::StreamExt;
+use nix::sys::signal::Signal;
+
+pub use engine::EngineError;
+
+use super::{
+    Backend, BackendError, BoxFuture, Command, Exit, InstanceId, Op, Program, Started, Unit,
+};
+
+/// How long the end of a run waits for the engine to remove the run's containers.
+const REMOVE_WAIT: Duration = Duration::from_secs(30);
+/// How long an exited instance's last output may take to reach its log.
+const LOG_DRAIN: Duration = Duration::from_secs(2);
+
+/// Runs every unit as a container of one engine.
+pub struct DockerBackend {
+    docker: Docker,
+    /// Mounted at its own path in every container.
+    run_dir: PathBuf,
+    /// Tells this run's container names apart from another run's on the same engine.
+    prefix: String,
+    supervisor: String,
+    /// Every container created, for `clean_up` (and `Drop` when no clean-up ran).
+    created: std::sync::Arc<Mutex<Vec<String>>>,
+}
+
+impl DockerBackend {
+    /// Connects to the engine and removes the containers of runs whose supervisor died; returns
+    /// the backend and the names of the removed containers.
+    pub async fn connect(run_dir: &Path) -> Result<(Self, Vec<String>), EngineError> {
+        let docker = engine::connect().await?;
+        let removed = leftovers::remove_orphans(&docker).await?;
+        let supervisor = leftovers::this_supervisor();
+        let backend = DockerBackend {
+            docker,
+            run_dir: run_dir.to_owned(),
+            prefix: format!("anyplay-{}", supervisor.replace('@', "-")),
+            supervisor,
+            created: Default::default(),
+        };
+        Ok((backend, removed))
+    }
+
+    /// The images of `wanted` that the engine lacks.
+    pub async fn missing_images<'a>(
+        &self,
+        wanted: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Vec<&'a str>, EngineError> {
+        engine::missing_images(&self.docker, wanted).await
+    }
+
+    fn container_body(&self, name: &str, image: &str, command: &Command) -> ContainerCreateBody {
+        let labels = HashMap::from([
+            (leftovers::SUPERVISOR.to_owned(), self.supervisor.clone()),
+            (
+                leftovers::RUN.to_owned(),
+                self.run_dir.display().to_string(),
+            ),
+            (leftovers::SERVICE.to_owned(), name.to_owned()),
+        ]);
+        let mount = self.run_dir.display().to_string();
+        ContainerCreateBody {
+            image: Some(image.to_owned()),
+            // The image's entrypoint gets the arguments, as with `docker run IMAGE ARGS`.
+            cmd: Some(command.args.clone()),
+            env: Some(
+                command
+                    .env
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect(),
+            ),
+            working_dir: command.cwd.as_ref().map(|dir| dir.display().to_string()),
+            user: command
+                .user
+                .as_ref()
+                .map(|user| format!("{}:{}", user.uid, user.gid)),
+            labels: Some(labels),
+            stop_signal: Some(command.stop_signal.as_str().to_owned()),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            host_config: Some(HostConfig {
+                network_mode: Some("host".to_owned()),
+                binds: Some(vec![format!("{mount}:{mount}")]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+}
+
+impl Backend for DockerBackend {
+    fn create(
+        &self,
+        name: String,
+        command: Command,
+    ) -> BoxFuture<'_, Result<Box<dyn Unit>, BackendError>> {
+        Box::pin(async move {
+            let Program::Image(image) = &command.program else {
+                return Err(BackendError::WrongProgram {
+                    backend: "docker",
+                    program: command.program.to_string(),
+                });
+            };
+            let container_name = format!("{}-{name}", self.prefix);
+            let body = self.container_body(&name, image, &command);
+            let created = self
+                .docker
+                .create_container(
+                    Some(CreateContainerOptions {
+                        name: Some(container_name.clone()),
+                        ..Default::default()
+                    }),
+                    body,
+                )
+                .await
+                .map_err(docker_error("create", &container_name))?;
+            lock(&self.created).push(created.id.clone());
+            let unit: Box<dyn Unit> = Box::new(DockerUnit {
+                docker: self.docker.clone(),
+                name,
+                id: created.id,
+                command,
+            });
+            Ok(unit)
+        })
+    }
+
+    fn clean_up(&self) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let containers = std::mem::take(&mut *lock(&self.created));
+            let removals = containers.iter().map(|id| async move {
+                let removal = self.docker.remove_container(id, Some(leftovers::force()));
+                match tokio::time::timeout(REMOVE_WAIT, removal).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(error)) => tracing::warn!("cannot remove container {id}: {error}"),
+                    Err(_) => tracing::warn!("removing container {id} took over {REMOVE_WAIT:?}"),
+                }
+            });
+            futures_util::future::join_all(removals).await;
+        })
+    }
+}
+
+impl Drop for DockerBackend {
+    /// A run that unwound without `clean_up` (a panic, an early error) still removes its
+    /// containers; from a thread of its own, because `Drop` cannot await.
+    fn drop(&mut self) {
+        let containers = std::mem::take(&mut *lock(&self.created));
+        if !containers.is_empty() {
+            blocking(move |docker| async move {
+                for id in &containers {
+                    let _ = docker.remove_container(id, Some(leftovers::force())).await;
+                }
+            });
+        }
+    }
+}
+
+struct DockerUnit {
+    docker: Docker,
+    name: String,
+    id: String,
+    command: Command,
+}
+
+impl DockerUnit {
+    async fn signal(&self, signal: Signal) -> Result<(), BackendError> {
+        let kill = self.docker.kill_container(
+            &self.id,
+            Some(KillContainerOptions {
+                signal: signal.as_str().to_owned(),
+            }),
+        );
+        match kill.await {
+            Ok(()) => Ok(()),
+            // Not running (409) or gone (404): it exited on its own between our look and now.
+            Err(Error::DockerResponseServerError {
+                status_code: 404 | 409,
+                ..
+            }) => Ok(()),
+            Err(source) => Err(docker_error("signal", &self.id)(source)),
+        }
+    }
+
+    fn short_id(&self) -> String {
+        self.id.chars().take(12).collect()
+    }
+}
+
+impl Unit for DockerUnit {
+    fn start(&self) -> BoxFuture<'_, Result<Started, BackendError>> {
+        Box::pin(async move {
+            let logs = output::follow(&self.docker, &self.id, &self.command, &self.name).await?;
+            if let Err(source) = self.docker.start_container(&self.id, None).await {
+                logs.abort();
+                return Err(docker_error("start", &self.id)(source));
+            }
+            let inspected = self
+                .docker
+                .inspect_container(&self.id, None)
+                .await
+                .map_err(docker_error("inspect", &self.id))?;
+            let pid = inspected
+                .state
+                .and_then(|state| state.pid)
+                .and_then(|pid| u32::try_from(pid).ok())
+                .unwrap_or(0);
+            let docker = self.docker.clone();
+            let id = self.id.clone();
+            let exit = Box::pin(async move {
+                let exit = wait_exit(&docker, &id).await;
+                // The output of its last moments, before anyone reads the log.
+                let _ = tokio::time::timeout(LOG_DRAIN, logs).await;
+                exit
+            });
+            Ok(Started {
+                id: InstanceId::Container {
+                    id: self.short_id(),
+                    pid,
+                },
+                exit,
+            })
+        })
+    }
+
+    fn send(&self, op: Op) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async move {
+            match op {
+                Op::Terminate => self.signal(self.command.stop_signal).await,
+                Op::Kill => self.signal(Signal::SIGKILL).await,
+                Op::Pause => self
+                    .docker
+                    .pause_container(&self.id)
+                    .await
+                    .map_err(docker_error("pause", &self.id)),
+                Op::Resume => self
+                    .docker
+                    .unpause_container(&self.id)
+                    .await
+                    .map_err(docker_error("unpause", &self.id)),
+            }
+        })
+    }
+
+    fn kill_now(&self) {
+        let id = self.id.clone();
+        blocking(move |docker| async move {
+            let kill = KillContainerOptions {
+                signal: "SIGKILL".to_owned(),
+            };
+            let _ = docker.kill_container(&id, Some(kill)).await;
+        });
+    }
+
+    fn log_path(&self) -> &Path {
+        &self.command.log
+    }
+}
+
+/// Resolves when the container stops running, with how it ended.
+async fn wait_exit(docker: &Docker, id: &str) -> Exit {
+    // Asked after the start returned: "not-running" then answers for this instance, even if
+    // it already ended.
+    let mut waits = docker.wait_container(
+        id,
+        Some(WaitContainerOptions {
+            condition: "not-running".to_owned(),
+        }),
+    );
+    match waits.next().await {
+        Some(Ok(response)) => Exit::from_container_status(response.status_code),
+        // bollard reports a non-zero status as an error that carries it.
+        Some(Err(Error::DockerContainerWaitError { code, .. })) => {
+            Exit::from_container_status(code)
+        }
+        Some(Err(error)) => Exit::Unknown(format!("docker wait failed: {error}")),
+        None => Exit::Unknown("docker wait ended without a status".to_owned()),
+    }
+}
+
+/// Runs `work` with a fresh engine client on a thread and runtime of its own, and waits for
+/// it: for `Drop` paths, which cannot await, and whose own runtime may be shutting down.
+fn blocking<W, F>(work: W)
+where
+    W: FnOnce(Docker) -> F + Send + 'static,
+    F: std::future::Future<Output = ()>,
+{
+    let thread = std::thread::spawn(move || {
+        let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        runtime.block_on(async move {
+            if let Ok(docker) = engine::connect().await {
+                let _ = tokio::time::timeout(REMOVE_WAIT, work(docker)).await;
+            }
+        });
+    });
+    let _ = thread.join();
+}
+
+fn docker_error<'a>(
+    action: &'static str,
+    container: &'a str,
+) -> impl FnOnce(Error) -> BackendError + 'a {
+    move |source| BackendError::Docker {
+        action,
+        container: container.to_owned(),
+        source,
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A list of ids stays valid even if a holder panicked.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

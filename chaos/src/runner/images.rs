@@ -1,0 +1,100 @@
+//! Which image each service runs under the Docker backend, and what to tell a person whose
+//! engine lacks one: the upstream images by default, the project's own image for nodes.
+
+use crate::plan::{ImageSlot, Plan};
+
+pub const POSTGRES: &str = "postgres:16";
+pub const NATS: &str = "nats:2.10";
+/// Built by `deploy/images/build.sh` (no registry needed) or `deploy/Dockerfile`.
+pub const NODE: &str = "anyplay/node:local";
+
+/// The image of every service the plan runs.
+pub fn of(plan: &Plan) -> Vec<(ImageSlot, String)> {
+    let mut images = Vec::new();
+    if let Some(pg) = &plan.services.postgres {
+        images.push((ImageSlot::Postgres, image_or(&pg.image, POSTGRES)));
+    }
+    if let Some(nats) = &plan.services.nats {
+        images.push((ImageSlot::Nats, image_or(&nats.image, NATS)));
+    }
+    images.push((ImageSlot::Nodes, image_or(&plan.services.nodes.image, NODE)));
+    images
+}
+
+/// The image the plan runs for `slot` (its default when the plan names none).
+pub fn image(plan: &Plan, slot: ImageSlot) -> String {
+    of(plan)
+        .into_iter()
+        .find_map(|(s, image)| (s == slot).then_some(image))
+        .unwrap_or_else(|| NODE.to_owned())
+}
+
+fn image_or(named: &Option<String>, default: &str) -> String {
+    named.clone().unwrap_or_else(|| default.to_owned())
+}
+
+/// The error for images the engine lacks: each, and how to get it.
+pub fn missing(missing: &[(ImageSlot, &str)]) -> String {
+    let mut text = String::from("the Docker engine lacks images this plan runs:");
+    for (slot, image) in missing {
+        let local = match slot {
+            ImageSlot::Postgres => "anyplay/postgres:local",
+            ImageSlot::Nats => "anyplay/nats:local",
+            ImageSlot::Nodes => NODE,
+        };
+        let how = if image.starts_with("anyplay/") {
+            let dockerfile = if *slot == ImageSlot::Nodes {
+                ", or `docker build -f deploy/Dockerfile -t anyplay/node:local .` where pulls work"
+            } else {
+                ""
+            };
+            format!("build it with deploy/images/build.sh (no registry needed){dockerfile}")
+        } else {
+            format!(
+                "`docker pull {image}`, or where nothing can be pulled build the local images \
+                 with deploy/images/build.sh and add `--image {slot}={local}`"
+            )
+        };
+        text.push_str(&format!("\n  - {slot}: {image}: {how}"));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_to_upstream_and_the_project_node() {
+        let plan = Plan::from_yaml(
+            "name: two\nstore: postgres\nservices:\n  postgres: {}\n  nats: {image: nats:2.9}\n  nodes: {count: 2}\nload: {players: 2}\n",
+        )
+        .unwrap();
+        assert_eq!(
+            of(&plan),
+            vec![
+                (ImageSlot::Postgres, POSTGRES.to_owned()),
+                (ImageSlot::Nats, "nats:2.9".to_owned()),
+                (ImageSlot::Nodes, NODE.to_owned()),
+            ]
+        );
+        assert_eq!(image(&plan, ImageSlot::Nats), "nats:2.9");
+    }
+
+    #[test]
+    fn says_how_to_get_each_missing_image() {
+        let text = missing(&[
+            (ImageSlot::Postgres, "postgres:16"),
+            (ImageSlot::Nodes, "anyplay/node:local"),
+        ]);
+        assert!(text.contains("`docker pull postgres:16`"), "{text}");
+        assert!(
+            text.contains("--image postgres=anyplay/postgres:local"),
+            "{text}"
+        );
+        assert!(
+            text.contains("nodes: anyplay/node:local: build it with deploy/images/build.sh"),
+            "{text}"
+        );
+    }
+}

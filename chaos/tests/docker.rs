@@ -1,0 +1,206 @@
+//! The Docker backend on a real engine with the project's local images (deploy/images/build.sh
+//! builds them; deploy/test.sh does so before the tests): a plan runs to a pass with the same
+//! checks, a kill is recorded as a signal, and no container outlives its run, not even one whose
+//! supervisor was SIGKILLed. Without an engine these tests fail: they exist to check it.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{chaos, one_at_a_time, reduced_plan, report, run_plan, scratch};
+
+/// The local images, for a machine that cannot pull the plans' upstream ones.
+const LOCAL_IMAGES: [&str; 6] = [
+    "--image",
+    "postgres=anyplay/postgres:local",
+    "--image",
+    "nats=anyplay/nats:local",
+    "--image",
+    "nodes=anyplay/node:local",
+];
+
+fn docker_args(extra: &[&'static str]) -> Vec<&'static str> {
+    let mut args = vec!["--backend", "docker"];
+    args.extend_from_slice(&LOCAL_IMAGES);
+    args.extend_from_slice(extra);
+    args
+}
+
+/// Names of the containers (running or not) labelled with run directory `out`.
+fn containers_of(out: &Path) -> Vec<String> {
+    let out = out.canonicalize().unwrap_or_else(|_| out.to_owned());
+    let listed = Command::new("docker")
+        .args(["ps", "--all", "--format", "{{.Names}}", "--filter"])
+        .arg(format!("label=anyplay.chaos.run={}", out.display()))
+        .output()
+        .expect("the docker CLI runs (Debian package docker.io)");
+    assert!(
+        listed.status.success(),
+        "docker ps failed (is dockerd running?): {}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn events(out: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(out.join("events.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+#[test]
+fn node_crash_passes_in_containers_and_the_kill_is_a_signal() {
+    let _turn = one_at_a_time();
+    let dir = scratch("docker-node-crash");
+    let plan = reduced_plan("node-crash", &dir, 200, "10s");
+    let out = dir.join("run");
+    let output = run_plan(&plan, &out, &docker_args(&[]));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "node-crash did not pass in containers:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report = report(&out);
+    assert_eq!(report["verdict"], "pass");
+    assert!(!report["series"].as_array().unwrap().is_empty());
+
+    // The plan's `kill: node-1` is a SIGKILL of its container, recorded as such.
+    let kill = events(&out).into_iter().find(|e| {
+        e["kind"] == "service_exit" && e["service"] == "node-1" && e["signal"] == "SIGKILL"
+    });
+    assert!(kill.is_some(), "no SIGKILL exit of node-1 in events.jsonl");
+    // Every container's output went to its log.
+    for service in ["postgres", "nats", "node-1", "node-2"] {
+        let log = std::fs::read_to_string(out.join("logs").join(format!("{service}.log")))
+            .unwrap_or_default();
+        assert!(
+            log.lines().count() > 1,
+            "logs/{service}.log is empty:\n{log}"
+        );
+    }
+    let node = std::fs::read_to_string(out.join("logs/node-1.log")).unwrap();
+    assert_eq!(
+        node.matches("starting node-1: image anyplay/node:local")
+            .count(),
+        2,
+        "one log header per start of the container:\n{node}"
+    );
+    assert_eq!(containers_of(&out), Vec::<String>::new(), "containers left");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_sigkilled_supervisor_s_containers_go_when_the_next_run_starts() {
+    let _turn = one_at_a_time();
+    let dir = scratch("docker-sigkill");
+    let plan = reduced_plan("node-crash", &dir, 20, "5s");
+    let first = dir.join("first");
+    let mut args = vec![
+        "run",
+        plan.to_str().unwrap(),
+        "--out",
+        first.to_str().unwrap(),
+    ];
+    args.extend(docker_args(&[]));
+    let mut supervisor = chaos(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !std::fs::read_to_string(first.join("events.jsonl"))
+        .unwrap_or_default()
+        .contains("the timeline starts")
+    {
+        assert!(Instant::now() < deadline, "the first run never got going");
+        assert!(
+            supervisor.try_wait().unwrap().is_none(),
+            "the first run ended early"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    supervisor.kill().unwrap();
+    supervisor.wait().unwrap();
+    // Docker has no parent-death signal: the containers outlive their supervisor…
+    let orphans = containers_of(&first);
+    assert_eq!(
+        orphans.len(),
+        4,
+        "postgres, nats and two nodes: {orphans:?}"
+    );
+
+    // …until the next run starts on that engine (its own, tiny).
+    let second = dir.join("second");
+    let quick = reduced_plan("quickstart", &dir, 20, "10s");
+    let output = run_plan(&quick, &second, &docker_args(&[]));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("removed 4 containers left by a run that died"),
+        "{stderr}"
+    );
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(containers_of(&first), Vec::<String>::new());
+    assert_eq!(containers_of(&second), Vec::<String>::new());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn an_unreachable_engine_is_a_clear_error_before_anything_starts() {
+    let dir = scratch("docker-unreachable");
+    let plan = reduced_plan("quickstart", &dir, 10, "1s");
+    let out = dir.join("run");
+    let output = chaos(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .args(docker_args(&[]))
+    .env(
+        "DOCKER_HOST",
+        format!("unix://{}/no-engine.sock", dir.display()),
+    )
+    .output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cannot reach the Docker engine"),
+        "{stderr}"
+    );
+    assert!(!out.join("logs/node-1.log").exists(), "nothing started");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_missing_image_is_named_with_how_to_get_it() {
+    let dir = scratch("docker-missing-image");
+    let plan = reduced_plan("node-crash", &dir, 10, "1s");
+    let out = dir.join("run");
+    let output = run_plan(
+        &plan,
+        &out,
+        &docker_args(&["--image", "nats=anyplay/no-such-nats:never"]),
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("nats: anyplay/no-such-nats:never: build it with deploy/images/build.sh"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("postgres:"),
+        "only the missing one: {stderr}"
+    );
+    assert!(!out.join("logs/postgres.log").exists(), "nothing started");
+    let _ = std::fs::remove_dir_all(&dir);
+}
