@@ -15,6 +15,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::WebSocketStream;
 
+use crate::choices::{self, Purpose};
 use crate::client::ClientError;
 use crate::fleet::{Node, Shared};
 use crate::player::Player;
@@ -59,6 +60,8 @@ pub(crate) async fn run(player: Arc<Player>, first: oneshot::Sender<FirstAttempt
     let mut shutdown = shared.shutdown.subscribe();
     let mut drops = shared.drops.subscribe();
     let mut rule = Reconnect::new(shared.reconnect);
+    // The player's own stream: its waits repeat with the seed, whatever the other players do.
+    let mut rng = choices::stream(shared.seed, Purpose::Reconnect, player.index as u64);
     let mut first = Some(first);
     let mut sign_in = false;
     loop {
@@ -68,7 +71,7 @@ pub(crate) async fn run(player: Arc<Player>, first: oneshot::Sender<FirstAttempt
         if sign_in {
             if let Err(e) = player.sign_in().await {
                 tracing::debug!(player = player.index, "signing in again failed: {e}");
-                let wait = rule.after_failed_attempt(&mut rand::rng());
+                let wait = rule.after_failed_attempt(&mut rng);
                 if pause(wait, &mut shutdown).await {
                     return;
                 }
@@ -81,18 +84,18 @@ pub(crate) async fn run(player: Arc<Player>, first: oneshot::Sender<FirstAttempt
             Ended::Failed(status) => {
                 report_first(&mut first, FirstAttempt::Failed(status));
                 player.next_node();
-                rule.after_failed_attempt(&mut rand::rng())
+                rule.after_failed_attempt(&mut rng)
             }
             Ended::NeedsSignIn(status) => {
                 report_first(&mut first, FirstAttempt::Failed(status));
                 sign_in = true;
-                rule.after_failed_attempt(&mut rand::rng())
+                rule.after_failed_attempt(&mut rng)
             }
             Ended::Lost(reason) => {
                 if reason.node_is_leaving() {
                     player.next_node();
                 }
-                let next = rule.after_break(&reason, &mut rand::rng());
+                let next = rule.after_break(&reason, &mut rng);
                 player.lost(reason);
                 match next {
                     Next::Wait(wait) => wait,

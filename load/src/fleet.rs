@@ -64,6 +64,8 @@ pub(crate) struct Shared {
     pub codes: Arc<dyn CodeSource>,
     pub net: Net,
     pub reconnect: ReconnectMode,
+    /// The run's seed: each player's reconnect waits draw from it ([`crate::choices`]).
+    pub seed: u64,
     /// When the fleet was made, in µs since the Unix epoch: presence versions older than it are
     /// not changes of this run.
     pub started_us: u64,
@@ -130,12 +132,14 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    /// Makes `size` players (none signed in yet) against `target`. Their emails and handles carry
-    /// a tag of this run, so runs against the same cloud never collide.
+    /// Makes `size` players (none signed in yet) against `target`, reconnecting by `reconnect`
+    /// with waits drawn from `seed`. Their emails and handles carry a tag of this run, so runs
+    /// against the same cloud never collide.
     pub async fn new(
         target: &Target,
         size: usize,
         reconnect: ReconnectMode,
+        seed: u64,
         source_ips: Option<&SourceIps>,
     ) -> Result<Fleet, LoadError> {
         let mut nodes = Vec::with_capacity(target.nodes.len());
@@ -154,6 +158,7 @@ impl Fleet {
             codes: target.codes.clone(),
             net,
             reconnect,
+            seed,
             started_us: unix_micros(),
             drops: watch::Sender::new(0),
             shutdown: watch::Sender::new(false),
@@ -161,6 +166,8 @@ impl Fleet {
             events: broadcast::Sender::new(EVENT_BUFFER),
             directory: RwLock::new(HashMap::new()),
         });
+        // Not from the seed on purpose: the tag must differ between runs, so that a rerun
+        // against the same database makes new accounts instead of colliding with the last.
         let tag = Alphanumeric
             .sample_string(&mut rand::rng(), 5)
             .to_lowercase();
@@ -187,6 +194,18 @@ impl Fleet {
     /// The player with this account, once it signed in.
     pub fn by_account(&self, account: AccountId) -> Option<&Arc<Player>> {
         self.shared.player_of(account).map(|i| &self.players[i])
+    }
+
+    /// The players `player` is friends with by its ledger, in fleet order rather than by
+    /// account id (which differs from run to run), so that choices among them repeat.
+    pub fn friends_of(&self, player: &Player) -> Vec<&Arc<Player>> {
+        let mut friends: Vec<&Arc<Player>> = player
+            .friends()
+            .into_iter()
+            .filter_map(|account| self.by_account(account))
+            .collect();
+        friends.sort_by_key(|friend| friend.index);
+        friends
     }
 
     pub fn node_count(&self) -> usize {

@@ -14,6 +14,8 @@
 //! - [`wire`] and [`client`]: the contract's JSON bodies and a typed HTTP client of it.
 //! - [`net`]: spreading connections over loopback source addresses (`--source-ips`).
 //! - [`reconnect`]: the contract's reconnect rule as a pure type.
+//! - [`choices`]: every choice of who acts, with what and when, drawn from the run's seed.
+//! - [`planned`]: the schedule those choices give, per player, from the settings alone.
 //! - [`ledger`]: what the cloud acknowledged to a player, for lost-write checks.
 //! - [`player`], [`connection`] and [`fleet`]: players, their event sockets, and the set of them
 //!   with its event feed ([`PlayerEvent`]) and the `drop_all` fault.
@@ -24,6 +26,7 @@
 //! - [`report`]: the JSON report and the stdout tables; [`progress`]: progress on stderr.
 //! - [`runner`]: a whole run, in the order the contract fixes.
 
+pub mod choices;
 pub mod client;
 pub mod connection;
 pub mod error;
@@ -33,6 +36,7 @@ pub mod inprocess;
 pub mod ledger;
 pub mod mail_log;
 pub mod net;
+pub mod planned;
 pub mod player;
 pub mod progress;
 pub mod reconnect;

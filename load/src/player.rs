@@ -398,14 +398,13 @@ impl Player {
     }
 
     /// A new activity whose version is its send time (µs since the epoch, strictly increasing).
-    pub async fn set_presence(&self, since: Instant) -> Result<u64, ClientError> {
+    pub async fn set_presence(&self, activity: &str, since: Instant) -> Result<u64, ClientError> {
         let version = self.next_version();
         let token = self.token_for(Op::PresenceSet, since).await?;
-        let activity = format!("match {}", version % 100_000);
         self.timed(
             Op::PresenceSet,
             since,
-            self.api().presence_set(&token, &activity, version),
+            self.api().presence_set(&token, activity, version),
         )
         .await?;
         self.shared

@@ -63,6 +63,7 @@ impl Run {
             &target,
             settings.total_players(),
             settings.reconnect,
+            settings.seed,
             settings.source_ips.as_ref(),
         )
         .await?;

@@ -30,9 +30,14 @@ impl Plan {
         }
     }
 
+    /// How long after the plan's start operation `i` is due.
+    pub fn offset(&self, i: u64) -> Duration {
+        Duration::from_secs_f64(i as f64 / self.rate)
+    }
+
     /// The planned start of operation `i`.
     pub fn slot(&self, start: Instant, i: u64) -> Instant {
-        start + Duration::from_secs_f64(i as f64 / self.rate)
+        start + self.offset(i)
     }
 }
 

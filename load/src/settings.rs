@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Parser;
 use serde::{Serialize, Serializer};
 
+use crate::choices::DEFAULT_SEED;
 use crate::net::SourceIps;
 use crate::reconnect::ReconnectMode;
 
@@ -190,6 +191,10 @@ pub struct Args {
     /// Loopback source addresses for the players' connections, e.g. 127.0.0.2-127.0.0.40.
     #[arg(long)]
     pub source_ips: Option<SourceIps>,
+    /// Seed of the players' choices (who acts, with what, their reconnect waits): the same seed
+    /// and settings play the same schedule.
+    #[arg(long, default_value_t = DEFAULT_SEED)]
+    pub seed: u64,
     /// Write the JSON report to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -293,6 +298,8 @@ pub struct Settings {
     pub storm: StormSettings,
     pub ladder: LadderSettings,
     pub max_in_flight: usize,
+    /// Seed of every choice that decides what a player does or when ([`crate::choices`]).
+    pub seed: u64,
     pub mode: Mode,
     #[serde(serialize_with = "display")]
     pub source_ips: Option<SourceIps>,
@@ -378,6 +385,7 @@ impl Settings {
                 budget_ms: args.budget_ms,
             },
             max_in_flight: args.max_in_flight,
+            seed: args.seed,
             mode,
             source_ips: args.source_ips,
             json: args.json,

@@ -30,7 +30,8 @@ const SESSION_HOLD: Duration = Duration::from_secs(3);
 /// Accounts per gamer-card call.
 const CARDS_SIZE: usize = 20;
 
-/// The load settings of the plan, with its rates running for `duration`.
+/// The load settings of the plan, with its rates running for `duration` and its seed drawing
+/// the players' choices, so a rerun repeats the players as well as the timeline.
 pub fn settings(plan: &Plan, duration: Duration) -> Settings {
     let load = &plan.load;
     let defaults = Settings::default();
@@ -67,6 +68,7 @@ pub fn settings(plan: &Plan, duration: Duration) -> Settings {
             size: CARDS_SIZE.min(load.players as usize),
             duration,
         },
+        seed: plan.seed,
         mode: Mode::InProcess {
             default_limits: false,
         },
@@ -325,4 +327,35 @@ pub async fn record_final_state(log: &EventLog, fleet: &Fleet) {
         .map(|(session, members)| SessionMembers { session, members })
         .collect();
     let _ = log.record(Event::FinalState { friends, sessions });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anyplay_load::planned::player_schedules;
+    use anyplay_load::Break;
+
+    fn node_crash() -> Plan {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plans/node-crash.yaml");
+        Plan::load(&path).expect("plans/node-crash.yaml")
+    }
+
+    #[test]
+    fn the_plans_seed_draws_the_players_choices() {
+        let plan = node_crash();
+        let length = Duration::from_secs(95);
+        let a = settings(&plan, length);
+        assert_eq!(a.seed, plan.seed);
+        a.validate().expect("valid load settings");
+        let breaks = [Break::Closed(1001), Break::NoCloseFrame];
+        let schedule = player_schedules(&a, &breaks);
+        assert_eq!(schedule.len(), plan.load.players as usize);
+        // Load settings made again from the same plan: the same schedule, player by player.
+        assert_eq!(
+            schedule,
+            player_schedules(&settings(&plan, length), &breaks)
+        );
+        let reseeded = settings(&plan.with_seed(plan.seed + 1), length);
+        assert_ne!(schedule, player_schedules(&reseeded, &breaks));
+    }
 }

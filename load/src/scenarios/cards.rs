@@ -4,13 +4,39 @@
 
 use std::sync::Arc;
 
-use rand::Rng;
+use rand_chacha::ChaCha8Rng;
 
+use crate::choices::{self, pick, Purpose};
+use crate::fleet::Fleet;
 use crate::player::Player;
 use crate::report::ScenarioReport;
-use crate::scenarios::{pick, Ctx, Driven};
+use crate::scenarios::{Ctx, Driven};
 use crate::schedule::{self, Plan};
 use crate::wire::AccountId;
+
+/// A call as drawn: its caller, and the accounts that fill it up past the caller's friends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    /// Index into the players online as the scenario started, in fleet order.
+    pub caller: usize,
+    /// Indices into the run's accounts (in fleet order).
+    pub fill: Vec<usize>,
+}
+
+/// Draws a call from `rng`: the caller among `online` players, then as many of `accounts`
+/// accounts as `places(caller)` says its friends leave free.
+pub fn choose(
+    rng: &mut ChaCha8Rng,
+    online: usize,
+    accounts: usize,
+    places: impl FnOnce(usize) -> usize,
+) -> Option<Call> {
+    let caller = pick(rng, online)?;
+    let fill = (0..places(caller))
+        .map_while(|_| pick(rng, accounts))
+        .collect();
+    Some(Call { caller, fill })
+}
 
 pub async fn run(ctx: &Ctx) -> ScenarioReport {
     let recorder = ctx.begin();
@@ -25,22 +51,14 @@ pub async fn run(ctx: &Ctx) -> ScenarioReport {
 /// The calls, on the fleet's current recorder.
 pub(crate) async fn drive(ctx: &Ctx) -> Driven {
     let online = Arc::new(ctx.online());
-    let accounts: Arc<Vec<AccountId>> = Arc::new(
-        ctx.fleet
-            .players()
-            .iter()
-            .filter_map(|p| p.account())
-            .collect(),
-    );
+    let accounts = accounts(&ctx.fleet);
     let settings = &ctx.settings.cards;
     let plan = Plan::for_duration(settings.rate, settings.duration, ctx.settings.max_in_flight);
     let bar = ctx.progress.bar("cards", plan.count);
-    let size = settings.size;
-    let outcome = schedule::run(&plan, &ctx.lag, |_, at| {
-        let call = pick(&online).map(|player| {
-            let ids = card_ids(&player, &accounts, size);
-            (player, ids)
-        });
+    let (size, seed) = (settings.size, ctx.settings.seed);
+    let outcome = schedule::run(&plan, &ctx.lag, |i, at| {
+        let mut rng = choices::stream(seed, Purpose::Cards, i);
+        let call = draw_call(&ctx.fleet, &online, &accounts, size, &mut rng);
         let bar = bar.clone();
         async move {
             if let Some((player, ids)) = call {
@@ -59,12 +77,30 @@ pub(crate) async fn drive(ctx: &Ctx) -> Driven {
     }
 }
 
-/// `size` ids: the player's friends first, then random accounts of the run.
-pub(crate) fn card_ids(player: &Player, accounts: &[AccountId], size: usize) -> Vec<AccountId> {
-    let mut ids: Vec<AccountId> = player.friends().into_iter().take(size).collect();
-    let mut rng = rand::rng();
-    while ids.len() < size && !accounts.is_empty() {
-        ids.push(accounts[rng.random_range(0..accounts.len())]);
-    }
-    ids
+/// The accounts of the run's signed-in players, in fleet order.
+pub(crate) fn accounts(fleet: &Fleet) -> Vec<AccountId> {
+    fleet.players().iter().filter_map(|p| p.account()).collect()
+}
+
+/// A call drawn from `rng` among `online` players: its caller and `size` ids, the caller's
+/// friends first (in fleet order), then drawn `accounts`.
+pub(crate) fn draw_call(
+    fleet: &Fleet,
+    online: &[Arc<Player>],
+    accounts: &[AccountId],
+    size: usize,
+    rng: &mut ChaCha8Rng,
+) -> Option<(Arc<Player>, Vec<AccountId>)> {
+    let mut ids = Vec::new();
+    let call = choose(rng, online.len(), accounts.len(), |caller| {
+        ids = fleet
+            .friends_of(&online[caller])
+            .iter()
+            .filter_map(|friend| friend.account())
+            .take(size)
+            .collect();
+        size - ids.len()
+    })?;
+    ids.extend(call.fill.iter().map(|&k| accounts[k]));
+    Some((online[call.caller].clone(), ids))
 }

@@ -8,9 +8,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::choices::{self, pick, Purpose};
 use crate::report::{LadderReport, RungReport, ScenarioReport};
-use crate::scenarios::cards::card_ids;
-use crate::scenarios::{login, pick, Ctx};
+use crate::scenarios::{cards, login, presence, Ctx};
 use crate::schedule::{self, Outcome, Plan};
 use crate::stats::{ms, Recorder, Snapshot};
 use crate::wire::AccountId;
@@ -25,9 +25,9 @@ pub async fn run(ctx: &Ctx) -> ScenarioReport {
         let ramp = ctx.begin();
         let (_, login) = login::wave(ctx, signed_in..players, &format!("rung {players}")).await;
         signed_in = players;
-        let warm = workload(ctx, players, ladder.warmup, "warm-up").await;
+        let warm = workload(ctx, players, ladder.warmup, false).await;
         let steady = ctx.begin();
-        let main = workload(ctx, players, ladder.steady, "steady").await;
+        let main = workload(ctx, players, ladder.steady, true).await;
         let (ramp_snapshot, steady_snapshot) = (ramp.snapshot(), steady.snapshot());
         for (recorder, snapshot) in [(&ramp, &ramp_snapshot), (&steady, &steady_snapshot)] {
             total.merge_shifted(snapshot, offset(started, recorder));
@@ -80,30 +80,42 @@ fn offset(started: Instant, recorder: &Recorder) -> usize {
     .unwrap_or(usize::MAX)
 }
 
-/// `players / think` calls per second over the online players for `duration`, open loop.
-async fn workload(ctx: &Ctx, players: usize, duration: Duration, name: &str) -> Outcome {
+/// `players / think` calls per second over the online players for `duration` (the rung's
+/// warm-up or its `steady` window), open loop.
+async fn workload(ctx: &Ctx, players: usize, duration: Duration, steady: bool) -> Outcome {
     let online = Arc::new(ctx.online());
-    let accounts: Arc<Vec<AccountId>> = Arc::new(
-        ctx.fleet
-            .players()
-            .iter()
-            .filter_map(|p| p.account())
-            .collect(),
-    );
+    let accounts = cards::accounts(&ctx.fleet);
     let rate = players as f64 / ctx.settings.ladder.think.as_secs_f64();
     let plan = Plan::for_duration(rate, duration, ctx.settings.max_in_flight);
+    let name = if steady { "steady" } else { "warm-up" };
     let bar = ctx.progress.bar(&format!("{players} {name}"), plan.count);
-    let size = ctx.settings.cards.size;
+    let (size, seed) = (ctx.settings.cards.size, ctx.settings.seed);
+    let purpose = Purpose::Ladder {
+        rung: players,
+        steady,
+    };
     let outcome = schedule::run(&plan, &ctx.lag, |i, at| {
-        let player = pick(&online);
-        let (accounts, bar) = (accounts.clone(), bar.clone());
+        let mut rng = choices::stream(seed, purpose, i);
+        // Presence, friends list and gamer cards in turn.
+        let call = match i % 3 {
+            0 => pick(&mut rng, online.len()).map(|k| {
+                (
+                    online[k].clone(),
+                    Call::Presence(presence::activity(&mut rng)),
+                )
+            }),
+            1 => pick(&mut rng, online.len()).map(|k| (online[k].clone(), Call::Friends)),
+            _ => cards::draw_call(&ctx.fleet, &online, &accounts, size, &mut rng)
+                .map(|(player, ids)| (player, Call::Cards(ids))),
+        };
+        let bar = bar.clone();
         async move {
-            if let Some(player) = player {
+            if let Some((player, call)) = call {
                 // Failures are recorded; the rung's verdict reads them from the recorder.
-                let _ = match i % 3 {
-                    0 => player.set_presence(at).await.map(drop),
-                    1 => player.list_friends(at).await.map(drop),
-                    _ => player.cards(&card_ids(&player, &accounts, size), at).await,
+                let _ = match call {
+                    Call::Presence(activity) => player.set_presence(&activity, at).await.map(drop),
+                    Call::Friends => player.list_friends(at).await.map(drop),
+                    Call::Cards(ids) => player.cards(&ids, at).await,
                 };
             }
             bar.inc(1);
@@ -112,4 +124,11 @@ async fn workload(ctx: &Ctx, players: usize, duration: Duration, name: &str) -> 
     .await;
     bar.finish();
     outcome
+}
+
+/// What a player does on a rung.
+enum Call {
+    Presence(String),
+    Friends,
+    Cards(Vec<AccountId>),
 }

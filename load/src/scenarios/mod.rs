@@ -1,5 +1,7 @@
 //! The scenarios of the contract. Each takes a [`Ctx`], records into a recorder of its own, and
 //! returns its part of the report; `anyplay-chaos` calls them the same way the binary does.
+//! Who acts on each scheduled operation, and with what, is drawn from the run's seed
+//! ([`crate::choices`]) by functions that [`crate::planned`] calls too.
 
 pub mod cards;
 pub mod friends;
@@ -11,8 +13,6 @@ pub mod sessions;
 pub mod storm;
 
 use std::sync::Arc;
-
-use rand::Rng;
 
 use crate::fleet::Fleet;
 use crate::generator::SchedLag;
@@ -66,9 +66,4 @@ impl Driven {
         }
         report
     }
-}
-
-/// A random player of `players`, if there is one.
-fn pick(players: &[Arc<Player>]) -> Option<Arc<Player>> {
-    (!players.is_empty()).then(|| players[rand::rng().random_range(0..players.len())].clone())
 }

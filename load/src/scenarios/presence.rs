@@ -7,9 +7,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use rand_chacha::ChaCha8Rng;
+
+use crate::choices::{self, pick, Purpose};
 use crate::player::Player;
 use crate::report::{DeliveryReport, ScenarioReport};
-use crate::scenarios::{pick, Ctx, Driven};
+use crate::scenarios::{Ctx, Driven};
 use crate::schedule::{self, Plan};
 use crate::stats::{ms, Op, Recorder};
 use crate::sync::lock;
@@ -33,6 +36,32 @@ impl Expected {
     }
 }
 
+/// Activities a change picks from.
+const ACTIVITIES: usize = 100_000;
+
+/// One activity change as drawn: which of the online players, and its new activity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// Index into the players online as the scenario started, in fleet order.
+    pub player: usize,
+    pub activity: String,
+}
+
+/// Change `i` of a run with `seed`, among `online` players.
+pub fn choose(seed: u64, i: u64, online: usize) -> Option<Change> {
+    let mut rng = choices::stream(seed, Purpose::Presence, i);
+    let player = pick(&mut rng, online)?;
+    Some(Change {
+        player,
+        activity: activity(&mut rng),
+    })
+}
+
+/// An activity drawn from `rng`.
+pub(crate) fn activity(rng: &mut ChaCha8Rng) -> String {
+    format!("match {}", pick(rng, ACTIVITIES).unwrap_or(0))
+}
+
 pub async fn run(ctx: &Ctx) -> ScenarioReport {
     let recorder = ctx.begin();
     let driven = drive(ctx, &recorder).await;
@@ -51,8 +80,9 @@ pub(crate) async fn drive(ctx: &Ctx, recorder: &Recorder) -> Driven {
     let presence = &ctx.settings.presence;
     let plan = Plan::for_duration(presence.rate, presence.duration, ctx.settings.max_in_flight);
     let bar = ctx.progress.bar("presence", plan.count);
-    let outcome = schedule::run(&plan, &ctx.lag, |_, at| {
-        let player = pick(&online);
+    let seed = ctx.settings.seed;
+    let outcome = schedule::run(&plan, &ctx.lag, |i, at| {
+        let change = choose(seed, i, online.len()).map(|c| (online[c.player].clone(), c.activity));
         let (fleet, expected, changes, bar) = (
             ctx.fleet.clone(),
             expected.clone(),
@@ -60,8 +90,9 @@ pub(crate) async fn drive(ctx: &Ctx, recorder: &Recorder) -> Driven {
             bar.clone(),
         );
         async move {
-            if let Some(player) = player {
-                if let (Ok(version), Some(from)) = (player.set_presence(at).await, player.account())
+            if let Some((player, activity)) = change {
+                if let (Ok(version), Some(from)) =
+                    (player.set_presence(&activity, at).await, player.account())
                 {
                     changes.fetch_add(1, Ordering::Relaxed);
                     let receivers = player

@@ -6,13 +6,23 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 
+use crate::choices::{self, pick, Purpose};
 use crate::player::Player;
 use crate::report::ScenarioReport;
-use crate::scenarios::{pick, Ctx, Driven};
+use crate::scenarios::{Ctx, Driven};
 use crate::schedule::{self, Plan};
 
 /// Random picks tried for a free leader before the slot is given up.
 const LEADER_TRIES: usize = 8;
+
+/// Session `i` of a run with `seed`: its leaders among `online` players (indices in fleet
+/// order), in the order they are tried; the first not in another session leads.
+pub fn leaders(seed: u64, i: u64, online: usize) -> Vec<usize> {
+    let mut rng = choices::stream(seed, Purpose::Sessions, i);
+    (0..LEADER_TRIES)
+        .filter_map(|_| pick(&mut rng, online))
+        .collect()
+}
 
 pub async fn run(ctx: &Ctx) -> ScenarioReport {
     let recorder = ctx.begin();
@@ -31,8 +41,8 @@ pub(crate) async fn drive(ctx: &Ctx) -> Driven {
     let plan = Plan::for_duration(settings.rate, settings.duration, ctx.settings.max_in_flight);
     let bar = ctx.progress.bar("sessions", plan.count);
     let (size, hold) = (settings.size, settings.hold);
-    let outcome = schedule::run(&plan, &ctx.lag, |_, at| {
-        let party = reserve_party(ctx, &online, size as usize);
+    let outcome = schedule::run(&plan, &ctx.lag, |i, at| {
+        let party = reserve_party(ctx, &online, i, size as usize);
         let bar = bar.clone();
         async move {
             if let Some(party) = party {
@@ -51,20 +61,25 @@ pub(crate) async fn drive(ctx: &Ctx) -> Driven {
     }
 }
 
-/// A free leader and up to `size - 1` of its free online friends, all reserved.
-fn reserve_party(ctx: &Ctx, online: &[Arc<Player>], size: usize) -> Option<Vec<Arc<Player>>> {
-    let leader = (0..LEADER_TRIES)
-        .filter_map(|_| pick(online))
+/// Session `i`'s free leader and up to `size - 1` of its free online friends (in fleet
+/// order), all reserved.
+fn reserve_party(
+    ctx: &Ctx,
+    online: &[Arc<Player>],
+    i: u64,
+    size: usize,
+) -> Option<Vec<Arc<Player>>> {
+    let leader = leaders(ctx.settings.seed, i, online.len())
+        .into_iter()
+        .map(|k| &online[k])
         .find(|p| p.try_reserve())?;
     let mut party = vec![leader.clone()];
-    for friend in leader.friends() {
+    for friend in ctx.fleet.friends_of(leader) {
         if party.len() == size {
             break;
         }
-        if let Some(friend) = ctx.fleet.by_account(friend) {
-            if friend.is_online() && friend.try_reserve() {
-                party.push(friend.clone());
-            }
+        if friend.is_online() && friend.try_reserve() {
+            party.push(friend.clone());
         }
     }
     Some(party)
