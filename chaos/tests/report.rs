@@ -1,8 +1,9 @@
 //! The report commands with the real binary. `compare A B` on hand-made `report.json`
 //! files: exit 0 without a regression, 1 when B fails a check that A passed, 2 when a side
 //! cannot be read. `report DIR` on a hand-made run directory writes a self-contained
-//! `report.html`. And one tiny run (one SQLite node, no PostgreSQL) with `--junit`, which
-//! also shows that the end of every run writes `report.html`.
+//! `report.html` (what a browser draws of it: `tests/browser.rs`). And one tiny run (one
+//! SQLite node, no PostgreSQL) with `--junit`, which also shows that the end of every run
+//! writes `report.html`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -199,10 +200,14 @@ fn report_dir_writes_a_self_contained_html_page() {
     assert!(html.contains("&lt;b&gt;bold&lt;/b&gt; &amp; https://example.invalid"));
     let page = html.replace("https://example.invalid", "");
     for reference in [
-        "http://", "https://", "src=", "href=", "url(", "@import", "<script", "<link",
+        "http://", "https://", "src=", "href=", "url(", "@import", "<link",
     ] {
         assert!(!page.contains(reference), "{reference} in report.html");
     }
+    // No external script: one inline script (it measures what was drawn), and a policy
+    // that lets the browser fetch nothing.
+    assert_eq!(page.matches("<script").count(), 1);
+    assert!(page.contains("<script>\n") && page.contains("default-src 'none'"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -17,6 +17,7 @@ use crate::checks::Quantity;
 use crate::events::Tool;
 use crate::plan::ActionKind;
 use crate::report::json::SCHEMA;
+use crate::report::markdown::table;
 use crate::report::REPORT_FILE;
 
 #[derive(Debug, thiserror::Error)]
@@ -400,7 +401,11 @@ pub fn render(a: &Stored, b: &Stored, comparison: &Comparison) -> String {
         })
         .collect();
     out.push_str("\n## Checks\n\n");
-    out.push_str(&aligned(&["check", "limit", "A", "B", "change"], &checks));
+    out.push_str(&table(
+        &["check", "limit", "A", "B", "change"],
+        &[],
+        &checks,
+    ));
 
     out.push_str("\n## Faults (seconds until every player hit was back)\n\n");
     if comparison.faults.is_empty() {
@@ -441,10 +446,11 @@ pub fn render(a: &Stored, b: &Stored, comparison: &Comparison) -> String {
                 ]
             })
             .collect();
-        out.push_str(&aligned(
+        out.push_str(&table(
             &[
                 "fault", "hit A", "hit B", "back A", "back B", "errors A", "errors B", "change",
             ],
+            &[],
             &faults,
         ));
     }
@@ -463,37 +469,6 @@ pub fn render(a: &Stored, b: &Stored, comparison: &Comparison) -> String {
     out.push_str(
         "(same = within noise: times 10 % or 0.5 s, counts 10 %, ratios 10 % or 0.0001)\n",
     );
-    out
-}
-
-/// Columns padded to line up in a terminal, in the shape of summary.md's tables.
-fn aligned(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let widths: Vec<usize> = headers
-        .iter()
-        .enumerate()
-        .map(|(i, h)| {
-            rows.iter()
-                .filter_map(|r| r.get(i))
-                .map(|c| c.chars().count())
-                .chain([h.chars().count()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |cells: &[String]| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(c, w)| format!("{c}{}", " ".repeat(w.saturating_sub(c.chars().count()))))
-            .collect();
-        format!("| {} |\n", padded.join(" | "))
-    };
-    let mut out = line(&headers.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>());
-    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(w + 2)).collect();
-    let _ = writeln!(out, "|{}|", rule.join("|"));
-    for row in rows {
-        out.push_str(&line(row));
-    }
     out
 }
 

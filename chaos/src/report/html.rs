@@ -1,26 +1,33 @@
 //! `report.html`: the run as one self-contained page — inline SVG charts of the run's
 //! series on one shared time axis, each service's state as bands, every action as a
 //! marker, then the checks and faults tables and the run's identity. No network, no
-//! script, no external font or style: it opens from a CI artifact or a mail attachment.
+//! external script, font or style (its content security policy forbids loading any): it
+//! opens from a CI artifact or a mail attachment.
 //!
 //! - `scale`: data to pixels, nice ticks.
 //! - `bands`: service states derived from the history.
 //! - `chart`: the SVG.
+//! - `drawn`: the one inline script, which measures what the browser drew.
 
 mod bands;
 mod chart;
+mod drawn;
 mod scale;
 
 use std::fmt::Write as _;
 
 use crate::checks::faults::{self, fmt_num};
 use crate::events::{Event, History, Tick};
+use crate::plan::ActionKind;
 use crate::report::json::{Report, Verdict};
 use crate::report::markdown::{
     check_row, fault_row, CHECK_COLUMNS, CHECK_RIGHT, FAULT_COLUMNS, FAULT_RIGHT,
 };
 
 use chart::{Figure, Marker, Panel, Series, Style};
+
+/// Nothing may be fetched: only the page's own style and script run.
+const POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'";
 
 const STYLE: &str = "
 body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;color:#1d2433;margin:24px;background:#fff}
@@ -41,7 +48,8 @@ svg .grid{stroke:#e6e9ef;stroke-width:1}svg .frame{fill:none;stroke:#c9cfda}
 svg .axis{stroke:#8a93a5}
 svg .line{fill:none;stroke-width:1.8;stroke-linejoin:round;stroke-linecap:round}
 svg .window{fill:#8a93a5;fill-opacity:.12}
-svg .marker line{stroke:#1d2433;stroke-width:1;stroke-dasharray:4 3}svg .marker text{fill:#1d2433;font-weight:600}
+svg .marker line{stroke:#1d2433;stroke-width:1.4;stroke-dasharray:4 3}svg .marker text{fill:#1d2433;font-weight:600}
+svg .marker.heal line{stroke:#8a93a5;stroke-width:1}svg .marker.heal text{fill:#5a6478;font-weight:400}
 svg .marker.failed line{stroke:#c8372f}svg .marker.failed text{fill:#c8372f}
 footer{margin-top:28px;color:#8a93a5;font-size:12px}
 ";
@@ -58,6 +66,7 @@ pub fn page(report: &Report, history: &History) -> String {
     let _ = write!(
         html,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"{POLICY}\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
          <title>anyplay-chaos: {name} — {verdict}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n\
          <h1>anyplay-chaos: {name} <span class=\"verdict {class}\">{verdict}</span></h1>\n"
@@ -74,8 +83,9 @@ pub fn page(report: &Report, history: &History) -> String {
     let _ = write!(
         html,
         "<footer>Written by anyplay-chaos {} from the run's events.jsonl; \
-         <code>anyplay-chaos report DIR</code> writes it again.</footer>\n</body>\n</html>\n",
-        escape(&report.tool.version)
+         <code>anyplay-chaos report DIR</code> writes it again.</footer>\n{}</body>\n</html>\n",
+        escape(&report.tool.version),
+        drawn::SCRIPT
     );
     html
 }
@@ -235,6 +245,7 @@ fn markers(history: &History) -> Vec<Marker> {
                 start: fault.start,
                 end: fault.end,
                 failed: error.is_some(),
+                heal: fault.action == ActionKind::Start,
             }
         })
         .collect()
@@ -374,13 +385,28 @@ mod tests {
         // The only URL is in a check's detail, and there it is plain escaped text.
         let without_detail = html.replace("https://example.invalid", "");
         for reference in [
-            "http://", "https://", "src=", "href=", "url(", "@import", "<link", "<script",
+            "http://",
+            "https://",
+            "src=",
+            "href=",
+            "url(",
+            "@import",
+            "<link",
+            "fetch(",
+            "XMLHttpRequest",
+            "WebSocket",
+            "import(",
         ] {
             assert!(
                 !without_detail.contains(reference),
                 "{reference} in the page"
             );
         }
+        // One script, inline, and a policy that lets the browser load nothing.
+        assert_eq!(html.matches("<script").count(), 1);
+        assert!(html.contains("<script>\n"));
+        assert!(html.contains(&format!("content=\"{POLICY}\"")));
+        assert!(POLICY.starts_with("default-src 'none';"));
         assert!(html.contains("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;"));
     }
 

@@ -89,8 +89,9 @@ pub fn tables(report: &Report) -> String {
     out
 }
 
-/// A Markdown table padded so its columns line up in a terminal.
-fn table(headers: &[&str], right: &[bool], rows: &[Vec<String>]) -> String {
+/// A Markdown table padded so its columns line up in a terminal; `right` marks the columns
+/// aligned right (any not given align left). `compare` prints its tables with it too.
+pub(crate) fn table(headers: &[&str], right: &[bool], rows: &[Vec<String>]) -> String {
     let cell = |text: &str| text.replace('|', "\\|");
     let rows: Vec<Vec<String>> = rows
         .iter()

@@ -1,6 +1,8 @@
 //! The run as one inline SVG drawn as text: stacked panels of per-second series and a
 //! panel of service state bands, all on one shared time axis, with every action of the
-//! timeline as a labelled vertical marker through all of them.
+//! timeline as a labelled vertical marker through all of them. Series carry
+//! `data-series="<name>"` and bands `data-service`/`data-state`, so the page's own check
+//! (`drawn`) can find what it measures.
 
 use std::fmt::Write as _;
 
@@ -59,6 +61,9 @@ pub struct Marker {
     pub end: f64,
     /// The action could not be done.
     pub failed: bool,
+    /// The action brings a service back (a start): drawn quieter than the faults, so that
+    /// the faults are what the eye finds first.
+    pub heal: bool,
 }
 
 /// Everything on the shared time axis `[0, end]` seconds.
@@ -273,10 +278,10 @@ fn line_svg(svg: &mut String, series: &Series, x: &Linear, y: &Linear) {
         .collect();
     let _ = write!(
         svg,
-        r#"<path class="line" d="{}" stroke="{}"><title>{}</title></path>"#,
+        r#"<path class="line" data-series="{name}" d="{}" stroke="{}"><title>{name}</title></path>"#,
         d.join(" "),
         series.color,
-        escape(series.name)
+        name = escape(series.name)
     );
 }
 
@@ -290,13 +295,13 @@ fn bars_svg(svg: &mut String, series: &Series, x: &Linear, y: &Linear) {
         let height = (base - y.map(v)).max(1.5);
         let _ = write!(
             svg,
-            r#"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="{height:.1}" fill="{}" fill-opacity="0.75"><title>{}: {} at {}s</title></rect>"#,
+            r#"<rect data-series="{name}" x="{x0:.1}" y="{:.1}" width="{:.1}" height="{height:.1}" fill="{}" fill-opacity="0.75"><title>{name}: {} at {}s</title></rect>"#,
             base - height,
             (x.map(*t) - x0 - 0.5).max(1.0),
             series.color,
-            escape(series.name),
             label(v, 1.0),
-            label(*t, 0.1)
+            label(*t, 0.1),
+            name = escape(series.name)
         );
     }
 }
@@ -329,15 +334,15 @@ fn bands_svg(svg: &mut String, bands: &[(Service, Vec<Band>)], x: &Linear, top: 
             let x0 = x.map(band.from);
             let _ = write!(
                 svg,
-                r#"<rect x="{x0:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{} {}: {}s to {}s</title></rect>"#,
+                r#"<rect data-service="{name}" data-state="{state}" x="{x0:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{name} {state}: {}s to {}s</title></rect>"#,
                 row + 3.0,
                 (x.map(band.to) - x0).max(1.0),
                 BAND_ROW - 6.0,
                 state_color(band.state),
-                escape(&name),
-                band.state.as_str(),
                 label(band.from, 0.1),
-                label(band.to, 0.1)
+                label(band.to, 0.1),
+                name = escape(&name),
+                state = band.state.as_str(),
             );
         }
         row += BAND_ROW;
@@ -379,7 +384,11 @@ fn marker_svg(svg: &mut String, m: &Marker, x: &Linear, lane: usize, bottom: f64
     let px = x.map(m.start);
     let (from, _) = label_span(x, m.start, &m.label);
     let label_y = 8.0 + lane as f64 * LANE + 10.0;
-    let class = if m.failed { "marker failed" } else { "marker" };
+    let class = match (m.failed, m.heal) {
+        (true, _) => "marker failed",
+        (false, true) => "marker heal",
+        (false, false) => "marker",
+    };
     let _ = write!(
         svg,
         r#"<g class="{class}"><title>{}</title><line x1="{px:.1}" x2="{px:.1}" y1="{:.1}" y2="{bottom:.1}"/><text x="{from:.1}" y="{label_y:.1}">{}</text></g>"#,
@@ -474,13 +483,24 @@ mod tests {
                     to: 5.0,
                 }],
             )],
-            markers: vec![Marker {
-                label: "kill <node-1>".into(),
-                detail: "a & b".into(),
-                start: 3.0,
-                end: 10.0,
-                failed: true,
-            }],
+            markers: vec![
+                Marker {
+                    label: "kill <node-1>".into(),
+                    detail: "a & b".into(),
+                    start: 3.0,
+                    end: 10.0,
+                    failed: true,
+                    heal: false,
+                },
+                Marker {
+                    label: "start node-1".into(),
+                    detail: "c".into(),
+                    start: 20.0,
+                    end: 20.5,
+                    failed: false,
+                    heal: true,
+                },
+            ],
         };
         let svg = figure.svg();
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
@@ -489,5 +509,6 @@ mod tests {
         assert!(svg.contains("node-1 down: 3.0s to 5.0s"), "{svg}");
         assert!(svg.contains(r#"class="window""#));
         assert!(svg.contains(r#"class="marker failed""#));
+        assert!(svg.contains(r#"class="marker heal""#));
     }
 }
