@@ -226,7 +226,8 @@ fn finished(
 ) -> anyhow::Result<Outcome> {
     let finished = result?;
     if let Some(path) = junit {
-        write_junit(&finished.dir, path)?;
+        std::fs::write(path, junit::junit(&finished.report))
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if finished.interrupted {
         eprintln!(
@@ -235,16 +236,7 @@ fn finished(
         );
         return Ok(Outcome::Fail);
     }
-    Ok(finished.verdict.into())
-}
-
-/// The run's checks as JUnit XML, judged again from its directory (the runner keeps only
-/// the verdict).
-fn write_junit(dir: &Path, path: &Path) -> anyhow::Result<()> {
-    let judged = report::judge_dir(dir)
-        .with_context(|| format!("cannot read the report of {}", dir.display()))?;
-    std::fs::write(path, junit::junit(&judged.report))
-        .with_context(|| format!("cannot write {}", path.display()))
+    Ok(finished.report.verdict.into())
 }
 
 /// `run PLAN`: exit 0 pass, 1 a check failed, 2 invalid plan or topology that did not start.

@@ -1,6 +1,6 @@
 //! The report commands with the real binary. `compare A B` on hand-made `report.json`
-//! files: exit 0 without a regression, 1 when B fails a check that A passed, 2 when a side
-//! cannot be read. `report DIR` on a hand-made run directory writes a self-contained
+//! files and on two committed runs: exit 0 without a regression, 1 when B fails a check that A
+//! passed, 2 when a side cannot be read. `report DIR` on a hand-made run directory writes a self-contained
 //! `report.html` (what a browser draws of it: `tests/browser.rs`). And one tiny run (one
 //! SQLite node, no PostgreSQL) with `--junit`, which also shows that the end of every run
 //! writes `report.html`.
@@ -129,6 +129,63 @@ fn compare_exits_0_for_run_directories_without_a_regression() {
         "{stdout}"
     );
     assert!(stdout.contains("no regression"), "{stdout}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The committed runs of node-crash under both backends (results/backends/).
+fn committed_run(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../results")
+        .join(name)
+        .join("run")
+}
+
+#[test]
+fn compare_of_two_committed_runs_prints_them_side_by_side_and_gates_a_regression() {
+    let (a, b) = (
+        committed_run("node-crash-process"),
+        committed_run("node-crash-docker"),
+    );
+    let output = chaos(&[Path::new("compare"), &a, &b]);
+    let stdout = text(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        text(&output.stderr)
+    );
+    for expected in [
+        "| check ",
+        "| players_back ",
+        "| failover ",
+        "| kill node-1 at 20s ",
+        "| stop node-2 at 50s ",
+        "no regression",
+    ] {
+        assert!(stdout.contains(expected), "{expected:?} missing:\n{stdout}");
+    }
+
+    // The same run B, made up to have lost writes: the gate fails.
+    let dir = scratch("committed-regression");
+    let mut worse: Value =
+        serde_json::from_str(&std::fs::read_to_string(b.join("report.json")).unwrap()).unwrap();
+    let lost = worse["checks"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|c| c["name"] == "lost_writes")
+        .expect("a lost_writes check");
+    lost["value"] = json!(2.0);
+    lost["pass"] = json!(false);
+    worse["verdict"] = json!("fail");
+    let worse = write(&dir, "report.json", &worse);
+    let output = chaos(&[Path::new("compare"), &a, &worse]);
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("REGRESSION: B fails lost_writes that A passed"),
+        "{stdout}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -54,7 +54,8 @@ pub async fn scrape_all(http: &reqwest::Client, nodes: &[NodeEndpoint]) -> Vec<O
     all
 }
 
-async fn scrape(http: &reqwest::Client, url: &str) -> Result<Metrics, ClientError> {
+/// One node's metrics page, parsed.
+pub async fn scrape(http: &reqwest::Client, url: &str) -> Result<Metrics, ClientError> {
     let resp = http.get(url).send().await.map_err(ClientError::NoAnswer)?;
     let status = resp.status().as_u16();
     if !resp.status().is_success() {

@@ -29,7 +29,7 @@ use tokio::time::Instant;
 
 use crate::events::{Event, EventLog, RunMeta, EVENTS_FILE};
 use crate::plan::{Backend, ImageOverride, Plan, Service};
-use crate::report::{self, markdown, Verdict, LOAD_REPORT_FILE, PLAN_FILE};
+use crate::report::{self, markdown, LOAD_REPORT_FILE, PLAN_FILE};
 use crate::supervisor::{ServiceEvent, ServiceEventKind};
 
 use topology::Topology;
@@ -64,7 +64,8 @@ pub struct RunOptions {
 #[derive(Debug)]
 pub struct Finished {
     pub dir: PathBuf,
-    pub verdict: Verdict,
+    /// What the run wrote into `report.json` (its verdict included).
+    pub report: report::Report,
     /// Ctrl-C or SIGTERM cut the run short; the report covers what ran.
     pub interrupted: bool,
 }
@@ -273,7 +274,7 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
     println!("report: {}", dir.display());
     Ok(Finished {
         dir,
-        verdict: report.verdict,
+        report,
         interrupted,
     })
 }

@@ -1,6 +1,6 @@
 //! What the run samples on its own clock: every node's connections four times a second
 //! (for the duplicate-sessions check), and one series entry a second (players online,
-//! calls, errors, latency, each node's state, CPU and memory).
+//! calls, errors, latency, each node's state, CPU, memory and store connections in use).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,6 +19,8 @@ use super::topology::NodeAddrs;
 
 /// Samples of the admin view per second; the check needs at least 4.
 const SAMPLES_PER_SECOND: u32 = 5;
+/// The cloud's gauge of store connections in use (`/metrics`, prefix `anyplay_`).
+const POOL_BUSY: &str = "anyplay_store_pool_busy";
 
 #[derive(Deserialize)]
 struct Connections {
@@ -100,6 +102,11 @@ pub async fn ticks(
     mut stop: watch::Receiver<bool>,
 ) {
     let mut system = System::new();
+    // A paused node does not answer: its scrape gives up well within the second.
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .expect("a plain HTTP client builds");
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     tick.tick().await;
@@ -115,9 +122,11 @@ pub async fn ticks(
             ProcessRefreshKind::nothing().with_cpu().with_memory(),
         );
         let pids = pids.lock().map(|p| p.clone()).unwrap_or_default();
+        let pools = pool_busy(&http, &nodes).await;
         let nodes = nodes
             .iter()
-            .map(|n| {
+            .zip(pools)
+            .map(|(n, pool_busy)| {
                 let process = pids
                     .get(&n.name)
                     .and_then(|pid| system.process(Pid::from_u32(*pid)));
@@ -125,7 +134,7 @@ pub async fn ticks(
                     up: up(&n.name),
                     cpu: process.map_or(0.0, |p| f64::from(p.cpu_usage()) / 100.0),
                     rss_mb: process.map_or(0.0, |p| p.memory() as f64 / 1_048_576.0),
-                    pool_busy: 0,
+                    pool_busy,
                 };
                 (n.name.clone(), tick)
             })
@@ -141,6 +150,19 @@ pub async fn ticks(
             nodes,
         }));
     }
+}
+
+/// Store connections each node has in use now; 0 for a node that does not answer in time.
+async fn pool_busy(http: &reqwest::Client, nodes: &[NodeAddrs]) -> Vec<u64> {
+    futures_util::future::join_all(nodes.iter().map(|node| async move {
+        let url = format!("http://{}/metrics", node.ops);
+        anyplay_load::server::scrape(http, &url)
+            .await
+            .ok()
+            .and_then(|metrics| metrics.get(POOL_BUSY).copied())
+            .map_or(0, |busy| busy as u64)
+    }))
+    .await
 }
 
 #[cfg(test)]
