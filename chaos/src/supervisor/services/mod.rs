@@ -41,6 +41,14 @@ pub fn log_path(run_dir: &Path, service: &str) -> PathBuf {
     run_dir.join("logs").join(format!("{service}.log"))
 }
 
+/// The port a plan asked for, else a free loopback one.
+fn pick_port(asked: Option<u16>) -> Result<u16, SetupError> {
+    match asked {
+        Some(port) => Ok(port),
+        None => crate::ports::free_port().map_err(SetupError::Port),
+    }
+}
+
 /// The first executable `name` on `PATH`, then in `extra` directories (root's sbin directories
 /// are not on every `PATH`).
 fn find_program(name: &str, extra: &[&str]) -> Option<PathBuf> {

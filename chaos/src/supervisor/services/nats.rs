@@ -4,9 +4,8 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 
-use super::{find_program, log_path, SetupError};
+use super::{find_program, log_path, pick_port, SetupError};
 use crate::backend::{Command, Program};
-use crate::ports::free_port;
 use crate::supervisor::{Probe, ServiceSpec};
 
 /// The service's name in the topology.
@@ -40,7 +39,7 @@ pub fn prepare(run_dir: &Path, settings: &NatsSettings) -> Result<Nats, SetupErr
                 .to_owned(),
         )
     })?;
-    let port = pick_port(settings)?;
+    let port = pick_port(settings.port)?;
     let command = Command::new(program, log_path(run_dir, NAME))
         .args(server_args(port, settings))
         .cwd(run_dir);
@@ -50,17 +49,10 @@ pub fn prepare(run_dir: &Path, settings: &NatsSettings) -> Result<Nats, SetupErr
 /// NATS as a container of `image`, whose entrypoint is the server (as in the official `nats`
 /// image): it gets only the arguments.
 pub fn container(run_dir: &Path, settings: &NatsSettings, image: &str) -> Result<Nats, SetupError> {
-    let port = pick_port(settings)?;
+    let port = pick_port(settings.port)?;
     let command = Command::new(Program::Image(image.to_owned()), log_path(run_dir, NAME))
         .args(server_args(port, settings));
     Ok(served(command, port))
-}
-
-fn pick_port(settings: &NatsSettings) -> Result<u16, SetupError> {
-    match settings.port {
-        Some(port) => Ok(port),
-        None => free_port().map_err(SetupError::Port),
-    }
 }
 
 fn server_args(port: u16, settings: &NatsSettings) -> Vec<String> {

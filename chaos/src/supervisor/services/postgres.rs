@@ -12,9 +12,8 @@ use nix::sys::signal::Signal;
 use nix::unistd::geteuid;
 use sqlx::postgres::PgConnectOptions;
 
-use super::{find_program, io_error, is_executable, log_path, SetupError};
+use super::{find_program, io_error, is_executable, log_path, pick_port, SetupError};
 use crate::backend::{process, Command, Exit, Program, RunAs};
-use crate::ports::free_port;
 use crate::supervisor::{Probe, ServiceSpec};
 
 /// The service's name in the topology.
@@ -103,7 +102,7 @@ pub async fn prepare(run_dir: &Path, settings: &PostgresSettings) -> Result<Post
         }
     }
 
-    let port = pick_port(settings)?;
+    let port = pick_port(settings.port)?;
     let command = Command::new(bin.join("postgres"), &log)
         .args(["-D", utf8(&data)?, "-k", utf8(&sockets)?])
         .args(server_args(port, settings))
@@ -125,7 +124,7 @@ pub fn container(
     settings: &PostgresSettings,
     image: &str,
 ) -> Result<Postgres, SetupError> {
-    let port = pick_port(settings)?;
+    let port = pick_port(settings.port)?;
     let command = Command::new(Program::Image(image.to_owned()), log_path(run_dir, NAME))
         .arg("postgres")
         .args(server_args(port, settings))
@@ -134,13 +133,6 @@ pub fn container(
         .env("POSTGRES_HOST_AUTH_METHOD", "trust")
         .stop_signal(Signal::SIGINT);
     Ok(served(command, port))
-}
-
-fn pick_port(settings: &PostgresSettings) -> Result<u16, SetupError> {
-    match settings.port {
-        Some(port) => Ok(port),
-        None => free_port().map_err(SetupError::Port),
-    }
 }
 
 /// The server's settings on either backend: loopback only, and no durability (a throwaway
