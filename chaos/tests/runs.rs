@@ -31,6 +31,7 @@ fn passes(name: &str, players: u32) {
         "events.jsonl",
         "report.json",
         "summary.md",
+        "report.html",
         "load.json",
         "logs/node-1.log",
         "logs/node-2.log",
