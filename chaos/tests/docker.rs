@@ -1,6 +1,6 @@
 //! The Docker backend on a real engine with the project's local images (deploy/images/build.sh
 //! builds them; deploy/test.sh does so before the tests): a plan runs to a pass with the same
-//! checks, a kill is recorded as a signal, and no container outlives its run, not even one whose
+//! checks, a pause is a docker pause, a kill is recorded as a signal, and no container outlives its run, not even one whose
 //! supervisor was SIGKILLed. Without an engine these tests fail: they exist to check it.
 
 mod support;
@@ -60,6 +60,12 @@ fn node_crash_passes_in_containers_and_the_kill_is_a_signal() {
     let _turn = one_at_a_time();
     let dir = scratch("docker-node-crash");
     let plan = reduced_plan("node-crash", &dir, 200, "10s");
+    // And a pause of NATS before the kill: docker pause / unpause.
+    let text = std::fs::read_to_string(&plan).unwrap();
+    let mut yaml: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
+    let pause: serde_yaml::Value = serde_yaml::from_str("{at: 8s, pause: nats, for: 3s}").unwrap();
+    yaml["timeline"].as_sequence_mut().unwrap().insert(0, pause);
+    std::fs::write(&plan, serde_yaml::to_string(&yaml).unwrap()).unwrap();
     let out = dir.join("run");
     let output = run_plan(&plan, &out, &docker_args(&[]));
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -78,6 +84,15 @@ fn node_crash_passes_in_containers_and_the_kill_is_a_signal() {
         e["kind"] == "service_exit" && e["service"] == "node-1" && e["signal"] == "SIGKILL"
     });
     assert!(kill.is_some(), "no SIGKILL exit of node-1 in events.jsonl");
+    let paused = events(&out)
+        .into_iter()
+        .find(|e| e["kind"] == "action_end" && e["action"] == "pause" && e["target"] == "nats");
+    assert!(paused.is_some(), "the pause of nats did not run its course");
+    let failed: Vec<_> = events(&out)
+        .into_iter()
+        .filter(|e| e["kind"] == "action_end" && e["error"].is_string())
+        .collect();
+    assert!(failed.is_empty(), "actions failed: {failed:?}");
     // Every container's output went to its log.
     for service in ["postgres", "nats", "node-1", "node-2"] {
         let log = std::fs::read_to_string(out.join("logs").join(format!("{service}.log")))

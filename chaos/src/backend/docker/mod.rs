@@ -7,7 +7,7 @@
 //!
 //! - [`engine`]: reaching the engine; which images are missing.
 //! - [`leftovers`]: the run's labels, and removing the containers of runs that died.
-//! - [`output`]: container output into `logs/<service>.log`.
+//! - [`output`]: container output (from the engine's log) into `logs/<service>.log`.
 
 mod engine;
 mod leftovers;
@@ -19,7 +19,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use bollard::errors::Error;
-use bollard::models::{ContainerCreateBody, HostConfig};
+use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig};
 use bollard::query_parameters::{
     CreateContainerOptions, KillContainerOptions, WaitContainerOptions,
 };
@@ -103,11 +103,14 @@ impl DockerBackend {
                 .map(|user| format!("{}:{}", user.uid, user.gid)),
             labels: Some(labels),
             stop_signal: Some(command.stop_signal.as_str().to_owned()),
-            attach_stdout: Some(true),
-            attach_stderr: Some(true),
             host_config: Some(HostConfig {
                 network_mode: Some("host".to_owned()),
                 binds: Some(vec![format!("{mount}:{mount}")]),
+                // The output is read back from the engine's log: a driver that keeps it.
+                log_config: Some(HostConfigLogConfig {
+                    typ: Some("json-file".to_owned()),
+                    config: None,
+                }),
                 ..Default::default()
             }),
             ..Default::default()
@@ -147,6 +150,7 @@ impl Backend for DockerBackend {
                 name,
                 id: created.id,
                 command,
+                copied: Default::default(),
             });
             Ok(unit)
         })
@@ -188,6 +192,8 @@ struct DockerUnit {
     name: String,
     id: String,
     command: Command,
+    /// How far the container's output has been copied into the log, across starts.
+    copied: output::LastCopied,
 }
 
 impl DockerUnit {
@@ -217,11 +223,17 @@ impl DockerUnit {
 impl Unit for DockerUnit {
     fn start(&self) -> BoxFuture<'_, Result<Started, BackendError>> {
         Box::pin(async move {
-            let logs = output::follow(&self.docker, &self.id, &self.command, &self.name).await?;
-            if let Err(source) = self.docker.start_container(&self.id, None).await {
-                logs.abort();
-                return Err(docker_error("start", &self.id)(source));
-            }
+            self.docker
+                .start_container(&self.id, None)
+                .await
+                .map_err(docker_error("start", &self.id))?;
+            let logs = output::follow(
+                &self.docker,
+                &self.id,
+                &self.command,
+                &self.name,
+                self.copied.clone(),
+            )?;
             let inspected = self
                 .docker
                 .inspect_container(&self.id, None)

@@ -1,0 +1,161 @@
+//! The Docker backend under the supervisor, on a real engine, with the local base image
+//! (`deploy/images/build.sh`; `deploy/test.sh` builds it and starts the engine): exit codes and
+//! signals, the stop signal, pause and resume, output across restarts, and the removal of the
+//! run's containers. Without an engine or the image these tests fail; nothing is skipped.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyplay_chaos::backend::docker::DockerBackend;
+use anyplay_chaos::backend::{Command, Exit, Program};
+use anyplay_chaos::supervisor::services::log_path;
+use anyplay_chaos::supervisor::{Probe, ServiceSpec, Supervisor};
+use nix::sys::signal::Signal;
+
+const IMAGE: &str = "anyplay/base:local";
+
+fn run_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "anyplay-docker-units-{name}-{}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+async fn supervisor(dir: &Path) -> Supervisor {
+    let (backend, _orphans) = DockerBackend::connect(dir)
+        .await
+        .expect("a Docker engine answers (deploy/test.sh starts one)");
+    let missing = backend.missing_images([IMAGE]).await.unwrap();
+    assert!(
+        missing.is_empty(),
+        "{IMAGE} is missing: run deploy/images/build.sh"
+    );
+    Supervisor::new(Arc::new(backend)).0
+}
+
+/// A service running `script` with the base image's shell (the image has no entrypoint).
+fn shell(dir: &Path, name: &str, script: &str) -> ServiceSpec {
+    let command = Command::new(Program::Image(IMAGE.to_owned()), log_path(dir, name))
+        .args(["sh", "-c", script]);
+    ServiceSpec::new(name, command, Probe::Launched)
+}
+
+/// Containers labelled with run directory `dir`.
+fn containers_of(dir: &Path) -> usize {
+    let listed = std::process::Command::new("docker")
+        .args(["ps", "--all", "--quiet", "--filter"])
+        .arg(format!("label=anyplay.chaos.run={}", dir.display()))
+        .output()
+        .expect("the docker CLI runs");
+    String::from_utf8_lossy(&listed.stdout).lines().count()
+}
+
+fn count(file: &Path) -> u64 {
+    std::fs::read_to_string(file)
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Waits until `file` counts past `above`; returns the count seen.
+async fn counts_past(file: &Path, above: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let now = count(file);
+        if now > above {
+            return now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} stayed at {now}",
+            file.display()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn exits_are_codes_or_signals_and_output_follows_every_start() {
+    let dir = run_dir("exits");
+    let supervisor = supervisor(&dir).await;
+    let once = supervisor
+        .add(shell(&dir, "once", "echo hello from the container; exit 3"))
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        once.start().await.unwrap();
+        assert_eq!(once.wait_exit().await, Exit::Code(3));
+    }
+    let log = std::fs::read_to_string(once.log_path()).unwrap();
+    assert_eq!(log.matches("\nhello from the container\n").count(), 2, "{log}");
+    assert_eq!(
+        log.matches("starting once: image anyplay/base:local")
+            .count(),
+        2,
+        "{log}"
+    );
+
+    let sleeper = supervisor
+        .add(shell(&dir, "sleeper", "sleep 600"))
+        .await
+        .unwrap();
+    sleeper.start().await.unwrap();
+    assert_eq!(sleeper.kill().await.unwrap(), Exit::Signal(Signal::SIGKILL));
+
+    assert_eq!(
+        containers_of(&dir),
+        2,
+        "created once each, kept across starts"
+    );
+    supervisor.shutdown_all(Duration::from_secs(5)).await;
+    supervisor.clean_up().await;
+    assert_eq!(containers_of(&dir), 0, "removed at the end");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn stop_sends_the_stop_signal_and_pause_freezes_the_container() {
+    let dir = run_dir("signals");
+    let supervisor = supervisor(&dir).await;
+    let counter = dir.join("count");
+    // The run directory is mounted at its own path: the container writes where the test reads.
+    let script = format!(
+        "trap 'exit 7' TERM; i=0; while :; do i=$((i+1)); echo $i > {}; sleep 0.05; done",
+        counter.display()
+    );
+    let worker = supervisor
+        .add(shell(&dir, "worker", &script))
+        .await
+        .unwrap();
+    worker.start().await.unwrap();
+    let before = counts_past(&counter, 0).await;
+
+    worker.pause().await.unwrap();
+    let paused = count(&counter);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(count(&counter), paused, "a paused container does nothing");
+    assert!(paused >= before);
+    worker.resume().await.unwrap();
+    counts_past(&counter, paused).await;
+
+    // SIGTERM, which the script traps: its own exit code, well within the grace.
+    let stopped = Instant::now();
+    assert_eq!(
+        worker.stop(Duration::from_secs(20)).await.unwrap(),
+        Exit::Code(7)
+    );
+    assert!(
+        stopped.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        stopped.elapsed()
+    );
+
+    supervisor.shutdown_all(Duration::from_secs(5)).await;
+    supervisor.clean_up().await;
+    assert_eq!(containers_of(&dir), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
