@@ -161,6 +161,13 @@ pub fn check(path: &Path) -> anyhow::Result<Outcome> {
         topology.join(", "),
         plan.load.players
     )?;
+    if plan.backend == Backend::Docker {
+        let images: Vec<String> = runner::images::of(&plan)
+            .into_iter()
+            .map(|(slot, image)| format!("{slot} {image}"))
+            .collect();
+        writeln!(out, "images: {}", images.join(", "))?;
+    }
     writeln!(out, "\n{timeline}")?;
     Ok(Outcome::Pass)
 }

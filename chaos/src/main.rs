@@ -14,11 +14,21 @@ fn main() -> ExitCode {
     cli::init_logs(&cli.command);
     match run(cli) {
         Ok(outcome) => outcome.into(),
+        // The reader went away (`check PLAN | head`): nothing more to say, as in ripgrep.
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("anyplay-chaos: {err:#}");
             Outcome::Invalid.into()
         }
     }
+}
+
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 fn run(cli: Cli) -> anyhow::Result<Outcome> {

@@ -281,4 +281,26 @@ mod command {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("line 4: timeline[0].start:"), "{stderr}");
     }
+
+    #[test]
+    fn a_docker_plan_names_its_images() {
+        let dir = std::env::temp_dir().join(format!("anyplay-plans-docker-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("docker.yaml");
+        std::fs::write(
+            &path,
+            "name: docker\nbackend: docker\nstore: postgres\nservices:\n  postgres: {}\n  \
+             nats: {image: nats:2.9}\n  nodes: {count: 2}\nload: {players: 1}\n",
+        )
+        .unwrap();
+        let out = check(&path);
+        std::fs::remove_dir_all(&dir).unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{stdout}");
+        assert!(
+            stdout
+                .contains("images: postgres postgres:16, nats nats:2.9, nodes anyplay/node:local"),
+            "{stdout}"
+        );
+    }
 }

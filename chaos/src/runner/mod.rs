@@ -10,7 +10,7 @@
 //! - [`clients`]: the plan's own client programs, riding through the run.
 
 mod clients;
-mod images;
+pub mod images;
 mod players;
 mod samplers;
 mod timeline;
