@@ -91,7 +91,11 @@ async fn exits_are_codes_or_signals_and_output_follows_every_start() {
         assert_eq!(once.wait_exit().await, Exit::Code(3));
     }
     let log = std::fs::read_to_string(once.log_path()).unwrap();
-    assert_eq!(log.matches("\nhello from the container\n").count(), 2, "{log}");
+    assert_eq!(
+        log.matches("\nhello from the container\n").count(),
+        2,
+        "{log}"
+    );
     assert_eq!(
         log.matches("starting once: image anyplay/base:local")
             .count(),

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use sqlx::{Any, AnyConnection, Executor, Row};
+use sqlx::Row;
 
 use super::{now_ms, Store, StoreResult};
 
@@ -22,16 +22,6 @@ pub struct Registered {
     pub previous: Option<ConnectionRecord>,
 }
 
-/// A registration as the store writes it: `now` is taken when the caller asks, as
-/// the lease runs from then however long the write waits for its turn.
-pub(super) struct NewRecord {
-    pub account_id: i64,
-    pub connection_id: String,
-    pub node: String,
-    pub now: i64,
-    pub lease_until: i64,
-}
-
 impl Store {
     /// Makes `connection_id` on `node` the account's one connection.
     pub async fn register_connection(
@@ -42,21 +32,35 @@ impl Store {
         lease: Duration,
     ) -> StoreResult<Registered> {
         let now = now_ms();
-        let record = NewRecord {
-            account_id,
-            connection_id: connection_id.to_string(),
-            node: node.to_string(),
-            now,
-            lease_until: now + lease.as_millis() as i64,
-        };
-        if let Some(batcher) = &self.inner.connection_batch {
-            return batcher.register(record).await;
-        }
         let mut tx = self.begin().await?;
         let lock = tx.backend().for_update();
-        let registered = register_in(&mut tx.tx, lock, &record).await?;
+        let previous = sqlx::query(&format!(
+            "SELECT connection_id, node, lease_until FROM connections WHERE account_id = $1{lock}"
+        ))
+        .bind(account_id)
+        .fetch_optional(&mut *tx.tx)
+        .await?;
+        let previous = match previous {
+            Some(row) if row.try_get::<i64, _>("lease_until")? >= now => Some(ConnectionRecord {
+                connection_id: row.try_get("connection_id")?,
+                node: row.try_get("node")?,
+            }),
+            _ => None,
+        };
+        sqlx::query(
+            "INSERT INTO connections (account_id, connection_id, node, since, lease_until) \
+             VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (account_id) DO UPDATE SET connection_id = $2, node = $3, since = $4, lease_until = $5",
+        )
+        .bind(account_id)
+        .bind(connection_id)
+        .bind(node)
+        .bind(now)
+        .bind(now + lease.as_millis() as i64)
+        .execute(&mut *tx.tx)
+        .await?;
         tx.commit().await?;
-        Ok(registered)
+        Ok(Registered { previous })
     }
 
     /// Removes the record if it is still this connection's; true when the
@@ -66,11 +70,14 @@ impl Store {
         account_id: i64,
         connection_id: &str,
     ) -> StoreResult<bool> {
-        match &self.inner.connection_batch {
-            Some(batcher) => batcher.remove(account_id, connection_id).await,
-            // One statement is atomic by itself: no transaction needed.
-            None => remove_in(&self.inner.pool, account_id, connection_id).await,
-        }
+        let removed = self
+            .write_one(
+                sqlx::query("DELETE FROM connections WHERE account_id = $1 AND connection_id = $2")
+                    .bind(account_id)
+                    .bind(connection_id),
+            )
+            .await?;
+        Ok(removed > 0)
     }
 
     /// The node holding each of these accounts' connection (absent: offline).
@@ -178,57 +185,4 @@ impl Store {
         tx.commit().await?;
         Ok(gone)
     }
-}
-
-/// Registers `record` inside a write transaction (on SQLite, one of a batch's), and
-/// returns the connection it replaces if that one's lease was still alive.
-pub(super) async fn register_in(
-    conn: &mut AnyConnection,
-    lock: &str,
-    record: &NewRecord,
-) -> StoreResult<Registered> {
-    let previous = sqlx::query(&format!(
-        "SELECT connection_id, node, lease_until FROM connections WHERE account_id = $1{lock}"
-    ))
-    .bind(record.account_id)
-    .fetch_optional(&mut *conn)
-    .await?;
-    let previous = match previous {
-        Some(row) if row.try_get::<i64, _>("lease_until")? >= record.now => {
-            Some(ConnectionRecord {
-                connection_id: row.try_get("connection_id")?,
-                node: row.try_get("node")?,
-            })
-        }
-        _ => None,
-    };
-    sqlx::query(
-        "INSERT INTO connections (account_id, connection_id, node, since, lease_until) \
-         VALUES ($1, $2, $3, $4, $5) \
-         ON CONFLICT (account_id) DO UPDATE SET connection_id = $2, node = $3, since = $4, lease_until = $5",
-    )
-    .bind(record.account_id)
-    .bind(record.connection_id.as_str())
-    .bind(record.node.as_str())
-    .bind(record.now)
-    .bind(record.lease_until)
-    .execute(&mut *conn)
-    .await?;
-    Ok(Registered { previous })
-}
-
-/// Deletes the account's record if it is still this connection's; true when it was.
-pub(super) async fn remove_in<'e>(
-    db: impl Executor<'e, Database = Any>,
-    account_id: i64,
-    connection_id: &str,
-) -> StoreResult<bool> {
-    let removed =
-        sqlx::query("DELETE FROM connections WHERE account_id = $1 AND connection_id = $2")
-            .bind(account_id)
-            .bind(connection_id)
-            .execute(db)
-            .await?
-            .rows_affected();
-    Ok(removed > 0)
 }

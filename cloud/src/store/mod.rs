@@ -7,8 +7,6 @@
 //!   connection behind a FIFO semaphore, so writers are served first come, first
 //!   served and a burst cannot starve an early one. SQLite has one writer anyway;
 //!   the queue makes the order explicit instead of leaving it to busy-retries.
-//!   Connection records, written in bursts by storms, share writer turns
-//!   ([`connection_batch`]).
 //! * **PostgreSQL** (a cluster of nodes): one pool; rules that span rows (friend
 //!   limits, party size) take row locks in a fixed order inside the transaction.
 //!
@@ -20,7 +18,6 @@
 mod accounts;
 mod auth;
 mod cards;
-mod connection_batch;
 mod connections;
 mod friends;
 mod limits;
@@ -40,12 +37,12 @@ pub use sessions::{Departure, MaxMembers, Session, SessionError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::any::{AnyArguments, AnyConnectOptions, AnyPoolOptions};
+use sqlx::query::Query;
 use sqlx::{Any, AnyPool, Executor, Transaction};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::metrics::PoolMetrics;
-use connection_batch::ConnectionBatcher;
 
 /// What can go wrong in the store, as the handlers need to tell it apart.
 #[derive(Debug, thiserror::Error)]
@@ -56,12 +53,6 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("unsupported database url {0:?} (expected sqlite:... or postgres://...)")]
     UnsupportedUrl(String),
-    /// A batch of connection writes failed; every request in it was rolled back.
-    #[error("connection batch failed: {0}")]
-    Batch(Arc<StoreError>),
-    /// The task that writes connection records is gone (the runtime is shutting down).
-    #[error("the connection record writer has stopped")]
-    WriterStopped,
 }
 
 impl StoreError {
@@ -69,7 +60,6 @@ impl StoreError {
     pub fn is_unique_violation(&self) -> bool {
         match self {
             StoreError::Database(sqlx::Error::Database(e)) => e.is_unique_violation(),
-            StoreError::Batch(e) => e.is_unique_violation(),
             _ => false,
         }
     }
@@ -107,8 +97,6 @@ struct Inner {
     pool: AnyPool,
     /// SQLite only: the single writer connection and its FIFO queue.
     writer: Option<(AnyPool, Arc<Semaphore>)>,
-    /// SQLite only: group commit of connection records on that writer.
-    connection_batch: Option<ConnectionBatcher>,
     metrics: PoolMetrics,
 }
 
@@ -165,14 +153,10 @@ impl Store {
                 let readers = sqlite_pragmas(base.max_connections(opts.connections.max(1)))
                     .connect_with(connect)
                     .await?;
-                let queue = Arc::new(Semaphore::new(1));
-                let batcher =
-                    ConnectionBatcher::start(writer.clone(), queue.clone(), metrics.clone());
                 Inner {
                     backend,
                     pool: readers,
-                    writer: Some((writer, queue)),
-                    connection_batch: Some(batcher),
+                    writer: Some((writer, Arc::new(Semaphore::new(1)))),
                     metrics,
                 }
             }
@@ -186,7 +170,6 @@ impl Store {
                     backend,
                     pool,
                     writer: None,
-                    connection_batch: None,
                     metrics,
                 }
             }
@@ -231,6 +214,31 @@ impl Store {
             }
         })
         .await
+    }
+
+    /// Runs one write statement, which is atomic by itself, and returns the rows it
+    /// changed. On SQLite it takes its turn in the writer queue but skips BEGIN and
+    /// COMMIT: two round trips fewer to the writer's thread, which a burst of
+    /// disconnects (a storm) pays thousands of times while the writer is the bottleneck.
+    pub async fn write_one<'q>(&self, query: Query<'q, Any, AnyArguments<'q>>) -> StoreResult<u64> {
+        let (pool, turn) = self
+            .timed_acquire(async {
+                Ok::<_, StoreError>(match &self.inner.writer {
+                    Some((pool, queue)) => {
+                        let turn = queue
+                            .clone()
+                            .acquire_owned()
+                            .await
+                            .expect("queue never closed");
+                        (pool, Some(turn))
+                    }
+                    None => (&self.inner.pool, None),
+                })
+            })
+            .await?;
+        let changed = query.execute(pool).await?.rows_affected();
+        drop(turn);
+        Ok(changed)
     }
 
     /// Counts a wait for the right to write in the pool metrics.
