@@ -21,3 +21,4 @@ pub mod proxy;
 pub mod report;
 pub mod runner;
 pub mod supervisor;
+mod sync;

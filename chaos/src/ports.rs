@@ -6,7 +6,9 @@ use std::collections::BTreeSet;
 use std::io;
 use std::net::{Ipv4Addr, TcpListener};
 use std::ops::Range;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
+
+use crate::sync::lock;
 
 use rand::Rng;
 
@@ -21,7 +23,7 @@ static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
 /// A loopback port that nothing listens on now and that this process has not handed out before.
 pub fn free_port() -> io::Result<u16> {
     let range = pick_range(ephemeral_start());
-    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut handed_out = lock(&HANDED_OUT);
     let span = range.end - range.start;
     let offset = rand::rng().random_range(0..span);
     for step in 0..span {

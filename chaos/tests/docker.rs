@@ -3,12 +3,15 @@
 //! checks, a pause is a docker pause, a kill is recorded as a signal, and no container outlives its run, not even one whose
 //! supervisor was SIGKILLed. Without an engine these tests fail: they exist to check it.
 
+#[path = "support/containers.rs"]
+mod containers;
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use containers::containers_of;
 use support::{chaos, one_at_a_time, reduced_plan, report, run_plan, scratch};
 
 /// The local images, for a machine that cannot pull the plans' upstream ones.
@@ -26,25 +29,6 @@ fn docker_args(extra: &[&'static str]) -> Vec<&'static str> {
     args.extend_from_slice(&LOCAL_IMAGES);
     args.extend_from_slice(extra);
     args
-}
-
-/// Names of the containers (running or not) labelled with run directory `out`.
-fn containers_of(out: &Path) -> Vec<String> {
-    let out = out.canonicalize().unwrap_or_else(|_| out.to_owned());
-    let listed = Command::new("docker")
-        .args(["ps", "--all", "--format", "{{.Names}}", "--filter"])
-        .arg(format!("label=anyplay.chaos.run={}", out.display()))
-        .output()
-        .expect("the docker CLI runs (Debian package docker.io)");
-    assert!(
-        listed.status.success(),
-        "docker ps failed (is dockerd running?): {}",
-        String::from_utf8_lossy(&listed.stderr)
-    );
-    String::from_utf8_lossy(&listed.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect()
 }
 
 fn events(out: &Path) -> Vec<serde_json::Value> {

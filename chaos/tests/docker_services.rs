@@ -3,6 +3,9 @@
 //! signals, the stop signal, pause and resume, output across restarts, and the removal of the
 //! run's containers. Without an engine or the image these tests fail; nothing is skipped.
 
+#[path = "support/containers.rs"]
+mod containers;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -11,6 +14,7 @@ use anyplay_chaos::backend::docker::DockerBackend;
 use anyplay_chaos::backend::{Command, Exit, Program};
 use anyplay_chaos::supervisor::services::log_path;
 use anyplay_chaos::supervisor::{Probe, ServiceSpec, Supervisor};
+use containers::containers_of;
 use nix::sys::signal::Signal;
 
 const IMAGE: &str = "anyplay/base:local";
@@ -42,16 +46,6 @@ fn shell(dir: &Path, name: &str, script: &str) -> ServiceSpec {
     let command = Command::new(Program::Image(IMAGE.to_owned()), log_path(dir, name))
         .args(["sh", "-c", script]);
     ServiceSpec::new(name, command, Probe::Launched)
-}
-
-/// Containers labelled with run directory `dir`.
-fn containers_of(dir: &Path) -> usize {
-    let listed = std::process::Command::new("docker")
-        .args(["ps", "--all", "--quiet", "--filter"])
-        .arg(format!("label=anyplay.chaos.run={}", dir.display()))
-        .output()
-        .expect("the docker CLI runs");
-    String::from_utf8_lossy(&listed.stdout).lines().count()
 }
 
 fn count(file: &Path) -> u64 {
@@ -111,13 +105,13 @@ async fn exits_are_codes_or_signals_and_output_follows_every_start() {
     assert_eq!(sleeper.kill().await.unwrap(), Exit::Signal(Signal::SIGKILL));
 
     assert_eq!(
-        containers_of(&dir),
+        containers_of(&dir).len(),
         2,
         "created once each, kept across starts"
     );
     supervisor.shutdown_all(Duration::from_secs(5)).await;
     supervisor.clean_up().await;
-    assert_eq!(containers_of(&dir), 0, "removed at the end");
+    assert_eq!(containers_of(&dir).len(), 0, "removed at the end");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -160,6 +154,6 @@ async fn stop_sends_the_stop_signal_and_pause_freezes_the_container() {
 
     supervisor.shutdown_all(Duration::from_secs(5)).await;
     supervisor.clean_up().await;
-    assert_eq!(containers_of(&dir), 0);
+    assert_eq!(containers_of(&dir).len(), 0);
     let _ = std::fs::remove_dir_all(&dir);
 }

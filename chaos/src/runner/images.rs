@@ -10,27 +10,32 @@ pub const NODE: &str = "anyplay/node:local";
 
 /// The image of every service the plan runs.
 pub fn of(plan: &Plan) -> Vec<(ImageSlot, String)> {
-    let mut images = Vec::new();
-    if let Some(pg) = &plan.services.postgres {
-        images.push((ImageSlot::Postgres, image_or(&pg.image, POSTGRES)));
+    let mut slots = Vec::new();
+    if plan.services.postgres.is_some() {
+        slots.push(ImageSlot::Postgres);
     }
-    if let Some(nats) = &plan.services.nats {
-        images.push((ImageSlot::Nats, image_or(&nats.image, NATS)));
+    if plan.services.nats.is_some() {
+        slots.push(ImageSlot::Nats);
     }
-    images.push((ImageSlot::Nodes, image_or(&plan.services.nodes.image, NODE)));
-    images
-}
-
-/// The image the plan runs for `slot` (its default when the plan names none).
-pub fn image(plan: &Plan, slot: ImageSlot) -> String {
-    of(plan)
+    slots.push(ImageSlot::Nodes);
+    slots
         .into_iter()
-        .find_map(|(s, image)| (s == slot).then_some(image))
-        .unwrap_or_else(|| NODE.to_owned())
+        .map(|slot| (slot, image(plan, slot)))
+        .collect()
 }
 
-fn image_or(named: &Option<String>, default: &str) -> String {
-    named.clone().unwrap_or_else(|| default.to_owned())
+/// The image the plan names for `slot`, else the default.
+pub fn image(plan: &Plan, slot: ImageSlot) -> String {
+    let services = &plan.services;
+    let (named, default) = match slot {
+        ImageSlot::Postgres => (
+            services.postgres.as_ref().and_then(|s| s.image.clone()),
+            POSTGRES,
+        ),
+        ImageSlot::Nats => (services.nats.as_ref().and_then(|s| s.image.clone()), NATS),
+        ImageSlot::Nodes => (services.nodes.image.clone(), NODE),
+    };
+    named.unwrap_or_else(|| default.to_owned())
 }
 
 /// The error for images the engine lacks: each, and how to get it.

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyplay_load::mail_log::{MailLog, DEFAULT_WAIT};
@@ -19,6 +19,7 @@ use tokio::sync::broadcast;
 
 use crate::events::{Event, EventLog, FriendList, SessionMembers, Write};
 use crate::plan::{Plan, Reconnect};
+use crate::sync::lock;
 
 use super::topology::{NodeAddrs, MAIL_LOG};
 use super::RunError;
@@ -138,7 +139,7 @@ impl Recorder {
 
     /// Takes the counts of the second that just ended.
     pub fn take_second(&self) -> Second {
-        std::mem::take(&mut *self.second.lock().unwrap_or_else(PoisonError::into_inner))
+        std::mem::take(&mut *lock(&self.second))
     }
 
     fn account(&self, player: usize) -> Option<u64> {
@@ -184,14 +185,8 @@ impl Recorder {
         };
         match e.kind {
             EventKind::Welcome { node, .. } => {
-                self.second
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .welcomes += 1;
-                let was_lost = self
-                    .seen
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
+                lock(&self.second).welcomes += 1;
+                let was_lost = lock(&self.seen)
                     .insert(e.player, (node.clone(), false))
                     .is_some_and(|(_, lost)| lost);
                 if was_lost {
@@ -199,12 +194,9 @@ impl Recorder {
                 }
             }
             EventKind::Lost { reason } => {
-                self.second
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .disconnects += 1;
+                lock(&self.second).disconnects += 1;
                 let node = {
-                    let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+                    let mut seen = lock(&self.seen);
                     match seen.get_mut(&e.player) {
                         Some(entry) if !entry.1 => {
                             entry.1 = true;
@@ -227,14 +219,7 @@ impl Recorder {
                 delivery,
             } => {
                 if let Some(d) = delivery {
-                    record(
-                        &mut self
-                            .second
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .presence,
-                        d,
-                    );
+                    record(&mut lock(&self.second).presence, d);
                 }
                 self.write(Event::PresenceSeen {
                     observer: account,
@@ -252,7 +237,7 @@ impl Recorder {
                 if status == Status::Done {
                     return;
                 }
-                let mut second = self.second.lock().unwrap_or_else(PoisonError::into_inner);
+                let mut second = lock(&self.second);
                 second.http_calls += 1;
                 // A failed call got no answer, a server error or a wrong answer; a 4xx is
                 // the cloud applying a rule (a full session, a taken seat).

@@ -17,7 +17,7 @@ pub mod signals;
 pub mod spec;
 pub mod state;
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -30,6 +30,7 @@ pub use spec::ServiceSpec;
 pub use state::State;
 
 use crate::backend::Backend;
+use crate::sync::lock;
 
 /// Owns every service of a run. Dropping it SIGKILLs whatever is still running.
 pub struct Supervisor {
@@ -114,7 +115,7 @@ impl Supervisor {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Service>> {
         // A list of handles stays valid even if a holder panicked.
-        self.services.lock().unwrap_or_else(PoisonError::into_inner)
+        lock(&self.services)
     }
 }
 

@@ -15,7 +15,7 @@ mod output;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use bollard::errors::Error;
@@ -28,6 +28,8 @@ use futures_util::StreamExt;
 use nix::sys::signal::Signal;
 
 pub use engine::EngineError;
+
+use crate::sync::lock;
 
 use super::{
     Backend, BackendError, BoxFuture, Command, Exit, InstanceId, Op, Program, Started, Unit,
@@ -349,9 +351,4 @@ fn docker_error<'a>(
         container: container.to_owned(),
         source,
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A list of ids stays valid even if a holder panicked.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -3,7 +3,7 @@
 //! exits before an attach is in place (an attach to a restarted container can miss them), and
 //! its timestamps tell this start's lines from the ones already copied.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use bollard::container::LogOutput;
 use bollard::query_parameters::LogsOptions;
@@ -16,6 +16,7 @@ use tokio::task::JoinHandle;
 
 use crate::backend::log::open_log;
 use crate::backend::{BackendError, Command};
+use crate::sync::lock;
 
 /// The timestamp of the last line copied into the log (Docker's RFC 3339 with nanoseconds,
 /// fixed width, so later is greater as text).
@@ -80,11 +81,6 @@ fn unix_seconds(stamp: &str) -> i32 {
         .ok()
         .and_then(|at| i32::try_from(at.unix_timestamp()).ok())
         .unwrap_or(0)
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A timestamp stays valid even if a holder panicked.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]

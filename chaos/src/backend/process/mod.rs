@@ -10,7 +10,7 @@ mod spawn;
 mod tree;
 
 use std::io;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nix::errno::Errno;
@@ -19,6 +19,8 @@ use nix::unistd::Pid;
 
 pub use spawn::run_to_exit;
 use tree::Proc;
+
+use crate::sync::lock;
 
 use super::{Backend, BackendError, BoxFuture, Command, Exit, InstanceId, Op, Started, Unit};
 
@@ -174,9 +176,4 @@ fn signal_error(leader: Pid, source: Errno) -> BackendError {
         id: InstanceId::Pid(leader.as_raw().unsigned_abs()),
         source,
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // The guarded values are plain ids, valid even if a holder panicked.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
