@@ -82,28 +82,89 @@ pub enum Event {
     Note {
         text: String,
     },
-    /// An activity change the cloud acknowledged (204).
+    /// Offset zero of the timeline: every player is signed in and online.
+    TimelineStart,
+    /// A welcome on an event connection of `account`: `conn` numbers the connection within the
+    /// run, `device` is 1 for the player's own device and 2 for its second device, `opened` is
+    /// when the client sent the upgrade request (log seconds).
+    Welcome {
+        account: u64,
+        conn: u64,
+        node: NodeId,
+        device: u8,
+        opened: f64,
+    },
+    /// An event connection ended, as its client saw it: with the server's close `code`, or
+    /// by a `cause` without one.
+    Closed {
+        account: u64,
+        conn: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<u16>,
+        cause: CloseCause,
+    },
+    /// An event received on connection `conn` of `account`, in arrival order; `seq` as the
+    /// server numbered it, `from`/`version`/`online` for presence events.
+    Received {
+        account: u64,
+        conn: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        seq: Option<u64>,
+        #[serde(rename = "type")]
+        event: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        version: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        online: Option<bool>,
+    },
+    /// An activity change the cloud acknowledged (204), sent at `sent` (log seconds) to `node`.
     PresenceChange {
         account: u64,
         version: u64,
+        sent: f64,
+        node: NodeId,
     },
-    /// A presence event `observer` received about `account`.
+    /// A friend or session write, recorded when it was answered (`t`), sent at `sent`.
+    Write(Write),
+    /// The `GET /v1/friends` after a welcome on `conn` (sent at `sent`): each friend's presence.
+    Resync {
+        account: u64,
+        conn: u64,
+        sent: f64,
+        friends: Vec<FriendPresence>,
+    },
+    /// A session as an answer to `account` showed it (create, join, or a read).
+    SessionView(SessionView),
+    /// A player closed its own connection (1000) and signed off; `for_good`: it stays away.
+    SignOff {
+        account: u64,
+        for_good: bool,
+    },
+    /// Transitional (removed with the v1.1 checks): the warm-up's friendships and the writes
+    /// rebuilt from ledgers.
     PresenceSeen {
         observer: u64,
         account: u64,
         version: u64,
     },
-    /// A write the cloud acknowledged (2xx).
-    WriteAck(Write),
-    /// A write sent without a definite answer (timeout, broken connection): it may or may not
-    /// have happened, so it makes the writes it could undo impossible to judge.
-    WriteUnknown(Write),
-    /// What `GET /v1/friends` and `GET /v1/sessions/{id}` said at the end of the run. An
-    /// account or session missing here was not read; a session that answered 404 has no
-    /// members.
+    WriteAck(LegacyWrite),
+    WriteUnknown(LegacyWrite),
+    /// The final reads, after the settle: each player's `GET /v1/friends`, each (account,
+    /// session) pair a write touched, and which accounts held a connection all through the
+    /// reads (`connected`) or none (`offline`); an account that connected or lost its connection
+    /// meanwhile is in neither. An account or a pair missing here could not be read.
     FinalState {
         friends: Vec<FriendList>,
+        #[serde(default)]
         sessions: Vec<SessionMembers>,
+        #[serde(default)]
+        memberships: Vec<Membership>,
+        #[serde(default)]
+        connected: Vec<u64>,
+        #[serde(default)]
+        offline: Vec<u64>,
     },
     /// The load's second-by-second numbers: one per second, becomes the report's series.
     LoadTick(Tick),
@@ -116,10 +177,13 @@ pub enum Event {
     },
 }
 
-/// A friend or session write, by the account `a` that made it.
+/// The id a node gives itself in its welcome (the service name, `node-1`, under chaos).
+pub use anyplay_load::wire::NodeId;
+
+/// Transitional: removed with the v1.1 checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
-pub enum Write {
+pub enum LegacyWrite {
     FriendAdd { a: u64, b: u64 },
     FriendRemove { a: u64, b: u64 },
     SessionJoin { a: u64, session: u64 },
@@ -127,15 +191,66 @@ pub enum Write {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FriendList {
-    pub account: u64,
-    pub friends: Vec<u64>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SessionMembers {
     pub session: u64,
     pub members: Vec<u64>,
+}
+
+pub use anyplay_load::facts::CloseCause;
+
+/// A friend or session write and how it was answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Write {
+    pub op: WriteOp,
+    pub account: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    pub outcome: WriteOutcome,
+    /// A friend request answered `200 friends`: it made the friendship.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub befriended: bool,
+    /// When it was sent (log seconds).
+    pub sent: f64,
+}
+
+pub use anyplay_load::facts::{WriteOp, WriteOutcome};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FriendPresence {
+    pub account: u64,
+    pub online: bool,
+    pub version: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionView {
+    pub account: u64,
+    pub session: String,
+    pub leader: u64,
+    pub members: Vec<u64>,
+    pub max_members: u32,
+}
+
+/// One player's friends at the end, and which of them the cloud showed online.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FriendList {
+    pub account: u64,
+    pub friends: Vec<u64>,
+    #[serde(default)]
+    pub online: Vec<u64>,
+}
+
+/// Whether `account` is a member of `session` at the end (`GET /v1/sessions/{id}` as that
+/// account: 200 listing it, or 404), with the session as it answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Membership {
+    pub account: u64,
+    pub session: String,
+    pub member: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view: Option<SessionView>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -495,7 +610,7 @@ mod tests {
         );
         let write = Record {
             t: 1.0,
-            event: Event::WriteAck(Write::SessionJoin { a: 4, session: 9 }),
+            event: Event::WriteAck(LegacyWrite::SessionJoin { a: 4, session: 9 }),
         };
         assert_eq!(
             write.to_line().unwrap(),
@@ -553,22 +668,30 @@ mod tests {
             Event::PresenceChange {
                 account: 1,
                 version: 10,
+                sent: 1.25,
+                node: NodeId("node-1".into()),
             },
             Event::PresenceSeen {
                 observer: 2,
                 account: 1,
                 version: 10,
             },
-            Event::WriteUnknown(Write::FriendRemove { a: 1, b: 2 }),
+            Event::WriteUnknown(LegacyWrite::FriendRemove { a: 1, b: 2 }),
             Event::FinalState {
                 friends: vec![FriendList {
                     account: 1,
                     friends: vec![2],
+                    online: vec![2],
                 }],
-                sessions: vec![SessionMembers {
-                    session: 9,
-                    members: vec![1, 2],
+                sessions: Vec::new(),
+                memberships: vec![Membership {
+                    account: 1,
+                    session: "9".into(),
+                    member: true,
+                    view: None,
                 }],
+                connected: vec![1],
+                offline: vec![2],
             },
             Event::LoadTick(Tick {
                 online: 10,
@@ -605,9 +728,9 @@ mod tests {
             }
         });
         for i in 0..50 {
-            log.record(Event::PresenceChange {
+            log.record(Event::SignOff {
                 account: i,
-                version: i,
+                for_good: false,
             })
             .unwrap();
         }

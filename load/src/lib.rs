@@ -30,6 +30,7 @@ pub mod choices;
 pub mod client;
 pub mod connection;
 pub mod error;
+pub mod facts;
 pub mod fleet;
 pub mod generator;
 pub mod inprocess;

@@ -94,6 +94,17 @@ impl Status {
         }
     }
 
+    /// Ok, refused or failed: the one rule for error ratios and write outcomes.
+    pub fn class(self) -> crate::facts::CallClass {
+        use crate::facts::CallClass;
+        match self {
+            Status::Http(code) if code >= 500 => CallClass::Failed,
+            Status::Http(code) if code >= 400 => CallClass::Refused,
+            Status::Http(_) | Status::Done => CallClass::Ok,
+            Status::NoAnswer | Status::WrongCount => CallClass::Failed,
+        }
+    }
+
     /// The key in the report: `"200"`, `"no_answer"`, `"wrong_count"`, `"ok"`.
     pub fn label(self) -> String {
         match self {

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::{some, CheckResult, Quantity};
-use crate::events::{Event, History, Write};
+use crate::events::{Event, History, LegacyWrite};
 
 pub const NAME: &str = "lost_writes";
 
@@ -24,27 +24,29 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
     for (_, event) in history.iter() {
         match event {
             Event::WriteAck(write) => match *write {
-                Write::FriendAdd { a, b } => {
+                LegacyWrite::FriendAdd { a, b } => {
                     friendships.insert(pair(a, b), Must::Hold);
                 }
-                Write::FriendRemove { a, b } => {
+                LegacyWrite::FriendRemove { a, b } => {
                     friendships.insert(pair(a, b), Must::Nothing);
                 }
-                Write::SessionJoin { a, session } => {
+                LegacyWrite::SessionJoin { a, session } => {
                     memberships.insert((session, a), Must::Hold);
                 }
-                Write::SessionLeave { a, session } => {
+                LegacyWrite::SessionLeave { a, session } => {
                     memberships.insert((session, a), Must::Nothing);
                 }
             },
             // Only an undo of unknown outcome matters: an unknown add asks nothing.
-            Event::WriteUnknown(Write::FriendRemove { a, b }) => {
+            Event::WriteUnknown(LegacyWrite::FriendRemove { a, b }) => {
                 friendships.insert(pair(*a, *b), Must::Nothing);
             }
-            Event::WriteUnknown(Write::SessionLeave { a, session }) => {
+            Event::WriteUnknown(LegacyWrite::SessionLeave { a, session }) => {
                 memberships.insert((*session, *a), Must::Nothing);
             }
-            Event::FinalState { friends, sessions } => final_state = Some((friends, sessions)),
+            Event::FinalState {
+                friends, sessions, ..
+            } => final_state = Some((friends, sessions)),
             _ => {}
         }
     }
@@ -130,7 +132,7 @@ mod tests {
     use super::*;
     use crate::events::{FriendList, SessionMembers};
 
-    fn ack(t: f64, write: Write) -> (f64, Event) {
+    fn ack(t: f64, write: LegacyWrite) -> (f64, Event) {
         (t, Event::WriteAck(write))
     }
 
@@ -143,6 +145,7 @@ mod tests {
                     .map(|(account, list)| FriendList {
                         account: *account,
                         friends: list.to_vec(),
+                        online: Vec::new(),
                     })
                     .collect(),
                 sessions: sessions
@@ -152,6 +155,9 @@ mod tests {
                         members: list.to_vec(),
                     })
                     .collect(),
+                memberships: Vec::new(),
+                connected: Vec::new(),
+                offline: Vec::new(),
             },
         )
     }
@@ -159,12 +165,12 @@ mod tests {
     #[test]
     fn kept_and_undone_writes_pass() {
         let history: History = [
-            ack(1.0, Write::FriendAdd { a: 1, b: 2 }),
-            ack(2.0, Write::FriendAdd { a: 1, b: 3 }),
-            ack(3.0, Write::FriendRemove { a: 3, b: 1 }),
-            ack(4.0, Write::SessionJoin { a: 1, session: 9 }),
-            ack(5.0, Write::SessionJoin { a: 2, session: 9 }),
-            ack(6.0, Write::SessionLeave { a: 2, session: 9 }),
+            ack(1.0, LegacyWrite::FriendAdd { a: 1, b: 2 }),
+            ack(2.0, LegacyWrite::FriendAdd { a: 1, b: 3 }),
+            ack(3.0, LegacyWrite::FriendRemove { a: 3, b: 1 }),
+            ack(4.0, LegacyWrite::SessionJoin { a: 1, session: 9 }),
+            ack(5.0, LegacyWrite::SessionJoin { a: 2, session: 9 }),
+            ack(6.0, LegacyWrite::SessionLeave { a: 2, session: 9 }),
             final_state(&[(1, &[2]), (2, &[1]), (3, &[])], &[(9, &[1])]),
         ]
         .into_iter()
@@ -177,8 +183,8 @@ mod tests {
     #[test]
     fn a_lost_friendship_and_membership_fail() {
         let history: History = [
-            ack(1.0, Write::FriendAdd { a: 1, b: 2 }),
-            ack(4.0, Write::SessionJoin { a: 1, session: 9 }),
+            ack(1.0, LegacyWrite::FriendAdd { a: 1, b: 2 }),
+            ack(4.0, LegacyWrite::SessionJoin { a: 1, session: 9 }),
             final_state(&[(1, &[2]), (2, &[])], &[(9, &[])]),
         ]
         .into_iter()
@@ -197,8 +203,11 @@ mod tests {
     #[test]
     fn an_undo_of_unknown_outcome_is_not_judged() {
         let history: History = [
-            ack(1.0, Write::FriendAdd { a: 1, b: 2 }),
-            (2.0, Event::WriteUnknown(Write::FriendRemove { a: 1, b: 2 })),
+            ack(1.0, LegacyWrite::FriendAdd { a: 1, b: 2 }),
+            (
+                2.0,
+                Event::WriteUnknown(LegacyWrite::FriendRemove { a: 1, b: 2 }),
+            ),
             final_state(&[(1, &[]), (2, &[])], &[]),
         ]
         .into_iter()
@@ -208,7 +217,7 @@ mod tests {
 
     #[test]
     fn writes_without_a_final_state_are_unknown() {
-        let history: History = [ack(1.0, Write::FriendAdd { a: 1, b: 2 })]
+        let history: History = [ack(1.0, LegacyWrite::FriendAdd { a: 1, b: 2 })]
             .into_iter()
             .collect();
         let result = check(&history, 0);

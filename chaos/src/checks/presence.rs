@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 
 use super::{some, CheckResult, Quantity};
-use crate::events::{Event, History, Write};
+use crate::events::{Event, History, LegacyWrite};
 
 pub const NAME: &str = "presence_missing";
 
@@ -39,15 +39,15 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
             Event::PlayerBack { account, .. } => {
                 online.entry(*account).or_default().push((t, true))
             }
-            Event::WriteAck(Write::FriendAdd { a, b }) => {
+            Event::WriteAck(LegacyWrite::FriendAdd { a, b }) => {
                 bond(&mut bonds, &mut friends_of, *a, *b, t, Bond::Added)
             }
-            Event::WriteAck(Write::FriendRemove { a, b }) => {
+            Event::WriteAck(LegacyWrite::FriendRemove { a, b }) => {
                 bond(&mut bonds, &mut friends_of, *a, *b, t, Bond::Removed)
             }
-            Event::WriteUnknown(Write::FriendAdd { a, b } | Write::FriendRemove { a, b }) => {
-                bond(&mut bonds, &mut friends_of, *a, *b, t, Bond::Unknown)
-            }
+            Event::WriteUnknown(
+                LegacyWrite::FriendAdd { a, b } | LegacyWrite::FriendRemove { a, b },
+            ) => bond(&mut bonds, &mut friends_of, *a, *b, t, Bond::Unknown),
             Event::PresenceSeen {
                 observer,
                 account,
@@ -56,7 +56,9 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
                 let best = best_seen.entry((*observer, *account)).or_insert(0);
                 *best = (*best).max(*version);
             }
-            Event::PresenceChange { account, version } => changes.push((t, *account, *version)),
+            Event::PresenceChange {
+                account, version, ..
+            } => changes.push((t, *account, *version)),
             _ => {}
         }
     }
@@ -143,13 +145,22 @@ fn held_online(log: &[(f64, bool)], t: f64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::NodeId;
 
     fn friends(t: f64, a: u64, b: u64) -> (f64, Event) {
-        (t, Event::WriteAck(Write::FriendAdd { a, b }))
+        (t, Event::WriteAck(LegacyWrite::FriendAdd { a, b }))
     }
 
     fn change(t: f64, account: u64, version: u64) -> (f64, Event) {
-        (t, Event::PresenceChange { account, version })
+        (
+            t,
+            Event::PresenceChange {
+                account,
+                version,
+                sent: t,
+                node: NodeId("node-1".into()),
+            },
+        )
     }
 
     fn seen(t: f64, observer: u64, account: u64, version: u64) -> (f64, Event) {
@@ -222,8 +233,14 @@ mod tests {
                 },
             ),
             change(10.0, 1, 100),
-            (11.5, Event::WriteAck(Write::FriendRemove { a: 3, b: 1 })),
-            (9.0, Event::WriteUnknown(Write::FriendRemove { a: 1, b: 4 })),
+            (
+                11.5,
+                Event::WriteAck(LegacyWrite::FriendRemove { a: 3, b: 1 }),
+            ),
+            (
+                9.0,
+                Event::WriteUnknown(LegacyWrite::FriendRemove { a: 1, b: 4 }),
+            ),
             note(20.0),
         ]
         .into_iter()

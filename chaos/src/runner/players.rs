@@ -17,7 +17,7 @@ use anyplay_load::{EventKind, Fleet, NodeEndpoint, PlayerEvent, Target};
 use hdrhistogram::Histogram;
 use tokio::sync::broadcast;
 
-use crate::events::{Event, EventLog, FriendList, SessionMembers, Write};
+use crate::events::{Event, EventLog, FriendList, LegacyWrite, SessionMembers};
 use crate::plan::{Plan, Reconnect};
 use crate::sync::lock;
 
@@ -227,9 +227,12 @@ impl Recorder {
                     version,
                 });
             }
-            EventKind::PresenceSet { version } => {
-                self.write(Event::PresenceChange { account, version })
-            }
+            EventKind::PresenceSet { version } => self.write(Event::PresenceChange {
+                account,
+                version,
+                sent: self.log.now(),
+                node: crate::events::NodeId(String::new()),
+            }),
             EventKind::Call {
                 status, latency, ..
             } => {
@@ -263,7 +266,10 @@ pub fn record_friendships(log: &EventLog, fleet: &Fleet) {
         for friend in player.ledger().friends {
             // Each pair once.
             if me < friend.0 {
-                let _ = log.record(Event::WriteAck(Write::FriendAdd { a: me, b: friend.0 }));
+                let _ = log.record(Event::WriteAck(LegacyWrite::FriendAdd {
+                    a: me,
+                    b: friend.0,
+                }));
             }
         }
     }
@@ -283,6 +289,7 @@ pub async fn record_final_state(log: &EventLog, fleet: &Fleet) {
             Ok(view) => friends.push(FriendList {
                 account: me,
                 friends: view.friends.iter().map(|f| f.account_id.0).collect(),
+                online: Vec::new(),
             }),
             Err(e) => tracing::warn!("final friends of {me}: {e}"),
         }
@@ -290,7 +297,10 @@ pub async fn record_final_state(log: &EventLog, fleet: &Fleet) {
             let Ok(id) = session.0.parse::<u64>() else {
                 continue;
             };
-            let _ = log.record(Event::WriteAck(Write::SessionJoin { a: me, session: id }));
+            let _ = log.record(Event::WriteAck(LegacyWrite::SessionJoin {
+                a: me,
+                session: id,
+            }));
             if let std::collections::btree_map::Entry::Vacant(slot) = sessions.entry(id) {
                 match player.session_members(session).await {
                     Ok(members) => {
@@ -311,7 +321,13 @@ pub async fn record_final_state(log: &EventLog, fleet: &Fleet) {
         .into_iter()
         .map(|(session, members)| SessionMembers { session, members })
         .collect();
-    let _ = log.record(Event::FinalState { friends, sessions });
+    let _ = log.record(Event::FinalState {
+        friends,
+        sessions,
+        memberships: Vec::new(),
+        connected: Vec::new(),
+        offline: Vec::new(),
+    });
 }
 
 #[cfg(test)]
