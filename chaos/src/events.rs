@@ -464,7 +464,21 @@ impl EventLog {
 
     /// Seconds since the log's zero, as `record` would stamp them now.
     pub fn now(&self) -> f64 {
-        seconds_since(self.inner.zero)
+        seconds_since(self.inner.zero, Instant::now())
+    }
+
+    /// `at` in seconds since the log's zero.
+    pub fn seconds(&self, at: Instant) -> f64 {
+        seconds_since(self.inner.zero, at)
+    }
+
+    /// Appends `event` stamped with when it happened (`at`), which may be a moment before now:
+    /// facts reach the log through a queue. Readers order the history by `t`.
+    pub fn record_at(&self, at: Instant, event: Event) -> Result<(), EventsError> {
+        self.write(Record {
+            t: self.seconds(at),
+            event,
+        })
     }
 
     /// Stamps `event` with the current `t` and appends it.
@@ -475,19 +489,31 @@ impl EventLog {
             .file
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        // Stamped under the lock, so times in the file never go backwards.
+        // Stamped under the lock, so times of `record` never go backwards.
         let record = Record {
             t: self.now(),
             event,
         };
+        Self::append(&mut file, &record)
+    }
+
+    fn write(&self, record: Record) -> Result<(), EventsError> {
+        let mut file = self
+            .inner
+            .file
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        Self::append(&mut file, &record)
+    }
+
+    fn append(file: &mut File, record: &Record) -> Result<(), EventsError> {
         let mut line = record.to_line().map_err(EventsError::Encode)?;
         line.push('\n');
         file.write_all(line.as_bytes()).map_err(EventsError::Write)
     }
 }
 
-fn seconds_since(zero: Instant) -> f64 {
-    let now = Instant::now();
+fn seconds_since(zero: Instant, now: Instant) -> f64 {
     match now.checked_duration_since(zero) {
         Some(d) => d.as_secs_f64(),
         None => -zero

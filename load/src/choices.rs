@@ -26,6 +26,14 @@ pub enum Purpose {
     Ladder { rung: usize, steady: bool },
     /// The reconnect waits of player `index`.
     Reconnect,
+    /// Operation `index` of the friend writes.
+    Friendships,
+    /// Operation `index` of the churn (sign off, come back).
+    Churn,
+    /// Which players have a second device, and when it opens (`index`: the player).
+    SecondDevices,
+    /// Who signs off for good at the end (`index`: the player).
+    Leaving,
 }
 
 impl Purpose {
@@ -36,6 +44,10 @@ impl Purpose {
             Purpose::Cards => [3, 0],
             Purpose::Ladder { rung, steady } => [4, (rung as u64) << 1 | u64::from(steady)],
             Purpose::Reconnect => [5, 0],
+            Purpose::Friendships => [6, 0],
+            Purpose::Churn => [7, 0],
+            Purpose::SecondDevices => [8, 0],
+            Purpose::Leaving => [9, 0],
         }
     }
 }

@@ -105,6 +105,10 @@ impl<'a> Api<'a> {
         self.http.get(format!("{}{path}", self.base))
     }
 
+    fn delete(&self, path: &str) -> RequestBuilder {
+        self.http.delete(format!("{}{path}", self.base))
+    }
+
     pub async fn auth_email(&self, email: &str) -> Result<Answer<Challenge>, ClientError> {
         json_answer(self.post("/v1/auth/email").json(&json!({ "email": email }))).await
     }
@@ -158,6 +162,39 @@ impl<'a> Api<'a> {
     ) -> Result<Answer<FriendStatus>, ClientError> {
         json_answer(
             self.post(&format!("/v1/friends/requests/{from}/accept"))
+                .bearer_auth(token),
+        )
+        .await
+    }
+
+    pub async fn friend_decline(
+        &self,
+        token: &str,
+        from: AccountId,
+    ) -> Result<Answer<()>, ClientError> {
+        empty_answer(
+            self.post(&format!("/v1/friends/requests/{from}/decline"))
+                .bearer_auth(token),
+        )
+        .await
+    }
+
+    /// Cancels the caller's own request to `to`.
+    pub async fn friend_cancel(
+        &self,
+        token: &str,
+        to: AccountId,
+    ) -> Result<Answer<()>, ClientError> {
+        empty_answer(
+            self.delete(&format!("/v1/friends/requests/{to}"))
+                .bearer_auth(token),
+        )
+        .await
+    }
+
+    pub async fn unfriend(&self, token: &str, other: AccountId) -> Result<Answer<()>, ClientError> {
+        empty_answer(
+            self.delete(&format!("/v1/friends/{other}"))
                 .bearer_auth(token),
         )
         .await

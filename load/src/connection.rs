@@ -1,5 +1,7 @@
-//! One player's event connection: connect from its source address, wait for the welcome, fetch
-//! the friends list, read events, and reconnect by the rule when the connection breaks.
+//! One event connection of a player's device: connect from its source address, wait for the
+//! welcome, fetch the friends list, read events (each one a fact, with its `seq`), give the
+//! connection up when it falls silent, and reconnect by the rule when it breaks, until the
+//! device is told to leave.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,35 +19,51 @@ use tokio_tungstenite::WebSocketStream;
 
 use crate::choices::{self, Purpose};
 use crate::client::ClientError;
+use crate::facts::{CloseCause, ConnId, Device};
 use crate::fleet::{Node, Shared};
 use crate::player::Player;
 use crate::reconnect::{Break, Next, Reconnect, SIGNED_OUT};
 use crate::stats::{Op, Status};
-use crate::wire::ServerEvent;
+use crate::wire::{NodeId, ServerMessage};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
 /// Server events are small; the default 128 KiB read buffer per socket would cost gigabytes
 /// across thousands of players.
 const READ_BUFFER: usize = 4 * 1024;
+/// The ping interval a welcome that names none implies (the contract's default).
+const DEFAULT_PING_INTERVAL_S: u64 = 20;
 
 type Socket = WebSocketStream<TcpStream>;
 
-/// The outcome of a player's first connection attempt, for its login.
+/// How long a connection may hear nothing, no event and no ping, before the client gives it up
+/// as dead: `2 × ping_interval + 5 s`.
+pub fn silence_limit(ping_interval_s: u64) -> Duration {
+    Duration::from_secs(2 * ping_interval_s + 5)
+}
+
+/// The outcome of a device's first connection attempt, for its login.
 pub(crate) enum FirstAttempt {
     /// A welcome; `resync` is the `GET /v1/friends` that follows it.
     Welcomed {
         resync: JoinHandle<()>,
     },
     Failed(Status),
-    /// The player's connection was already running.
+    /// The device's connection was already running.
     AlreadyConnected,
+}
+
+/// A running connection task of one device, and how to tell it to leave.
+pub(crate) struct Task {
+    pub handle: JoinHandle<()>,
+    /// `true`: close with 1000 and end.
+    pub leave: watch::Sender<bool>,
 }
 
 /// How one connection attempt ended.
 enum Ended {
-    /// The fleet shuts down.
-    Shutdown,
+    /// The fleet shuts down, or the device was told to leave.
+    Stop,
     /// No welcome: the attempt failed with this status.
     Failed(Status),
     /// The tokens are gone or refused: sign in again.
@@ -54,36 +72,59 @@ enum Ended {
     Lost(Break),
 }
 
-/// The connection task of `player`; `first` gets the first attempt's outcome.
-pub(crate) async fn run(player: Arc<Player>, first: oneshot::Sender<FirstAttempt>) {
+/// Starts the connection task of `device`; `first` gets the first attempt's outcome.
+pub(crate) fn spawn(
+    player: Arc<Player>,
+    device: Device,
+    first: oneshot::Sender<FirstAttempt>,
+) -> Task {
+    let (leave, leaving) = watch::channel(false);
+    Task {
+        handle: tokio::spawn(run(player, device, first, leaving)),
+        leave,
+    }
+}
+
+async fn run(
+    player: Arc<Player>,
+    device: Device,
+    first: oneshot::Sender<FirstAttempt>,
+    mut leaving: watch::Receiver<bool>,
+) {
     let shared = player.shared().clone();
     let mut shutdown = shared.shutdown.subscribe();
     let mut drops = shared.drops.subscribe();
     let mut rule = Reconnect::new(shared.reconnect);
-    // The player's own stream: its waits repeat with the seed, whatever the other players do.
-    let mut rng = choices::stream(shared.seed, Purpose::Reconnect, player.index as u64);
+    // The device's own stream: its waits repeat with the seed, whatever the other players do.
+    let stream = player.index as u64 * 2 + u64::from(device == Device::Second);
+    let mut rng = choices::stream(shared.seed, Purpose::Reconnect, stream);
     let mut first = Some(first);
     let mut sign_in = false;
+    let mut signals = Signals {
+        shutdown: &mut shutdown,
+        leaving: &mut leaving,
+        drops: &mut drops,
+    };
     loop {
-        if *shutdown.borrow() {
+        if signals.stopped() {
             return;
         }
         if sign_in {
             if let Err(e) = player.sign_in().await {
                 tracing::debug!(player = player.index, "signing in again failed: {e}");
                 let wait = rule.after_failed_attempt(&mut rng);
-                if pause(wait, &mut shutdown).await {
+                if signals.pause(wait).await {
                     return;
                 }
                 continue;
             }
             sign_in = false;
         }
-        let wait = match attempt(&player, &mut rule, &mut first, &mut drops, &mut shutdown).await {
-            Ended::Shutdown => return,
+        let wait = match attempt(&player, device, &mut rule, &mut first, &mut signals).await {
+            Ended::Stop => return,
             Ended::Failed(status) => {
                 report_first(&mut first, FirstAttempt::Failed(status));
-                player.next_node();
+                player.next_node_of(device);
                 rule.after_failed_attempt(&mut rng)
             }
             Ended::NeedsSignIn(status) => {
@@ -93,11 +134,9 @@ pub(crate) async fn run(player: Arc<Player>, first: oneshot::Sender<FirstAttempt
             }
             Ended::Lost(reason) => {
                 if reason.node_is_leaving() {
-                    player.next_node();
+                    player.next_node_of(device);
                 }
-                let next = rule.after_break(&reason, &mut rng);
-                player.lost(reason);
-                match next {
+                match rule.after_break(&reason, &mut rng) {
                     Next::Wait(wait) => wait,
                     Next::SignIn => {
                         sign_in = true;
@@ -107,9 +146,35 @@ pub(crate) async fn run(player: Arc<Player>, first: oneshot::Sender<FirstAttempt
                 }
             }
         };
-        if pause(wait, &mut shutdown).await {
+        if signals.pause(wait).await {
             return;
         }
+    }
+}
+
+/// What can end a device's connection from outside.
+struct Signals<'a> {
+    shutdown: &'a mut watch::Receiver<bool>,
+    leaving: &'a mut watch::Receiver<bool>,
+    drops: &'a mut watch::Receiver<u64>,
+}
+
+impl Signals<'_> {
+    fn stopped(&self) -> bool {
+        *self.shutdown.borrow() || *self.leaving.borrow()
+    }
+
+    /// Sleeps `wait`; true when the fleet shut down or the device was told to leave meanwhile.
+    async fn pause(&mut self, wait: Duration) -> bool {
+        if wait.is_zero() {
+            return self.stopped();
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = self.shutdown.changed() => {}
+            _ = self.leaving.changed() => {}
+        }
+        self.stopped()
     }
 }
 
@@ -120,23 +185,12 @@ fn report_first(first: &mut Option<oneshot::Sender<FirstAttempt>>, outcome: Firs
     }
 }
 
-/// Sleeps `wait`; true when the fleet shut down meanwhile.
-async fn pause(wait: Duration, shutdown: &mut watch::Receiver<bool>) -> bool {
-    if wait.is_zero() {
-        return *shutdown.borrow();
-    }
-    tokio::select! {
-        _ = tokio::time::sleep(wait) => *shutdown.borrow(),
-        _ = shutdown.changed() => true,
-    }
-}
-
 async fn attempt(
     player: &Arc<Player>,
+    device: Device,
     rule: &mut Reconnect,
     first: &mut Option<oneshot::Sender<FirstAttempt>>,
-    drops: &mut watch::Receiver<u64>,
-    shutdown: &mut watch::Receiver<bool>,
+    signals: &mut Signals<'_>,
 ) -> Ended {
     let shared = player.shared();
     let token = match player.access_token().await {
@@ -145,53 +199,65 @@ async fn attempt(
         Err(e) if e.status() == Status::Http(401) => return Ended::NeedsSignIn(e.status()),
         Err(e) => return Ended::Failed(e.status()),
     };
-    let node_index = player.node();
-    let started = Instant::now();
-    let opened = tokio::time::timeout(
+    let node_index = player.node_of(device);
+    let opened = Instant::now();
+    let connecting = tokio::time::timeout(
         CONNECT_TIMEOUT,
         open(shared, player.index, &shared.nodes[node_index], &token),
-    )
-    .await;
-    let status = match &opened {
+    );
+    let result = tokio::select! {
+        result = connecting => result,
+        _ = signals.leaving.changed() => return Ended::Stop,
+    };
+    let status = match &result {
         Ok(Ok(_)) => Status::Http(101),
         Ok(Err(e)) => e.status(),
         Err(_) => Status::NoAnswer,
     };
-    shared.record(player.index, Op::WsConnect, started, status);
-    let mut ws = match opened {
+    shared.record(player.index, Op::WsConnect, opened, status);
+    let mut ws = match result {
         Ok(Ok(ws)) => ws,
         _ if status == Status::Http(401) => return Ended::NeedsSignIn(status),
         _ => return Ended::Failed(status),
     };
-    let node = match tokio::time::timeout(WELCOME_TIMEOUT, welcome(&mut ws)).await {
-        Ok(Ok(node)) => node,
+    let welcome = match tokio::time::timeout(WELCOME_TIMEOUT, welcome(&mut ws)).await {
+        Ok(Ok(welcome)) => welcome,
         Ok(Err(Some(SIGNED_OUT))) => return Ended::NeedsSignIn(Status::NoAnswer),
         _ => return Ended::Failed(Status::NoAnswer),
     };
-    // A drop ordered while this player was away is not meant for this connection.
-    drops.borrow_and_update();
+    let node = welcome.node.unwrap_or_else(|| NodeId(String::new()));
+    let silence = silence_limit(welcome.ping_interval_s.unwrap_or(DEFAULT_PING_INTERVAL_S));
+    // A drop ordered while this device was away is not meant for this connection.
+    signals.drops.borrow_and_update();
     rule.after_welcome();
-    player.welcomed(node, node_index);
+    let conn = shared.next_conn();
+    player.welcomed(device, conn, node, node_index, opened);
     // The connection replays nothing that was missed: resync with the friends list, beside
     // reading events (a login waits for it; a reconnect does not).
     let resync = tokio::spawn({
         let player = player.clone();
-        async move {
-            // Recorded as friends_list.
-            let _ = player.list_friends(Instant::now()).await;
-        }
+        async move { player.resync(conn).await }
     });
     report_first(first, FirstAttempt::Welcomed { resync });
-    serve(player, &mut ws, drops, shutdown).await
+    let ended = serve(player, conn, &mut ws, silence, signals).await;
+    let (code, cause) = match &ended {
+        Ended::Lost(brk) => brk.as_close(),
+        _ if *signals.shutdown.borrow() => (None, CloseCause::Shutdown),
+        _ => (Some(1000), CloseCause::ClientClose),
+    };
+    player.closed(device, conn, code, cause);
+    ended
 }
 
-/// Reads until the welcome; the node id, or the close code (if any) of a connection that ended first.
-async fn welcome(ws: &mut Socket) -> Result<String, Option<u16>> {
+/// Reads until the welcome; the welcome, or the close code (if any) of a connection that ended first.
+async fn welcome(ws: &mut Socket) -> Result<ServerMessage, Option<u16>> {
     while let Some(message) = ws.next().await {
         match message {
             Ok(Message::Text(text)) => {
-                if let Ok(ServerEvent::Welcome { node, .. }) = serde_json::from_str(&text) {
-                    return Ok(node);
+                if let Ok(message) = serde_json::from_str::<ServerMessage>(&text) {
+                    if message.is_welcome() {
+                        return Ok(message);
+                    }
                 }
             }
             Ok(Message::Close(frame)) => return Err(frame.map(|f| u16::from(f.code))),
@@ -202,33 +268,50 @@ async fn welcome(ws: &mut Socket) -> Result<String, Option<u16>> {
     Err(None)
 }
 
-/// Reads events until the connection breaks, a drop is ordered, or the fleet shuts down.
+/// Reads events until the connection breaks or falls silent, a drop is ordered, the device is
+/// told to leave, or the fleet shuts down.
 async fn serve(
     player: &Player,
+    conn: ConnId,
     ws: &mut Socket,
-    drops: &mut watch::Receiver<u64>,
-    shutdown: &mut watch::Receiver<bool>,
+    silence: Duration,
+    signals: &mut Signals<'_>,
 ) -> Ended {
     loop {
         tokio::select! {
-            _ = shutdown.changed() => {
-                let bye = CloseFrame { code: CloseCode::Normal, reason: "load run ended".into() };
-                let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(Some(bye))).await;
-                return Ended::Shutdown;
+            _ = signals.shutdown.changed() => {
+                close(ws, "load run ended").await;
+                return Ended::Stop;
+            }
+            _ = signals.leaving.changed() => {
+                close(ws, "signed off").await;
+                return Ended::Stop;
             }
             // Returning drops the socket: the TCP connection ends without a close frame.
-            Ok(()) = drops.changed() => return Ended::Lost(Break::Dropped),
-            message = ws.next() => match message {
-                Some(Ok(Message::Text(text))) => player.on_event(&text),
+            Ok(()) = signals.drops.changed() => return Ended::Lost(Break::Dropped),
+            message = tokio::time::timeout(silence, ws.next()) => match message {
+                // Heard nothing, not even a ping: the connection is dead to this client.
+                Err(_) => return Ended::Lost(Break::Silent),
+                Ok(Some(Ok(Message::Text(text)))) => player.on_message(conn, &text),
                 // A close frame without a code is the protocol's 1005 "no status".
-                Some(Ok(Message::Close(frame))) => {
+                Ok(Some(Ok(Message::Close(frame)))) => {
                     return Ended::Lost(Break::Closed(frame.map_or(1005, |f| u16::from(f.code))))
                 }
-                Some(Ok(_)) => {}
-                Some(Err(_)) | None => return Ended::Lost(Break::NoCloseFrame),
+                // Pings count as life; tungstenite answers them.
+                Ok(Some(Ok(_))) => {}
+                Ok(Some(Err(_)) | None) => return Ended::Lost(Break::NoCloseFrame),
             },
         }
     }
+}
+
+/// Closes with 1000, bounded: the peer may be gone.
+async fn close(ws: &mut Socket, reason: &'static str) {
+    let bye = CloseFrame {
+        code: CloseCode::Normal,
+        reason: reason.into(),
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), ws.close(Some(bye))).await;
 }
 
 #[derive(Debug)]
@@ -276,4 +359,15 @@ async fn open(
         .await
         .map_err(OpenError::Ws)?;
     Ok(ws)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn silence_is_two_pings_and_five_seconds() {
+        assert_eq!(silence_limit(20), Duration::from_secs(45));
+        assert_eq!(silence_limit(1), Duration::from_secs(7));
+    }
 }

@@ -100,6 +100,8 @@ pub struct Received {
     pub kind: String,
     /// For presence: whose, its version and online state.
     pub presence: Option<(AccountId, u64, bool)>,
+    /// For the first event of a change of this run: from its send to here.
+    pub delivery: Option<Duration>,
 }
 
 /// How a client saw its connection end when there was no close code to tell.
@@ -189,11 +191,6 @@ impl FactSink {
     pub fn take(&self) -> Option<mpsc::UnboundedReceiver<Stamped>> {
         let (tx, rx) = mpsc::unbounded_channel();
         self.sender.set(tx).ok().map(|()| rx)
-    }
-
-    /// Whether anybody listens (facts are only built then).
-    pub fn is_on(&self) -> bool {
-        self.sender.get().is_some()
     }
 
     pub fn emit(&self, player: usize, fact: Fact) {

@@ -1,55 +1,24 @@
 //! The players of a run and what they share: the nodes, the HTTP clients, the current recorder,
-//! the event feed ([`PlayerEvent`]) and the faults that act on every connection at once.
+//! the facts they live through ([`crate::facts`]) and the faults that act on every connection
+//! at once.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use rand::distr::{Alphanumeric, SampleString};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{mpsc, watch};
 
 use crate::error::LoadError;
+use crate::facts::{ConnId, Fact, FactSink, Stamped};
 use crate::net::{Net, SourceIps};
 use crate::player::{unix_micros, Player};
-use crate::reconnect::{Break, ReconnectMode};
+use crate::reconnect::ReconnectMode;
 use crate::stats::{Op, Recorder, Status};
 use crate::target::{CodeSource, NodeEndpoint, Target};
 use crate::wire::AccountId;
-
-/// Something that happened to a player, for observers such as the chaos supervisor.
-#[derive(Debug, Clone)]
-pub struct PlayerEvent {
-    pub at: Instant,
-    /// The player's index in the fleet.
-    pub player: usize,
-    pub kind: EventKind,
-}
-
-#[derive(Debug, Clone)]
-pub enum EventKind {
-    /// A welcome on the event connection, from the node with this id (`node_index` into the target's nodes).
-    Welcome { node: String, node_index: usize },
-    /// The event connection ended.
-    Lost { reason: Break },
-    /// A presence event; `delivery` is its time from send to receipt when it was a change of this run.
-    Presence {
-        from: AccountId,
-        version: u64,
-        delivery: Option<Duration>,
-    },
-    /// This player's own presence change was acknowledged (`204`), with its version.
-    PresenceSet { version: u64 },
-    /// An op ended.
-    Call {
-        op: Op,
-        status: Status,
-        latency: Duration,
-    },
-}
-
-/// Events a slow subscriber may fall behind by before it misses some (it is told it lagged).
-const EVENT_BUFFER: usize = 1 << 16;
 
 /// A node as the players reach it.
 pub(crate) struct Node {
@@ -72,7 +41,8 @@ pub(crate) struct Shared {
     pub drops: watch::Sender<u64>,
     pub shutdown: watch::Sender<bool>,
     recorder: RwLock<Recorder>,
-    events: broadcast::Sender<PlayerEvent>,
+    facts: FactSink,
+    connections: AtomicU64,
     directory: RwLock<HashMap<AccountId, usize>>,
 }
 
@@ -84,13 +54,13 @@ impl Shared {
             .clone()
     }
 
-    /// Records an op of `player` that started at `since` and tells the subscribers.
+    /// Records an op of `player` that started at `since`, and its fact.
     pub fn record(&self, player: usize, op: Op, since: Instant, status: Status) {
         let latency = since.elapsed();
         self.recorder().record(op, latency, status);
         self.emit(
             player,
-            EventKind::Call {
+            Fact::Call {
                 op,
                 status,
                 latency,
@@ -98,15 +68,14 @@ impl Shared {
         );
     }
 
-    pub fn emit(&self, player: usize, kind: EventKind) {
-        // Without subscribers there is nobody to build the event for.
-        if self.events.receiver_count() > 0 {
-            let _ = self.events.send(PlayerEvent {
-                at: Instant::now(),
-                player,
-                kind,
-            });
-        }
+    /// Emits a fact of `player`, when somebody listens.
+    pub fn emit(&self, player: usize, fact: Fact) {
+        self.facts.emit(player, fact);
+    }
+
+    /// A number for a new event connection.
+    pub fn next_conn(&self) -> ConnId {
+        self.connections.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     pub fn register(&self, account: AccountId, player: usize) {
@@ -163,7 +132,8 @@ impl Fleet {
             drops: watch::Sender::new(0),
             shutdown: watch::Sender::new(false),
             recorder: RwLock::new(Recorder::new()),
-            events: broadcast::Sender::new(EVENT_BUFFER),
+            facts: FactSink::default(),
+            connections: AtomicU64::new(0),
             directory: RwLock::new(HashMap::new()),
         });
         // Not from the seed on purpose: the tag must differ between runs, so that a rerun
@@ -212,9 +182,9 @@ impl Fleet {
         self.shared.nodes.len()
     }
 
-    /// Every player event from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<PlayerEvent> {
-        self.shared.events.subscribe()
+    /// Every fact of every player from now on; `None` once taken (one history per fleet).
+    pub fn facts(&self) -> Option<mpsc::UnboundedReceiver<Stamped>> {
+        self.shared.facts.take()
     }
 
     /// Where ops of every player are recorded from now on (each scenario has its own).

@@ -1,6 +1,5 @@
-//! A player's friend ledger: the friendships and the session membership that the cloud
-//! acknowledged (2xx) and that no later acknowledged call undid, so a checker can compare them
-//! with what the cloud shows at the end.
+//! What a player knows of its friends and its session from the cloud's answers: the players
+//! it chooses among. (Whether writes survived is judged by `anyplay-chaos` from the facts.)
 
 use std::collections::BTreeSet;
 
@@ -15,14 +14,6 @@ pub struct Ledger {
     /// The session this player was acknowledged to be in (created with 201 or joined with 200)
     /// and has not left with 204; membership survives disconnects.
     pub session: Option<SessionId>,
-}
-
-/// An acknowledged write that the cloud no longer shows.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum LostWrite {
-    Friendship { with: AccountId },
-    SessionMembership { session: SessionId },
 }
 
 impl Ledger {
@@ -40,49 +31,11 @@ impl Ledger {
             self.session = None;
         }
     }
-
-    /// Compares the ledger with the final state: the friends the cloud lists, and whether the
-    /// ledger's session still holds this player (`None` when the player has no session in the ledger).
-    pub fn check(&self, friends: &BTreeSet<AccountId>, in_session: Option<bool>) -> Vec<LostWrite> {
-        let mut lost: Vec<LostWrite> = self
-            .friends
-            .difference(friends)
-            .map(|with| LostWrite::Friendship { with: *with })
-            .collect();
-        if let (Some(session), Some(false)) = (&self.session, in_session) {
-            lost.push(LostWrite::SessionMembership {
-                session: session.clone(),
-            });
-        }
-        lost
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn acknowledged_writes_missing_at_the_end_are_lost() {
-        let mut ledger = Ledger::default();
-        ledger.friendship_acknowledged(AccountId(2));
-        ledger.friendship_acknowledged(AccountId(3));
-        ledger.session_acknowledged(SessionId("9".into()));
-        let shown: BTreeSet<_> = [AccountId(3), AccountId(4)].into();
-        assert_eq!(
-            ledger.check(&shown, Some(false)),
-            [
-                LostWrite::Friendship { with: AccountId(2) },
-                LostWrite::SessionMembership {
-                    session: SessionId("9".into())
-                }
-            ]
-        );
-        assert_eq!(
-            ledger.check(&[AccountId(2), AccountId(3)].into(), Some(true)),
-            []
-        );
-    }
 
     #[test]
     fn leaving_the_session_undoes_the_membership() {

@@ -16,9 +16,10 @@
 //! - [`reconnect`]: the contract's reconnect rule as a pure type.
 //! - [`choices`]: every choice of who acts, with what and when, drawn from the run's seed.
 //! - [`planned`]: the schedule those choices give, per player, from the settings alone.
-//! - [`ledger`]: what the cloud acknowledged to a player, for lost-write checks.
-//! - [`player`], [`connection`] and [`fleet`]: players, their event sockets, and the set of them
-//!   with its event feed ([`PlayerEvent`]) and the `drop_all` fault.
+//! - [`ledger`]: what a player knows of its friends and session, to choose whom to play with.
+//! - [`facts`]: what players live through, emitted as it happens (the history chaos records).
+//! - [`player`], [`connection`] and [`fleet`]: players, their devices' event sockets, and the set
+//!   of them with its facts and the `drop_all` fault.
 //! - [`schedule`]: the open-loop scheduler; [`stats`]: HdrHistograms per op, merged exactly.
 //! - [`generator`]: the harness's own health (scheduler lateness, CPU, memory).
 //! - [`server`]: what the nodes' `/metrics` say changed during the run.
@@ -53,8 +54,8 @@ pub mod target;
 pub mod wire;
 
 pub use error::LoadError;
-pub use fleet::{EventKind, Fleet, PlayerEvent};
-pub use ledger::{Ledger, LostWrite};
+pub use fleet::Fleet;
+pub use ledger::Ledger;
 pub use player::Player;
 pub use reconnect::{Break, ReconnectMode};
 pub use settings::{Args, Settings};

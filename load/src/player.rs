@@ -1,25 +1,26 @@
-//! A player: identity, tokens (refreshed before they expire), the calls it makes, its ledger
-//! of acknowledged writes, and what its event connection told it.
+//! A player: identity, tokens (refreshed before they expire), the calls it makes (each write a
+//! fact with its outcome), what it knows of its friends and session (its ledger, for choosing
+//! whom to play with), and its devices' event connections: its own, and at times a second one.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 use crate::client::{status_of, Answer, Api, ClientError};
-use crate::connection::{self, FirstAttempt};
+use crate::connection::{self, FirstAttempt, Task};
 use crate::error::LoadError;
-use crate::fleet::{EventKind, Shared};
-use crate::ledger::{Ledger, LostWrite};
-use crate::reconnect::Break;
+use crate::facts::{CloseCause, ConnId, Device, Fact, Received, WriteFact, WriteOp, WriteOutcome};
+use crate::fleet::Shared;
+use crate::ledger::Ledger;
 use crate::stats::{Op, Status};
 use crate::sync::lock;
 use crate::wire::{
-    AccountId, CodeOutcome, FriendStatus, FriendsView, ServerEvent, Session, SessionId, Tokens,
+    AccountId, CodeOutcome, FriendStatus, FriendsView, NodeId, ServerMessage, Session, SessionId,
+    Tokens,
 };
 
 /// How long a login waits for the first welcome.
@@ -66,9 +67,14 @@ pub struct Player {
     shared: Arc<Shared>,
     account: OnceLock<AccountId>,
     credentials: tokio::sync::Mutex<Option<Credentials>>,
-    /// The node its calls and connection go to.
+    /// The node its calls and its own connection go to.
     node: AtomicUsize,
+    /// The node its second device connects through.
+    second_node: AtomicUsize,
     online: AtomicBool,
+    second_online: AtomicBool,
+    /// Welcomes and closes of any of its connections, to tell a steady state from a changing one.
+    conn_events: AtomicU64,
     welcomes: AtomicU64,
     losses: AtomicU64,
     ledger: Mutex<Ledger>,
@@ -77,7 +83,8 @@ pub struct Player {
     last_version: AtomicU64,
     /// Taken while the player is in a scenario's session, so two sessions never pick it at once.
     reserved: AtomicBool,
-    connection: Mutex<Option<JoinHandle<()>>>,
+    connection: Mutex<Option<Task>>,
+    second: Mutex<Option<Task>>,
 }
 
 impl Player {
@@ -90,7 +97,10 @@ impl Player {
             account: OnceLock::new(),
             credentials: tokio::sync::Mutex::new(None),
             node: AtomicUsize::new(node),
+            second_node: AtomicUsize::new(node),
             online: AtomicBool::new(false),
+            second_online: AtomicBool::new(false),
+            conn_events: AtomicU64::new(0),
             welcomes: AtomicU64::new(0),
             losses: AtomicU64::new(0),
             ledger: Mutex::new(Ledger::default()),
@@ -98,6 +108,7 @@ impl Player {
             last_version: AtomicU64::new(0),
             reserved: AtomicBool::new(false),
             connection: Mutex::new(None),
+            second: Mutex::new(None),
         }
     }
 
@@ -110,9 +121,16 @@ impl Player {
         self.account.get().copied()
     }
 
-    /// Whether its event connection has had a welcome and is still up.
+    /// Whether one of its devices holds a welcomed event connection.
     pub fn is_online(&self) -> bool {
-        self.online.load(Ordering::Acquire)
+        self.online.load(Ordering::Acquire) || self.second_online.load(Ordering::Acquire)
+    }
+
+    /// Whether it holds a connection, and how many welcomes and closes its connections had:
+    /// two equal readings mean it held (or lacked) a connection all along between them.
+    pub fn connection_state(&self) -> (bool, u64) {
+        let before = self.conn_events.load(Ordering::Acquire);
+        (self.is_online(), before)
     }
 
     /// Welcomes so far (a reconnect adds one).
@@ -162,11 +180,29 @@ impl Player {
         )
     }
 
-    /// Moves to the next node (after a failed attempt, or when its node said it is leaving).
-    pub(crate) fn next_node(&self) {
+    fn node_slot(&self, device: Device) -> &AtomicUsize {
+        match device {
+            Device::Primary => &self.node,
+            Device::Second => &self.second_node,
+        }
+    }
+
+    /// The index of the node a device's connection goes to.
+    pub(crate) fn node_of(&self, device: Device) -> usize {
+        self.node_slot(device).load(Ordering::Acquire)
+    }
+
+    /// Moves a device to the next node (after a failed attempt, or when its node said it is leaving).
+    pub(crate) fn next_node_of(&self, device: Device) {
         let count = self.shared.nodes.len();
+        let next = (self.node_of(device) + 1) % count;
+        self.node_slot(device).store(next, Ordering::Release);
+    }
+
+    /// Sends the player's own calls and connection to node `index` from now on.
+    pub(crate) fn move_to(&self, index: usize) {
         self.node
-            .store((self.node() + 1) % count, Ordering::Release);
+            .store(index % self.shared.nodes.len(), Ordering::Release);
     }
 
     /// Awaits `call`, records it as `op` from `since`, and returns its body.
@@ -260,10 +296,7 @@ impl Player {
         let first = match self.sign_in().await {
             Err(LoadError::Client(e)) => FirstAttempt::Failed(e.status()),
             Err(_) => FirstAttempt::Failed(Status::NoAnswer),
-            Ok(()) => match tokio::time::timeout(WELCOME_WAIT, self.connect()).await {
-                Ok(Ok(first)) => first,
-                _ => FirstAttempt::Failed(Status::NoAnswer),
-            },
+            Ok(()) => self.connect(Device::Primary).await,
         };
         let status = match first {
             FirstAttempt::Failed(status) => status,
@@ -277,63 +310,121 @@ impl Player {
         status
     }
 
-    /// Starts the event connection task unless it runs already.
-    fn connect(self: &Arc<Self>) -> oneshot::Receiver<FirstAttempt> {
-        let (first, outcome) = oneshot::channel();
-        let mut slot = lock(&self.connection);
-        if slot.as_ref().is_some_and(|task| !task.is_finished()) {
-            let _ = first.send(FirstAttempt::AlreadyConnected);
-        } else {
-            *slot = Some(tokio::spawn(connection::run(self.clone(), first)));
+    fn device_slot(&self, device: Device) -> &Mutex<Option<Task>> {
+        match device {
+            Device::Primary => &self.connection,
+            Device::Second => &self.second,
         }
-        outcome
     }
 
-    /// Waits until `deadline` for the connection task to end, then ends it.
-    pub(crate) async fn stop_connection(&self, deadline: tokio::time::Instant) {
-        let task = lock(&self.connection).take();
+    /// Starts a device's connection task unless it runs already, and waits (bounded) for its
+    /// first attempt.
+    pub(crate) async fn connect(self: &Arc<Self>, device: Device) -> FirstAttempt {
+        let (first, outcome) = oneshot::channel();
+        {
+            let mut slot = lock(self.device_slot(device));
+            if slot.as_ref().is_some_and(|task| !task.handle.is_finished()) {
+                return FirstAttempt::AlreadyConnected;
+            }
+            *slot = Some(connection::spawn(self.clone(), device, first));
+        }
+        match tokio::time::timeout(WELCOME_WAIT, outcome).await {
+            Ok(Ok(first)) => first,
+            _ => FirstAttempt::Failed(Status::NoAnswer),
+        }
+    }
+
+    /// Tells a device's connection to close (1000) and end, and waits for it until `deadline`.
+    pub(crate) async fn disconnect(&self, device: Device, deadline: tokio::time::Instant) {
+        let task = lock(self.device_slot(device)).take();
         if let Some(mut task) = task {
-            if tokio::time::timeout_at(deadline, &mut task).await.is_err() {
-                task.abort();
+            task.leave.send_replace(true);
+            if tokio::time::timeout_at(deadline, &mut task.handle)
+                .await
+                .is_err()
+            {
+                task.handle.abort();
             }
         }
     }
 
-    pub(crate) fn welcomed(&self, node: String, node_index: usize) {
-        self.welcomes.fetch_add(1, Ordering::AcqRel);
-        self.online.store(true, Ordering::Release);
-        self.shared
-            .emit(self.index, EventKind::Welcome { node, node_index });
+    /// Waits until `deadline` for the connection tasks to end (the fleet shut down), then ends them.
+    pub(crate) async fn stop_connection(&self, deadline: tokio::time::Instant) {
+        for device in [Device::Primary, Device::Second] {
+            let task = lock(self.device_slot(device)).take();
+            if let Some(mut task) = task {
+                if tokio::time::timeout_at(deadline, &mut task.handle)
+                    .await
+                    .is_err()
+                {
+                    task.handle.abort();
+                }
+            }
+        }
     }
 
-    pub(crate) fn lost(&self, reason: Break) {
-        self.online.store(false, Ordering::Release);
-        self.losses.fetch_add(1, Ordering::AcqRel);
-        self.shared.emit(self.index, EventKind::Lost { reason });
+    fn online_flag(&self, device: Device) -> &AtomicBool {
+        match device {
+            Device::Primary => &self.online,
+            Device::Second => &self.second_online,
+        }
     }
 
-    /// Handles one event of the event connection.
-    pub(crate) fn on_event(&self, text: &str) {
-        let Ok(ServerEvent::Presence {
-            account_id,
-            version,
-            ..
-        }) = serde_json::from_str::<ServerEvent>(text)
-        else {
+    pub(crate) fn welcomed(
+        &self,
+        device: Device,
+        conn: ConnId,
+        node: NodeId,
+        node_index: usize,
+        opened: Instant,
+    ) {
+        if device == Device::Primary {
+            self.welcomes.fetch_add(1, Ordering::AcqRel);
+        }
+        self.online_flag(device).store(true, Ordering::Release);
+        self.conn_events.fetch_add(1, Ordering::AcqRel);
+        self.shared.emit(
+            self.index,
+            Fact::Welcome {
+                conn,
+                device,
+                node,
+                node_index,
+                opened,
+            },
+        );
+    }
+
+    pub(crate) fn closed(
+        &self,
+        device: Device,
+        conn: ConnId,
+        code: Option<u16>,
+        cause: CloseCause,
+    ) {
+        self.online_flag(device).store(false, Ordering::Release);
+        self.conn_events.fetch_add(1, Ordering::AcqRel);
+        if device == Device::Primary {
+            self.losses.fetch_add(1, Ordering::AcqRel);
+        }
+        self.shared.emit(
+            self.index,
+            Fact::Closed {
+                conn,
+                device,
+                code,
+                cause,
+            },
+        );
+    }
+
+    /// Handles one message of event connection `conn`.
+    pub(crate) fn on_message(&self, conn: ConnId, text: &str) {
+        let Ok(message) = serde_json::from_str::<ServerMessage>(text) else {
             return;
         };
-        let received = unix_micros();
-        let delivery = {
-            let mut inbox = lock(&self.inbox);
-            let newest = inbox.entry(account_id).or_insert(0);
-            if version <= *newest {
-                return;
-            }
-            *newest = version;
-            // Only changes made in this run carry a send time; older versions are state.
-            (version >= self.shared.started_us && version <= received)
-                .then(|| Duration::from_micros(received - version))
-        };
+        let presence = message.presence();
+        let delivery = presence.and_then(|(from, version, _)| self.delivered(from, version));
         if let Some(delivery) = delivery {
             self.shared
                 .recorder()
@@ -341,12 +432,50 @@ impl Player {
         }
         self.shared.emit(
             self.index,
-            EventKind::Presence {
-                from: account_id,
-                version,
-                delivery,
+            Fact::Received {
+                conn,
+                event: Received {
+                    seq: message.seq,
+                    kind: message.kind,
+                    presence,
+                    delivery,
+                },
             },
         );
+    }
+
+    /// Notes a presence version of `from`; its delivery time when it is the first sight of a
+    /// change made in this run (older versions are state, not changes).
+    fn delivered(&self, from: AccountId, version: u64) -> Option<Duration> {
+        let received = unix_micros();
+        let mut inbox = lock(&self.inbox);
+        let newest = inbox.entry(from).or_insert(0);
+        if version <= *newest {
+            return None;
+        }
+        *newest = version;
+        (version >= self.shared.started_us && version <= received)
+            .then(|| Duration::from_micros(received - version))
+    }
+
+    /// The `GET /v1/friends` after a welcome on `conn` (recorded as friends_list), as a fact.
+    pub(crate) async fn resync(&self, conn: ConnId) {
+        let sent = Instant::now();
+        if let Ok(view) = self.list_friends(sent).await {
+            let friends = view
+                .friends
+                .iter()
+                .map(|f| (f.account_id, f.presence.online, f.presence.version))
+                .collect();
+            self.shared.emit(
+                self.index,
+                Fact::Resync {
+                    conn,
+                    sent,
+                    friends,
+                },
+            );
+        }
     }
 
     /// `GET /v1/friends`.
@@ -356,38 +485,150 @@ impl Player {
             .await
     }
 
-    /// Asks `to` to be friends; a `200 friends` (they had asked already) goes in both ledgers.
+    /// Records a write's fact from its answer.
+    fn wrote<T>(
+        &self,
+        op: WriteOp,
+        other: Option<AccountId>,
+        session: Option<SessionId>,
+        sent: Instant,
+        result: &Result<T, ClientError>,
+    ) -> WriteOutcome {
+        let outcome = match result {
+            Ok(_) => WriteOutcome::Ok,
+            // Not signed in: nothing was sent.
+            Err(ClientError::NotSignedIn) => WriteOutcome::Refused,
+            Err(e) => WriteOutcome::of(e.status()),
+        };
+        self.shared.emit(
+            self.index,
+            Fact::Write(WriteFact {
+                op,
+                other,
+                session,
+                outcome,
+                befriended: false,
+                sent,
+            }),
+        );
+        outcome
+    }
+
+    /// Asks `to` to be friends; a `200 friends` (they had asked already) makes the friendship.
     pub async fn request_friend(
         &self,
         to: &Player,
         since: Instant,
     ) -> Result<FriendStatus, ClientError> {
-        let token = self.token_for(Op::FriendRequest, since).await?;
-        let status = self
-            .timed(
-                Op::FriendRequest,
-                since,
-                self.api().friend_request(&token, &to.handle),
-            )
-            .await?;
-        if status == FriendStatus::Friends {
+        let sent = Instant::now();
+        let result = match self.token_for(Op::FriendRequest, since).await {
+            Ok(token) => {
+                self.timed(
+                    Op::FriendRequest,
+                    since,
+                    self.api().friend_request(&token, &to.handle),
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        let befriended = matches!(result, Ok(FriendStatus::Friends));
+        let outcome = match &result {
+            Ok(_) => WriteOutcome::Ok,
+            Err(ClientError::NotSignedIn) => WriteOutcome::Refused,
+            Err(e) => WriteOutcome::of(e.status()),
+        };
+        self.shared.emit(
+            self.index,
+            Fact::Write(WriteFact {
+                op: WriteOp::FriendRequest,
+                other: to.account(),
+                session: None,
+                outcome,
+                befriended,
+                sent,
+            }),
+        );
+        if befriended {
             self.befriended(to);
         }
-        Ok(status)
+        result
     }
 
-    /// Accepts the request of `from`; the friendship goes in both ledgers.
+    /// Accepts the request of `from`.
     pub async fn accept_friend(&self, from: &Player, since: Instant) -> Result<(), ClientError> {
         let from_account = from.account().ok_or(ClientError::NotSignedIn)?;
-        let token = self.token_for(Op::FriendAccept, since).await?;
-        self.timed(
-            Op::FriendAccept,
-            since,
-            self.api().friend_accept(&token, from_account),
-        )
-        .await?;
+        let sent = Instant::now();
+        let result = match self.token_for(Op::FriendAccept, since).await {
+            Ok(token) => {
+                self.timed(
+                    Op::FriendAccept,
+                    since,
+                    self.api().friend_accept(&token, from_account),
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        self.wrote(
+            WriteOp::FriendAccept,
+            Some(from_account),
+            None,
+            sent,
+            &result,
+        );
+        result?;
         self.befriended(from);
         Ok(())
+    }
+
+    /// A friend write answered with no body: decline, cancel or unfriend of `other`.
+    async fn friend_write(&self, op: WriteOp, other: &Player) -> Result<(), ClientError> {
+        let other_account = other.account().ok_or(ClientError::NotSignedIn)?;
+        let sent = Instant::now();
+        let call_op = match op {
+            WriteOp::FriendDecline => Op::FriendDecline,
+            WriteOp::FriendCancel => Op::FriendCancel,
+            _ => Op::Unfriend,
+        };
+        let result = match self.token_for(call_op, sent).await {
+            Ok(token) => {
+                let api = self.api();
+                let call = async {
+                    match op {
+                        WriteOp::FriendDecline => api.friend_decline(&token, other_account).await,
+                        WriteOp::FriendCancel => api.friend_cancel(&token, other_account).await,
+                        _ => api.unfriend(&token, other_account).await,
+                    }
+                };
+                self.timed(call_op, sent, call).await
+            }
+            Err(e) => Err(e),
+        };
+        self.wrote(op, Some(other_account), None, sent, &result);
+        result?;
+        if op == WriteOp::Unfriend {
+            if let (Some(mine), Some(theirs)) = (self.account(), other.account()) {
+                lock(&self.ledger).friends.remove(&theirs);
+                lock(&other.ledger).friends.remove(&mine);
+            }
+        }
+        Ok(())
+    }
+
+    /// Declines the request of `from`.
+    pub async fn decline_friend(&self, from: &Player) -> Result<(), ClientError> {
+        self.friend_write(WriteOp::FriendDecline, from).await
+    }
+
+    /// Cancels its own request to `to`.
+    pub async fn cancel_request(&self, to: &Player) -> Result<(), ClientError> {
+        self.friend_write(WriteOp::FriendCancel, to).await
+    }
+
+    /// Ends the friendship with `other`.
+    pub async fn unfriend(&self, other: &Player) -> Result<(), ClientError> {
+        self.friend_write(WriteOp::Unfriend, other).await
     }
 
     fn befriended(&self, other: &Player) {
@@ -400,6 +641,8 @@ impl Player {
     /// A new activity whose version is its send time (µs since the epoch, strictly increasing).
     pub async fn set_presence(&self, activity: &str, since: Instant) -> Result<u64, ClientError> {
         let version = self.next_version();
+        let node_index = self.node();
+        let sent = Instant::now();
         let token = self.token_for(Op::PresenceSet, since).await?;
         self.timed(
             Op::PresenceSet,
@@ -407,8 +650,14 @@ impl Player {
             self.api().presence_set(&token, activity, version),
         )
         .await?;
-        self.shared
-            .emit(self.index, EventKind::PresenceSet { version });
+        self.shared.emit(
+            self.index,
+            Fact::PresenceSet {
+                version,
+                sent,
+                node_index,
+            },
+        );
         Ok(version)
     }
 
@@ -423,21 +672,45 @@ impl Player {
         now.max(previous + 1)
     }
 
+    /// A session answer: its view is a fact, and an ok create or join its write.
+    fn session_answer(
+        &self,
+        op: WriteOp,
+        id: Option<&SessionId>,
+        sent: Instant,
+        result: &Result<Session, ClientError>,
+    ) {
+        let session = match result {
+            Ok(session) => Some(session.id.clone()),
+            Err(_) => id.cloned(),
+        };
+        self.wrote(op, None, session, sent, result);
+        if let Ok(session) = result {
+            lock(&self.ledger).session_acknowledged(session.id.clone());
+            self.shared
+                .emit(self.index, Fact::SessionView(session.clone()));
+        }
+    }
+
     pub async fn create_session(
         &self,
         max_members: u32,
         since: Instant,
     ) -> Result<Session, ClientError> {
-        let token = self.token_for(Op::SessionCreate, since).await?;
-        let session = self
-            .timed(
-                Op::SessionCreate,
-                since,
-                self.api().session_create(&token, max_members),
-            )
-            .await?;
-        lock(&self.ledger).session_acknowledged(session.id.clone());
-        Ok(session)
+        let sent = Instant::now();
+        let result = match self.token_for(Op::SessionCreate, since).await {
+            Ok(token) => {
+                self.timed(
+                    Op::SessionCreate,
+                    since,
+                    self.api().session_create(&token, max_members),
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        self.session_answer(WriteOp::SessionCreate, None, sent, &result);
+        result
     }
 
     pub async fn join_session(
@@ -445,22 +718,33 @@ impl Player {
         id: &SessionId,
         since: Instant,
     ) -> Result<Session, ClientError> {
-        let token = self.token_for(Op::SessionJoin, since).await?;
-        let session = self
-            .timed(Op::SessionJoin, since, self.api().session_join(&token, id))
-            .await?;
-        lock(&self.ledger).session_acknowledged(session.id.clone());
-        Ok(session)
+        let sent = Instant::now();
+        let result = match self.token_for(Op::SessionJoin, since).await {
+            Ok(token) => {
+                self.timed(Op::SessionJoin, since, self.api().session_join(&token, id))
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        self.session_answer(WriteOp::SessionJoin, Some(id), sent, &result);
+        result
     }
 
     pub async fn leave_session(&self, id: &SessionId, since: Instant) -> Result<(), ClientError> {
-        let token = self.token_for(Op::SessionLeave, since).await?;
-        self.timed(
-            Op::SessionLeave,
-            since,
-            self.api().session_leave(&token, id),
-        )
-        .await?;
+        let sent = Instant::now();
+        let result = match self.token_for(Op::SessionLeave, since).await {
+            Ok(token) => {
+                self.timed(
+                    Op::SessionLeave,
+                    since,
+                    self.api().session_leave(&token, id),
+                )
+                .await
+            }
+            Err(e) => Err(e),
+        };
+        self.wrote(WriteOp::SessionLeave, None, Some(id.clone()), sent, &result);
+        result?;
         lock(&self.ledger).session_left(id);
         Ok(())
     }
@@ -486,38 +770,49 @@ impl Player {
         result.map(drop)
     }
 
-    /// The members of a session as the cloud shows it now; `None` when it answers 404 (this
+    /// A session as the cloud shows it to this player now; `None` when it answers 404 (this
     /// player is not a member, or the session is closed).
-    pub async fn session_members(
-        &self,
-        id: &SessionId,
-    ) -> Result<Option<Vec<AccountId>>, ClientError> {
+    pub async fn session(&self, id: &SessionId) -> Result<Option<Session>, ClientError> {
         let token = self.access_token().await?;
         match self.api().session_get(&token, id).await {
-            Ok(answer) => Ok(Some(answer.body.members)),
+            Ok(answer) => Ok(Some(answer.body)),
             Err(e) if e.status() == Status::Http(404) => Ok(None),
             Err(e) => Err(e),
         }
     }
 
-    /// Compares the ledger with what the cloud shows now (`GET /v1/friends` and the session).
-    pub async fn verify_ledger(&self) -> Result<Vec<LostWrite>, ClientError> {
-        let ledger = self.ledger();
-        let friends: BTreeSet<AccountId> = self
-            .list_friends(Instant::now())
-            .await?
-            .friends
-            .into_iter()
-            .map(|f| f.account_id)
-            .collect();
-        let in_session = match &ledger.session {
-            None => None,
-            Some(id) => Some(
-                self.account()
-                    .zip(self.session_members(id).await?)
-                    .is_some_and(|(me, members)| members.contains(&me)),
-            ),
-        };
-        Ok(ledger.check(&friends, in_session))
+    /// Signs off: closes its connections itself (1000), bounded by `deadline`; `for_good`
+    /// when it will not come back.
+    pub async fn sign_off(&self, for_good: bool, deadline: tokio::time::Instant) {
+        self.shared.emit(self.index, Fact::SignOff { for_good });
+        self.disconnect(Device::Second, deadline).await;
+        self.disconnect(Device::Primary, deadline).await;
+    }
+
+    /// Comes back through node `index` after a sign-off (or a replacement): a new connection.
+    pub async fn come_back(self: &Arc<Self>, index: usize) -> Status {
+        self.move_to(index);
+        match self.connect(Device::Primary).await {
+            FirstAttempt::Failed(status) => status,
+            FirstAttempt::Welcomed { .. } | FirstAttempt::AlreadyConnected => Status::Done,
+        }
+    }
+
+    /// Opens the second device's connection through node `index`; its welcome replaces the
+    /// player's own connection (4001 to the older one).
+    pub(crate) async fn open_second_device(self: &Arc<Self>, index: usize) -> bool {
+        self.second_node
+            .store(index % self.shared.nodes.len(), Ordering::Release);
+        matches!(
+            self.connect(Device::Second).await,
+            FirstAttempt::Welcomed { .. }
+        )
+    }
+
+    /// Whether a device's connection task still runs (it ends after a 4001).
+    pub(crate) fn device_running(&self, device: Device) -> bool {
+        lock(self.device_slot(device))
+            .as_ref()
+            .is_some_and(|task| !task.handle.is_finished())
     }
 }

@@ -34,6 +34,8 @@ pub enum Break {
     NoCloseFrame,
     /// The harness cut it on purpose, without a close frame (the `drop` storm).
     Dropped,
+    /// Nothing heard, no event and no ping, for `2 × ping_interval + 5 s`: the client gave it up.
+    Silent,
 }
 
 impl fmt::Display for Break {
@@ -42,6 +44,7 @@ impl fmt::Display for Break {
             Break::Closed(code) => write!(f, "closed {code}"),
             Break::NoCloseFrame => f.write_str("no close frame"),
             Break::Dropped => f.write_str("dropped"),
+            Break::Silent => f.write_str("silent"),
         }
     }
 }
@@ -59,8 +62,19 @@ impl Break {
     pub fn node_is_leaving(&self) -> bool {
         matches!(
             self,
-            Break::Closed(GOING_AWAY | RESTARTING) | Break::NoCloseFrame
+            Break::Closed(GOING_AWAY | RESTARTING) | Break::NoCloseFrame | Break::Silent
         )
+    }
+
+    /// The close code and cause the history gives this break.
+    pub fn as_close(&self) -> (Option<u16>, crate::facts::CloseCause) {
+        use crate::facts::CloseCause;
+        match self {
+            Break::Closed(code) => (Some(*code), CloseCause::CloseFrame),
+            Break::NoCloseFrame => (None, CloseCause::NoCloseFrame),
+            Break::Dropped => (None, CloseCause::Dropped),
+            Break::Silent => (None, CloseCause::Silent),
+        }
     }
 }
 
@@ -180,6 +194,7 @@ mod tests {
         for brk in [
             Break::NoCloseFrame,
             Break::Dropped,
+            Break::Silent,
             Break::Closed(1013),
             Break::Closed(1006),
         ] {

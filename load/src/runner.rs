@@ -9,7 +9,7 @@ use crate::fleet::Fleet;
 use crate::generator::Generator;
 use crate::progress::Progress;
 use crate::report::{json, Report, ScenarioReport, SCHEMA};
-use crate::scenarios::{cards, friends, ladder, login, presence, sessions, storm, Ctx};
+use crate::scenarios::{cards, friends, ladder, login, presence, sessions, storm, traffic, Ctx};
 use crate::server;
 use crate::settings::{Mode, Scenario, Settings};
 use crate::stats::Op;
@@ -130,7 +130,14 @@ async fn play(run: &Run) -> Result<Vec<ScenarioReport>, LoadError> {
         reports.push(match scenario {
             // Always run first, in the warm-up.
             Scenario::Login | Scenario::Friends => continue,
-            Scenario::Presence => presence::run(ctx).await,
+            // The provoking traffic rides beside the presence changes.
+            Scenario::Presence => {
+                let (report, _) = tokio::join!(
+                    presence::run(ctx),
+                    traffic::drive(ctx, ctx.settings.presence.duration)
+                );
+                report
+            }
             Scenario::Sessions => sessions::run(ctx).await,
             Scenario::Cards => cards::run(ctx).await,
             Scenario::Ladder => ladder::run(ctx).await,

@@ -42,7 +42,7 @@ impl Plan {
 }
 
 /// What the scheduler did.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
 pub struct Outcome {
     pub started: u64,
     pub skipped_saturated: u64,

@@ -128,6 +128,17 @@ pub struct Args {
     /// How long sessions keep being created.
     #[arg(long, default_value = "10", value_parser = parse_duration)]
     pub session_seconds: Duration,
+    /// Friend writes per second (requests, accepts, declines, cancels, unfriends), beside the
+    /// presence changes.
+    #[arg(long, default_value_t = 0.0)]
+    pub friend_rate: f64,
+    /// Players per second that sign off and come back after 1–10 s, beside the presence changes.
+    #[arg(long, default_value_t = 0.0)]
+    pub churn_rate: f64,
+    /// The share of the players that also open a second device's connection, through another
+    /// node, for a few seconds (0 to 1).
+    #[arg(long, default_value_t = 0.0)]
+    pub second_devices: f64,
     /// Gamer-card calls per second.
     #[arg(long, default_value_t = 50.0)]
     pub cards_rate: f64,
@@ -281,6 +292,17 @@ pub struct LadderSettings {
     pub budget_ms: f64,
 }
 
+/// The traffic that provokes what the chaos checks judge ([`crate::scenarios::traffic`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct TrafficSettings {
+    /// Friend writes per second (0: none).
+    pub friend_rate: f64,
+    /// Sign-offs per second (0: none).
+    pub churn_rate: f64,
+    /// The share of players with a second device (0 to 1).
+    pub second_devices: f64,
+}
+
 /// Validated settings of a run.
 #[derive(Debug, Clone, Serialize)]
 pub struct Settings {
@@ -295,6 +317,7 @@ pub struct Settings {
     pub presence: PresenceSettings,
     pub sessions: SessionSettings,
     pub cards: CardSettings,
+    pub traffic: TrafficSettings,
     pub storm: StormSettings,
     pub ladder: LadderSettings,
     pub max_in_flight: usize,
@@ -373,6 +396,11 @@ impl Settings {
                 size: args.cards_size,
                 duration: args.cards_seconds,
             },
+            traffic: TrafficSettings {
+                friend_rate: args.friend_rate,
+                churn_rate: args.churn_rate,
+                second_devices: args.second_devices,
+            },
             storm: StormSettings {
                 kind: args.storm,
                 timeout: args.storm_timeout,
@@ -449,6 +477,27 @@ impl Settings {
             ));
         }
         rate("--rate", self.rate)?;
+        let optional_rate = |flag, rate: f64| {
+            if rate.is_finite() && rate >= 0.0 {
+                Ok(())
+            } else {
+                Err(refuse(
+                    flag,
+                    format!("must be 0 or a rate per second, got {rate}"),
+                ))
+            }
+        };
+        optional_rate("--friend-rate", self.traffic.friend_rate)?;
+        optional_rate("--churn-rate", self.traffic.churn_rate)?;
+        if !(0.0..=1.0).contains(&self.traffic.second_devices) {
+            return Err(refuse(
+                "--second-devices",
+                format!(
+                    "must be a share from 0 to 1, got {}",
+                    self.traffic.second_devices
+                ),
+            ));
+        }
         if self.max_in_flight == 0 {
             return Err(refuse("--max-in-flight", "must be at least 1"));
         }

@@ -27,7 +27,7 @@ impl fmt::Display for NodeId {
 }
 
 /// A session id. The contract does not fix its JSON type, so a number and a string are both taken.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]
 pub struct SessionId(pub String);
 
@@ -91,6 +91,13 @@ pub struct FriendsView {
 #[derive(Debug, Deserialize)]
 pub struct Friend {
     pub account_id: AccountId,
+    pub presence: FriendPresence,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub struct FriendPresence {
+    pub online: bool,
+    pub version: u64,
 }
 
 /// `201`/`200` of `POST /v1/friends/requests`, and `200` of an accept.
@@ -133,22 +140,34 @@ pub struct ErrorDetail {
     pub message: String,
 }
 
-/// A message on the event WebSocket.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum ServerEvent {
-    Welcome {
-        node: String,
-        account_id: AccountId,
-    },
-    Presence {
-        account_id: AccountId,
-        online: bool,
-        version: u64,
-    },
-    /// Friend, session and any future events: the harness only counts them.
-    #[serde(other)]
-    Other,
+/// A message on the event WebSocket, with the fields the harness reads (all optional, so that
+/// any event type parses, and once).
+#[derive(Debug, Default, Deserialize)]
+pub struct ServerMessage {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub seq: Option<u64>,
+    /// The welcome's node.
+    pub node: Option<NodeId>,
+    pub ping_interval_s: Option<u64>,
+    /// Presence: whose, online, which version.
+    pub account_id: Option<AccountId>,
+    pub online: Option<bool>,
+    pub version: Option<u64>,
+}
+
+impl ServerMessage {
+    pub fn is_welcome(&self) -> bool {
+        self.kind == "welcome"
+    }
+
+    /// `(account, version, online)` of a presence event.
+    pub fn presence(&self) -> Option<(AccountId, u64, bool)> {
+        if self.kind != "presence" {
+            return None;
+        }
+        Some((self.account_id?, self.version?, self.online?))
+    }
 }
 
 #[cfg(test)]
@@ -175,23 +194,26 @@ mod tests {
 
     #[test]
     fn events_parse_known_and_unknown_types() {
-        let welcome: ServerEvent = serde_json::from_str(
+        let welcome: ServerMessage = serde_json::from_str(
             r#"{"type":"welcome","node":"n1","connection_id":"c","account_id":3,"server_time":"x","ping_interval_s":20}"#,
         )
         .expect("welcome");
-        assert!(matches!(welcome, ServerEvent::Welcome { node, .. } if node == "n1"));
-        let presence: ServerEvent = serde_json::from_str(
+        assert!(welcome.is_welcome());
+        assert_eq!(welcome.node, Some(NodeId("n1".into())));
+        assert_eq!(welcome.ping_interval_s, Some(20));
+        let presence: ServerMessage = serde_json::from_str(
             r#"{"type":"presence","seq":4,"account_id":3,"online":true,"activity":"x","version":99}"#,
         )
         .expect("presence");
-        assert!(matches!(
-            presence,
-            ServerEvent::Presence { version: 99, .. }
-        ));
-        let other: ServerEvent =
+        assert_eq!(presence.seq, Some(4));
+        assert_eq!(presence.presence(), Some((AccountId(3), 99, true)));
+        let other: ServerMessage =
             serde_json::from_str(r#"{"type":"session_closed","seq":5,"session_id":1}"#)
                 .expect("other");
-        assert!(matches!(other, ServerEvent::Other));
+        assert_eq!(
+            (other.kind.as_str(), other.seq, other.presence()),
+            ("session_closed", Some(5), None)
+        );
     }
 
     #[test]

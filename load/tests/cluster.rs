@@ -5,15 +5,18 @@
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
+use anyplay_load::facts::Fact;
 use anyplay_load::generator::SchedLag;
 use anyplay_load::inprocess::InProcess;
 use anyplay_load::progress::Progress;
 use anyplay_load::scenarios::{friends, login, presence, storm, Ctx};
 use anyplay_load::settings::Settings;
 use anyplay_load::stats::Op;
-use anyplay_load::{runner, EventKind, Fleet};
+use anyplay_load::{runner, Fleet};
 
-use crate::support::{check_contract_fields, scenario, services, settings, written};
+use crate::support::{
+    assert_friends_kept, check_contract_fields, scenario, services, settings, written,
+};
 
 /// `flags` on a two-node cluster of the test services.
 fn cluster(flags: &[&str]) -> Settings {
@@ -147,7 +150,7 @@ async fn a_killed_node_s_players_come_back_on_the_other_node() {
         .collect();
     assert_eq!(on_node_1.len(), 10, "players alternate between the nodes");
 
-    let mut events = fleet.subscribe();
+    let mut facts = fleet.facts().expect("the facts");
     let report = storm::run(&ctx).await.expect("the storm");
     let storm = report.storm.as_ref().expect("storm");
     assert_eq!((storm.kind, storm.players_hit), ("kill-node", 10));
@@ -159,10 +162,14 @@ async fn a_killed_node_s_players_come_back_on_the_other_node() {
     );
 
     let mut came_back = HashSet::new();
-    while let Ok(event) = events.try_recv() {
-        if let EventKind::Welcome { node_index, .. } = event.kind {
-            assert_eq!(node_index, 1, "player {} welcomed by node 1", event.player);
-            came_back.insert(event.player);
+    while let Ok(stamped) = facts.try_recv() {
+        if let Fact::Welcome { node_index, .. } = stamped.fact {
+            assert_eq!(
+                node_index, 1,
+                "player {} welcomed by node 1",
+                stamped.player
+            );
+            came_back.insert(stamped.player);
         }
     }
     assert_eq!(came_back.into_iter().collect::<BTreeSet<_>>(), on_node_1);
@@ -170,12 +177,7 @@ async fn a_killed_node_s_players_come_back_on_the_other_node() {
         assert!(player.is_online(), "player {}", player.index);
         assert_eq!(player.node(), 1, "player {}", player.index);
         // What the cloud acknowledged before the crash is still there.
-        assert_eq!(
-            player.verify_ledger().await.expect("verified"),
-            [],
-            "player {}",
-            player.index
-        );
+        assert_friends_kept(player).await;
     }
 
     // Node 2 alone now holds everyone: presence still reaches every friend.

@@ -6,15 +6,18 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyplay_load::facts::{CloseCause, Fact};
 use anyplay_load::generator::SchedLag;
 use anyplay_load::inprocess::InProcess;
 use anyplay_load::progress::Progress;
 use anyplay_load::report::table;
 use anyplay_load::scenarios::{friends, login, Ctx};
 use anyplay_load::stats::{Op, Status};
-use anyplay_load::{runner, Break, EventKind, Fleet};
+use anyplay_load::{runner, Fleet};
 
-use crate::support::{check_contract_fields, scenario, settings, written, SPEC_OPS};
+use crate::support::{
+    assert_friends_kept, check_contract_fields, scenario, settings, written, SPEC_OPS,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_in_process_reports_every_scenario_the_contract_names() {
@@ -208,29 +211,31 @@ async fn a_library_caller_sees_player_events_drops_and_ledgers() {
     friends::run(&ctx).await;
     assert_eq!(fleet.online_count(), 8);
 
-    let mut events = fleet.subscribe();
+    let mut facts = fleet.facts().expect("the facts");
     fleet.drop_all();
     let (mut lost, mut back) = (HashSet::new(), HashSet::new());
     while back.len() < 8 {
-        let event = tokio::time::timeout(Duration::from_secs(10), events.recv())
+        let stamped = tokio::time::timeout(Duration::from_secs(10), facts.recv())
             .await
-            .expect("events")
+            .expect("facts")
             .expect("open");
-        match event.kind {
-            EventKind::Lost { reason } => {
-                assert_eq!(reason, Break::Dropped);
-                lost.insert(event.player);
+        match stamped.fact {
+            Fact::Closed { code, cause, .. } => {
+                assert_eq!((code, cause), (None, CloseCause::Dropped));
+                lost.insert(stamped.player);
             }
-            EventKind::Welcome { node, node_index } if lost.contains(&event.player) => {
-                assert_eq!((node.as_str(), node_index), ("node-1", 0));
-                back.insert(event.player);
+            Fact::Welcome {
+                node, node_index, ..
+            } if lost.contains(&stamped.player) => {
+                assert_eq!((node.0.as_str(), node_index), ("node-1", 0));
+                back.insert(stamped.player);
             }
             _ => {}
         }
     }
     for player in fleet.players() {
         assert_eq!(player.ledger().friends.len(), 2, "player {}", player.index);
-        assert_eq!(player.verify_ledger().await.expect("verified"), []);
+        assert_friends_kept(player).await;
     }
     let accounts: BTreeSet<_> = fleet.players().iter().filter_map(|p| p.account()).collect();
     assert_eq!(accounts.len(), 8, "one account per player");

@@ -10,6 +10,7 @@ use serde_json::Value;
 
 use anyplay_load::report::{json, Report, ScenarioReport};
 use anyplay_load::settings::{Args, Settings};
+use anyplay_load::Player;
 
 /// The op names of `shared/spec/load.md`, all of them.
 pub const SPEC_OPS: [&str; 14] = [
@@ -165,4 +166,22 @@ pub fn services() -> Services {
         postgres_url: var("ANYPLAY_TEST_POSTGRES_URL"),
         nats_url: var("ANYPLAY_TEST_NATS_URL"),
     }
+}
+
+/// Every friendship the cloud acknowledged to `player` is still in its `GET /v1/friends`.
+pub async fn assert_friends_kept(player: &Player) {
+    let listed: BTreeSet<_> = player
+        .list_friends(std::time::Instant::now())
+        .await
+        .expect("the friends list")
+        .friends
+        .iter()
+        .map(|f| f.account_id)
+        .collect();
+    let acknowledged = player.ledger().friends;
+    assert!(
+        acknowledged.is_subset(&listed),
+        "player {}: acknowledged {acknowledged:?}, listed {listed:?}",
+        player.index
+    );
 }

@@ -99,6 +99,9 @@ pub struct Dependency {
     pub image: Option<String>,
     pub port: Option<u16>,
     pub args: Vec<String>,
+    /// PostgreSQL: fsync and synchronous commit stay on (`None`: the default, on), so a killed
+    /// server loses nothing it acknowledged. NATS has no such key.
+    pub durable: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -125,6 +128,12 @@ pub struct Load {
     pub cards_rate: u32,
     /// Players reach nodes through the fault proxy (needed to drop or cut them).
     pub through_proxy: bool,
+    /// Friend writes per second for the whole run (0: none).
+    pub friend_rate: f64,
+    /// Players per second that sign off and come back (0: none).
+    pub churn_rate: f64,
+    /// The share of players that also open a second device (0 to 1).
+    pub second_devices: f64,
 }
 
 /// A real client program that rides through the run; its exit code is a check of its own.

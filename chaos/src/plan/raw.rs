@@ -58,6 +58,9 @@ pub struct RawDependency {
     pub port: Option<u16>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub args: Option<Vec<String>>,
+    /// PostgreSQL only: fsync and synchronous commit on (the default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub durable: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -84,6 +87,12 @@ pub struct RawLoad {
     pub session_rate: Option<u32>,
     pub cards_rate: Option<u32>,
     pub through_proxy: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub friend_rate: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub churn_rate: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub second_devices: Option<f64>,
 }
 
 /// One timeline entry: `at` plus exactly one action key and that action's parameters.
@@ -388,6 +397,7 @@ impl From<&Plan> for RawPlan {
             image: dep.image.clone(),
             port: dep.port,
             args: (!dep.args.is_empty()).then(|| dep.args.clone()),
+            durable: dep.durable,
         };
         let nodes = &plan.services.nodes;
         let load = &plan.load;
@@ -424,6 +434,9 @@ impl From<&Plan> for RawPlan {
                 session_rate: Some(load.session_rate),
                 cards_rate: Some(load.cards_rate),
                 through_proxy: Some(load.through_proxy),
+                friend_rate: Some(load.friend_rate),
+                churn_rate: Some(load.churn_rate),
+                second_devices: Some(load.second_devices),
             }),
             timeline: plan
                 .timeline

@@ -40,7 +40,13 @@ pub fn validate(raw: RawPlan, src: &str) -> Result<Plan, PlanError> {
     let raw_services = raw.services.unwrap_or_default();
     let services = Services {
         postgres: raw_services.postgres.map(dependency),
-        nats: raw_services.nats.map(dependency),
+        nats: match raw_services.nats {
+            Some(nats) if nats.durable.is_some() => {
+                let path = root.key("services").key("nats").key("durable");
+                return Err(cx.err(&path, "only postgres has `durable`".into()));
+            }
+            nats => nats.map(dependency),
+        },
         nodes: cx.nodes(raw_services.nodes.unwrap_or_default())?,
     };
     cx.topology(store, raw.store.is_some(), &services)?;
@@ -113,6 +119,7 @@ fn dependency(raw: RawDependency) -> Dependency {
         image: raw.image,
         port: raw.port,
         args: raw.args.unwrap_or_default(),
+        durable: raw.durable,
     }
 }
 
@@ -252,7 +259,26 @@ impl Cx<'_> {
                 "players log in at one per second or more".into(),
             ));
         }
+        let rate = |value: Option<f64>, key: &str| match value {
+            Some(rate) if !(rate.is_finite() && rate >= 0.0) => Err(self.err(
+                &path.key(key),
+                format!("must be 0 or more per second, got {rate}"),
+            )),
+            rate => Ok(rate.unwrap_or(0.0)),
+        };
+        let friend_rate = rate(raw.friend_rate, "friend_rate")?;
+        let churn_rate = rate(raw.churn_rate, "churn_rate")?;
+        let second_devices = raw.second_devices.unwrap_or(0.0);
+        if !(0.0..=1.0).contains(&second_devices) {
+            return Err(self.err(
+                &path.key("second_devices"),
+                format!("must be a share from 0 to 1, got {second_devices}"),
+            ));
+        }
         Ok(Load {
+            friend_rate,
+            churn_rate,
+            second_devices,
             players: raw.players,
             login_rate,
             friends: raw.friends.unwrap_or(DEFAULT_FRIENDS),

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use anyplay_load::progress::Progress;
 use anyplay_load::runner::Run;
-use anyplay_load::scenarios::mixed;
+use anyplay_load::scenarios::{mixed, traffic};
 use indicatif::ProgressBar;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -155,8 +155,11 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
     };
     let fleet = load_run.ctx.fleet.clone();
     let (stop, stopped) = watch::channel(false);
-    let recorder = players::Recorder::new(log.clone(), fleet.clone());
-    let following = tokio::spawn(recorder.clone().follow(fleet.subscribe(), stopped.clone()));
+    let recorder = players::Recorder::new(log.clone(), fleet.clone(), &topology.nodes);
+    let facts = fleet
+        .facts()
+        .ok_or_else(|| RunError::Files("the players' facts were taken already".into()))?;
+    let following = tokio::spawn(recorder.clone().follow(facts, stopped.clone()));
 
     let mut interrupted = false;
     let mut warm_up = tokio::spawn({
@@ -184,7 +187,6 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
     };
 
     if !interrupted {
-        players::record_friendships(&log, &fleet);
         let samplers = [
             tokio::spawn(samplers::duplicates_sampler(
                 log.clone(),
@@ -210,19 +212,23 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
         let clients = clients::start(&plan.clients, &dir, &topology.nodes, &log);
         // The series starts with the timeline: the warm-up's calls are in the load report.
         recorder.take_second();
-        // Recorded at the timeline's zero: an action's `t` minus this note's is its
-        // actual offset, to hold against its scheduled `at`.
         let _ = log.record(Event::Note {
             text: format!(
-                "{} of {} players online: the timeline starts",
+                "{} of {} players online",
                 fleet.online_count(),
                 plan.load.players
             ),
         });
+        // An action's `t` minus this one's is its actual offset, to hold against its `at`.
+        let _ = log.record(Event::TimelineStart);
         let timeline_zero = Instant::now();
         let mixed = tokio::spawn({
             let ctx = load_run.ctx.clone();
             async move { mixed::run(&ctx).await }
+        });
+        let traffic = tokio::spawn({
+            let ctx = load_run.ctx.clone();
+            async move { traffic::drive(&ctx, length).await }
         });
         let bar = ProgressBar::new(timeline.steps.len() as u64);
         let fired = timeline::fire(&timeline, timeline_zero, topology.clone(), &log, &bar);
@@ -230,6 +236,11 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
             () = fired => {
                 bar.finish_and_clear();
                 let _ = log.record(Event::Note { text: format!("timeline done; settling for {:?}", plan.settle) });
+                if plan.load.churn_rate > 0.0 {
+                    // Some players leave for good, so that stale_online judges both states.
+                    let leaving = traffic::leave_for_good(&fleet, plan.seed, traffic::LEAVING_SHARE).await;
+                    let _ = log.record(Event::Note { text: format!("{leaving} players signed off for good") });
+                }
                 tokio::select! {
                     () = tokio::time::sleep(plan.settle) => {}
                     signal = &mut interrupt => {
@@ -245,14 +256,22 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
         }
         if interrupted {
             mixed.abort();
+            traffic.abort();
+            tokio::spawn(stop_at_once_on_another_signal(
+                dir.clone(),
+                topology.clone(),
+            ));
         } else {
+            let _ = traffic.await;
             match mixed.await {
                 Ok(report) => scenarios.push(report),
                 Err(e) => tracing::warn!("the players' activity ended badly: {e}"),
             }
         }
         clients::finish(clients, &log).await;
-        players::record_final_state(&log, &fleet).await;
+        // The final reads go over healed links, whatever the timeline was doing when it ended.
+        topology.heal().await;
+        players::record_final_state(&log, &recorder, &fleet).await;
         let _ = stop.send(true);
         for sampler in samplers {
             let _ = sampler.await;
@@ -277,6 +296,25 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
         report,
         interrupted,
     })
+}
+
+/// After an interrupt, a second Ctrl-C or SIGTERM ends the run at once: every child is
+/// stopped without grace and the report is written from what was recorded.
+async fn stop_at_once_on_another_signal(dir: PathBuf, topology: Arc<Topology>) {
+    let Ok(again) = crate::supervisor::signals::termination_requested() else {
+        return;
+    };
+    let signal = again.await;
+    eprintln!("anyplay-chaos: {signal} again: stopping at once");
+    topology.kill_all().await;
+    match report::render_dir(&dir) {
+        Ok(_) => eprintln!(
+            "anyplay-chaos: the report covers what ran: {}",
+            dir.display()
+        ),
+        Err(e) => eprintln!("anyplay-chaos: no report: {e}"),
+    }
+    std::process::exit(1);
 }
 
 /// Service lifecycle into the history (and each node's pid for the series).

@@ -1,23 +1,25 @@
 //! The players of a run, played by the load crate: the plan's `load` section as load
-//! settings, the load's target (the nodes as players reach them), the translation of what
-//! players see into the run's history, and the final state the lost-writes check reads.
+//! settings, the load's target (the nodes as players reach them), the translation of the
+//! facts players live through into the run's history, and the final reads.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use anyplay_load::facts::{CallClass, CloseCause, Fact, Stamped};
 use anyplay_load::mail_log::{MailLog, DEFAULT_WAIT};
-use anyplay_load::reconnect::ReconnectMode;
+use anyplay_load::reconnect::{ReconnectMode, REPLACED};
 use anyplay_load::settings::{
-    CardSettings, Mode, PresenceSettings, Scenario, SessionSettings, Settings,
+    CardSettings, Mode, PresenceSettings, Scenario, SessionSettings, Settings, TrafficSettings,
 };
-use anyplay_load::stats::Status;
-use anyplay_load::{EventKind, Fleet, NodeEndpoint, PlayerEvent, Target};
+use anyplay_load::wire::{NodeId, Session, SessionId};
+use anyplay_load::{Fleet, NodeEndpoint, Player, Target};
+use futures_util::StreamExt;
 use hdrhistogram::Histogram;
-use tokio::sync::broadcast;
+use tokio::sync::mpsc;
 
-use crate::events::{Event, EventLog, FriendList, LegacyWrite, SessionMembers};
+use crate::events::{Event, EventLog, FriendList, FriendPresence, Membership, SessionView, Write};
 use crate::plan::{Plan, Reconnect};
 use crate::sync::lock;
 
@@ -30,6 +32,9 @@ const SESSION_SIZE: u32 = 4;
 const SESSION_HOLD: Duration = Duration::from_secs(3);
 /// Accounts per gamer-card call.
 const CARDS_SIZE: usize = 20;
+/// Final reads at once, and how long they may take together.
+const FINAL_READS_AT_ONCE: usize = 32;
+pub const FINAL_READS_LIMIT: Duration = Duration::from_secs(60);
 
 /// The load settings of the plan, with its rates running for `duration` and its seed drawing
 /// the players' choices, so a rerun repeats the players as well as the timeline.
@@ -68,6 +73,11 @@ pub fn settings(plan: &Plan, duration: Duration) -> Settings {
             rate: load.cards_rate.into(),
             size: CARDS_SIZE.min(load.players as usize),
             duration,
+        },
+        traffic: TrafficSettings {
+            friend_rate: load.friend_rate,
+            churn_rate: load.churn_rate,
+            second_devices: load.second_devices,
         },
         seed: plan.seed,
         mode: Mode::InProcess {
@@ -118,21 +128,33 @@ pub fn p99_ms(h: &Option<Histogram<u64>>) -> Option<f64> {
         .map(|h| h.value_at_quantile(0.99) as f64 / 1000.0)
 }
 
-/// Writes player events into the history and counts the current second.
+/// An account's live connections as its facts tell, and the node it was lost from.
+#[derive(Default)]
+struct Account {
+    live: BTreeMap<u64, NodeId>,
+    lost: bool,
+}
+
+/// Translates the players' facts into the history, and counts the current second.
 pub struct Recorder {
     log: EventLog,
     fleet: Arc<Fleet>,
-    /// Per player: the node of its last welcome, and whether it is lost now.
-    seen: Mutex<BTreeMap<usize, (String, bool)>>,
+    /// The nodes in the target's order: a call's node index names one.
+    nodes: Vec<NodeId>,
+    accounts: Mutex<HashMap<u64, Account>>,
+    /// Every (account, session) a session write touched: read again at the end.
+    memberships: Mutex<BTreeSet<(u64, SessionId)>>,
     pub second: Mutex<Second>,
 }
 
 impl Recorder {
-    pub fn new(log: EventLog, fleet: Arc<Fleet>) -> Arc<Recorder> {
+    pub fn new(log: EventLog, fleet: Arc<Fleet>, nodes: &[NodeAddrs]) -> Arc<Recorder> {
         Arc::new(Recorder {
             log,
             fleet,
-            seen: Mutex::new(BTreeMap::new()),
+            nodes: nodes.iter().map(|n| NodeId(n.name.clone())).collect(),
+            accounts: Mutex::new(HashMap::new()),
+            memberships: Mutex::new(BTreeSet::new()),
             second: Mutex::new(Second::default()),
         })
     }
@@ -150,183 +172,300 @@ impl Recorder {
             .map(|a| a.0)
     }
 
-    fn write(&self, event: Event) {
-        if let Err(e) = self.log.record(event) {
+    fn node(&self, index: usize) -> NodeId {
+        self.nodes
+            .get(index)
+            .cloned()
+            .unwrap_or_else(|| NodeId(format!("node-{}", index + 1)))
+    }
+
+    fn write(&self, at: std::time::Instant, event: Event) {
+        if let Err(e) = self.log.record_at(at, event) {
             tracing::warn!("event log: {e}");
         }
     }
 
-    /// Follows the fleet's events until the channel closes or `stop` fires.
+    /// Records every fact until `stop` fires, then what was already queued.
     pub async fn follow(
         self: Arc<Self>,
-        mut events: broadcast::Receiver<PlayerEvent>,
+        mut facts: mpsc::UnboundedReceiver<Stamped>,
         mut stop: tokio::sync::watch::Receiver<bool>,
     ) {
         loop {
-            let event = tokio::select! {
-                e = events.recv() => e,
-                _ = stop.wait_for(|s| *s) => return,
-            };
-            match event {
-                Ok(e) => self.on(e),
-                Err(broadcast::error::RecvError::Lagged(n)) => self.write(Event::Note {
-                    text: format!(
-                        "the recorder fell behind and missed {n} player events: checks may be off"
-                    ),
-                }),
-                Err(broadcast::error::RecvError::Closed) => return,
+            tokio::select! {
+                fact = facts.recv() => match fact {
+                    Some(fact) => self.on(fact),
+                    None => return,
+                },
+                _ = stop.wait_for(|s| *s) => break,
             }
+        }
+        while let Ok(fact) = facts.try_recv() {
+            self.on(fact);
         }
     }
 
-    fn on(&self, e: PlayerEvent) {
-        let Some(account) = self.account(e.player) else {
-            return;
-        };
-        match e.kind {
-            EventKind::Welcome { node, .. } => {
-                lock(&self.second).welcomes += 1;
-                let was_lost = lock(&self.seen)
-                    .insert(e.player, (node.clone(), false))
-                    .is_some_and(|(_, lost)| lost);
-                if was_lost {
-                    self.write(Event::PlayerBack { account, node });
-                }
-            }
-            EventKind::Lost { reason } => {
-                lock(&self.second).disconnects += 1;
-                let node = {
-                    let mut seen = lock(&self.seen);
-                    match seen.get_mut(&e.player) {
-                        Some(entry) if !entry.1 => {
-                            entry.1 = true;
-                            Some(entry.0.clone())
-                        }
-                        _ => None,
-                    }
-                };
-                if let Some(node) = node {
-                    self.write(Event::PlayerLost {
-                        account,
-                        node,
-                        reason: reason.to_string(),
-                    });
-                }
-            }
-            EventKind::Presence {
-                from,
-                version,
-                delivery,
-            } => {
-                if let Some(d) = delivery {
-                    record(&mut lock(&self.second).presence, d);
-                }
-                self.write(Event::PresenceSeen {
-                    observer: account,
-                    account: from.0,
-                    version,
-                });
-            }
-            EventKind::PresenceSet { version } => self.write(Event::PresenceChange {
-                account,
-                version,
-                sent: self.log.now(),
-                node: crate::events::NodeId(String::new()),
-            }),
-            EventKind::Call {
-                status, latency, ..
-            } => {
-                // Steps that are not one call (e2e_login, presence_delivery) are not counted.
-                if status == Status::Done {
-                    return;
-                }
+    fn on(&self, stamped: Stamped) {
+        let Stamped { at, player, fact } = stamped;
+        let seconds = |i: std::time::Instant| self.log.seconds(i);
+        // Calls come before sign-in; everything else is of a signed-in account.
+        if let Fact::Call {
+            op,
+            status,
+            latency,
+        } = &fact
+        {
+            if op.is_http() {
                 let mut second = lock(&self.second);
                 second.http_calls += 1;
-                // A failed call got no answer, a server error or a wrong answer; a 4xx is
-                // the cloud applying a rule (a full session, a taken seat).
-                if matches!(
-                    status,
-                    Status::NoAnswer | Status::WrongCount | Status::Http(500..)
-                ) {
+                if status.class() == CallClass::Failed {
                     second.http_errors += 1;
                 }
-                record(&mut second.latency, latency);
+                record(&mut second.latency, *latency);
             }
+            return;
         }
-    }
-}
-
-/// The friendships the warm-up made, acknowledged, into the history: from here on the
-/// presence check expects friends to hear each other.
-pub fn record_friendships(log: &EventLog, fleet: &Fleet) {
-    for player in fleet.players() {
-        let Some(me) = player.account().map(|a| a.0) else {
-            continue;
+        let Some(account) = self.account(player) else {
+            return;
         };
-        for friend in player.ledger().friends {
-            // Each pair once.
-            if me < friend.0 {
-                let _ = log.record(Event::WriteAck(LegacyWrite::FriendAdd {
-                    a: me,
-                    b: friend.0,
-                }));
-            }
-        }
-    }
-}
-
-/// The session memberships players hold by acknowledgement (their ledgers), then what the
-/// cloud shows now: the `final_state` that the lost-writes check compares.
-pub async fn record_final_state(log: &EventLog, fleet: &Fleet) {
-    let mut friends = Vec::new();
-    let mut sessions: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
-    for player in fleet.players() {
-        let Some(me) = player.account().map(|a| a.0) else {
-            continue;
-        };
-        let ledger = player.ledger();
-        match player.list_friends(Instant::now()).await {
-            Ok(view) => friends.push(FriendList {
-                account: me,
-                friends: view.friends.iter().map(|f| f.account_id.0).collect(),
-                online: Vec::new(),
-            }),
-            Err(e) => tracing::warn!("final friends of {me}: {e}"),
-        }
-        if let Some(session) = &ledger.session {
-            let Ok(id) = session.0.parse::<u64>() else {
-                continue;
-            };
-            let _ = log.record(Event::WriteAck(LegacyWrite::SessionJoin {
-                a: me,
-                session: id,
-            }));
-            if let std::collections::btree_map::Entry::Vacant(slot) = sessions.entry(id) {
-                match player.session_members(session).await {
-                    Ok(members) => {
-                        slot.insert(
-                            members
-                                .unwrap_or_default()
-                                .into_iter()
-                                .map(|a| a.0)
-                                .collect(),
-                        );
-                    }
-                    Err(e) => tracing::warn!("final members of session {id}: {e}"),
+        let event = match fact {
+            Fact::Call { .. } => return,
+            Fact::Welcome {
+                conn,
+                device,
+                node,
+                opened,
+                ..
+            } => {
+                lock(&self.second).welcomes += 1;
+                let back = {
+                    let mut accounts = lock(&self.accounts);
+                    let state = accounts.entry(account).or_default();
+                    state.live.insert(conn, node.clone());
+                    std::mem::take(&mut state.lost)
+                };
+                if back {
+                    self.write(
+                        at,
+                        Event::PlayerBack {
+                            account,
+                            node: node.0.clone(),
+                        },
+                    );
+                }
+                Event::Welcome {
+                    account,
+                    conn,
+                    node,
+                    device: device.number(),
+                    opened: seconds(opened),
                 }
             }
+            Fact::Closed {
+                conn, code, cause, ..
+            } => {
+                let voluntary = matches!(cause, CloseCause::ClientClose | CloseCause::Shutdown)
+                    || code == Some(REPLACED);
+                if !voluntary {
+                    lock(&self.second).disconnects += 1;
+                }
+                let lost_from = {
+                    let mut accounts = lock(&self.accounts);
+                    let state = accounts.entry(account).or_default();
+                    let node = state.live.remove(&conn);
+                    let lost = !voluntary && state.live.is_empty() && !state.lost;
+                    state.lost |= lost;
+                    node.filter(|_| lost)
+                };
+                if let Some(node) = lost_from {
+                    let reason = match code {
+                        Some(code) => format!("closed {code}"),
+                        None => serde_json::to_value(cause)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_owned))
+                            .unwrap_or_default(),
+                    };
+                    self.write(
+                        at,
+                        Event::PlayerLost {
+                            account,
+                            node: node.0,
+                            reason,
+                        },
+                    );
+                }
+                Event::Closed {
+                    account,
+                    conn,
+                    code,
+                    cause,
+                }
+            }
+            Fact::Received { conn, event } => {
+                if let Some(delivery) = event.delivery {
+                    record(&mut lock(&self.second).presence, delivery);
+                }
+                let (from, version, online) = match event.presence {
+                    Some((from, version, online)) => (Some(from.0), Some(version), Some(online)),
+                    None => (None, None, None),
+                };
+                Event::Received {
+                    account,
+                    conn,
+                    seq: event.seq,
+                    event: event.kind,
+                    from,
+                    version,
+                    online,
+                }
+            }
+            Fact::PresenceSet {
+                version,
+                sent,
+                node_index,
+            } => Event::PresenceChange {
+                account,
+                version,
+                sent: seconds(sent),
+                node: self.node(node_index),
+            },
+            Fact::Write(w) => {
+                if let Some(session) = &w.session {
+                    lock(&self.memberships).insert((account, session.clone()));
+                }
+                Event::Write(Write {
+                    op: w.op,
+                    account,
+                    other: w.other.map(|a| a.0),
+                    session: w.session.map(|s| s.0),
+                    outcome: w.outcome,
+                    befriended: w.befriended,
+                    sent: seconds(w.sent),
+                })
+            }
+            Fact::Resync {
+                conn,
+                sent,
+                friends,
+            } => Event::Resync {
+                account,
+                conn,
+                sent: seconds(sent),
+                friends: friends
+                    .into_iter()
+                    .map(|(friend, online, version)| FriendPresence {
+                        account: friend.0,
+                        online,
+                        version,
+                    })
+                    .collect(),
+            },
+            Fact::SessionView(session) => Event::SessionView(view(account, &session)),
+            Fact::SignOff { for_good } => Event::SignOff { account, for_good },
+        };
+        self.write(at, event);
+    }
+}
+
+fn view(account: u64, session: &Session) -> SessionView {
+    SessionView {
+        account,
+        session: session.id.0.clone(),
+        leader: session.leader.0,
+        members: session.members.iter().map(|m| m.0).collect(),
+        max_members: session.max_members,
+    }
+}
+
+/// The final reads, together bounded by [`FINAL_READS_LIMIT`]: every player's friends (with
+/// who is shown online), every (account, session) pair a write touched, and which accounts held
+/// a connection (or none) all through the reads. What was not read in time is left out, and
+/// the checks count it as not read.
+pub async fn record_final_state(log: &EventLog, recorder: &Recorder, fleet: &Fleet) {
+    let players: Vec<&Arc<Player>> = fleet
+        .players()
+        .iter()
+        .filter(|p| p.account().is_some())
+        .collect();
+    let before: Vec<(bool, u64)> = players.iter().map(|p| p.connection_state()).collect();
+    let friends = Mutex::new(Vec::new());
+    let memberships = Mutex::new(Vec::new());
+    let pairs: Vec<(u64, SessionId)> = lock(&recorder.memberships).iter().cloned().collect();
+    let reads = async {
+        let memberships = &memberships;
+        futures_util::stream::iter(players.iter())
+            .for_each_concurrent(FINAL_READS_AT_ONCE, |player| async {
+                let Some(me) = player.account() else { return };
+                match player.list_friends(std::time::Instant::now()).await {
+                    Ok(view) => lock(&friends).push(FriendList {
+                        account: me.0,
+                        friends: view.friends.iter().map(|f| f.account_id.0).collect(),
+                        online: view
+                            .friends
+                            .iter()
+                            .filter(|f| f.presence.online)
+                            .map(|f| f.account_id.0)
+                            .collect(),
+                    }),
+                    Err(e) => tracing::warn!("final friends of {me}: {e}"),
+                }
+            })
+            .await;
+        futures_util::stream::iter(pairs.iter())
+            .for_each_concurrent(FINAL_READS_AT_ONCE, |(account, session)| async move {
+                let Some(player) = fleet.by_account(anyplay_load::wire::AccountId(*account)) else {
+                    return;
+                };
+                match player.session(session).await {
+                    Ok(found) => lock(memberships).push(Membership {
+                        account: *account,
+                        session: session.0.clone(),
+                        member: found
+                            .as_ref()
+                            .is_some_and(|s| s.members.iter().any(|m| m.0 == *account)),
+                        view: found.as_ref().map(|s| view(*account, s)),
+                    }),
+                    Err(e) => tracing::warn!("final session {session} of {account}: {e}"),
+                }
+            })
+            .await;
+    };
+    if tokio::time::timeout(FINAL_READS_LIMIT, reads)
+        .await
+        .is_err()
+    {
+        let _ = log.record(Event::Note {
+            text: format!(
+                "the final reads took longer than {}s: what was not read is not judged",
+                FINAL_READS_LIMIT.as_secs()
+            ),
+        });
+    }
+    let (mut connected, mut offline) = (Vec::new(), Vec::new());
+    for (player, before) in players.iter().zip(before) {
+        let (Some(account), after) = (player.account(), player.connection_state()) else {
+            continue;
+        };
+        if before == after {
+            if after.0 {
+                connected.push(account.0);
+            } else {
+                offline.push(account.0);
+            }
         }
     }
-    let sessions = sessions
-        .into_iter()
-        .map(|(session, members)| SessionMembers { session, members })
-        .collect();
+    let mut friends = friends.into_inner().unwrap_or_else(|p| p.into_inner());
+    friends.sort_by_key(|f| f.account);
+    let mut memberships = memberships.into_inner().unwrap_or_else(|p| p.into_inner());
+    memberships.sort_by(|a, b| (a.account, &a.session).cmp(&(b.account, &b.session)));
+    connected.sort_unstable();
+    offline.sort_unstable();
     let _ = log.record(Event::FinalState {
+        sessions: Vec::new(),
         friends,
-        sessions,
-        memberships: Vec::new(),
-        connected: Vec::new(),
-        offline: Vec::new(),
+        memberships,
+        connected,
+        offline,
     });
 }
 

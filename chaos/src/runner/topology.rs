@@ -127,6 +127,7 @@ impl Topology {
                 port: pg.port,
                 max_connections: nodes * db_connections,
                 args: pg.args.clone(),
+                durable: pg.durable.unwrap_or(true),
             };
             let prepared = match plan.backend {
                 Backend::Process => postgres::prepare(dir, &settings).await,
@@ -352,6 +353,26 @@ impl Topology {
             Op::Restore(route) => {
                 self.route(route)?.heal();
                 Ok(())
+            }
+        }
+    }
+
+    /// Ends every service at once, without a drain (a second interrupt).
+    pub async fn kill_all(&self) {
+        self.proxies.heal_all();
+        self.supervisor.shutdown_all(Duration::ZERO).await;
+        self.supervisor.clean_up().await;
+    }
+
+    /// Undoes every lasting fault: links heal and paused services go on (an interrupted timeline
+    /// leaves them as they were).
+    pub async fn heal(&self) {
+        self.proxies.heal_all();
+        for (service, handle) in &self.services {
+            if handle.state() == supervisor::State::Paused {
+                if let Err(e) = handle.resume().await {
+                    tracing::warn!("resuming {service}: {e}");
+                }
             }
         }
     }

@@ -11,6 +11,7 @@ pub mod mixed;
 pub mod presence;
 pub mod sessions;
 pub mod storm;
+pub mod traffic;
 
 use std::sync::Arc;
 

@@ -1,5 +1,7 @@
 //! `sessions`: `--session-rate` sessions per second for `--session-seconds`: a leader creates one
-//! of `--session-size`, online friends join, the session is held `--session-hold`, all leave.
+//! of `--session-size`, online friends join — one more than the seats, so that every session is
+//! raced to its size and one join is refused `session_full` — the session is held
+//! `--session-hold`, all leave.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,7 +44,8 @@ pub(crate) async fn drive(ctx: &Ctx) -> Driven {
     let bar = ctx.progress.bar("sessions", plan.count);
     let (size, hold) = (settings.size, settings.hold);
     let outcome = schedule::run(&plan, &ctx.lag, |i, at| {
-        let party = reserve_party(ctx, &online, i, size as usize);
+        // One joiner more than the seats left.
+        let party = reserve_party(ctx, &online, i, size as usize + 1);
         let bar = bar.clone();
         async move {
             if let Some(party) = party {
@@ -62,7 +65,7 @@ pub(crate) async fn drive(ctx: &Ctx) -> Driven {
 }
 
 /// Session `i`'s free leader and up to `size - 1` of its free online friends (in fleet
-/// order), all reserved.
+/// order), all reserved (`size` counts the leader).
 fn reserve_party(
     ctx: &Ctx,
     online: &[Arc<Player>],

@@ -29,7 +29,7 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// Linux's `sun_path` size, terminating NUL included.
 const SOCKET_PATH_MAX: usize = 108;
 
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct PostgresSettings {
     /// A free port when `None`.
     pub port: Option<u16>,
@@ -37,6 +37,20 @@ pub struct PostgresSettings {
     pub max_connections: u32,
     /// Extra `postgres` arguments, e.g. `["-c", "log_statement=all"]`.
     pub args: Vec<String>,
+    /// fsync and synchronous commit on: a killed server keeps what it acknowledged. Off only
+    /// when a plan trades that for speed.
+    pub durable: bool,
+}
+
+impl Default for PostgresSettings {
+    fn default() -> Self {
+        PostgresSettings {
+            port: None,
+            max_connections: 0,
+            args: Vec::new(),
+            durable: true,
+        }
+    }
 }
 
 /// A prepared cluster: its spec for the supervisor and the URL the nodes use.
@@ -137,14 +151,26 @@ pub fn container(
     Ok(served(command, port))
 }
 
-/// The server's settings on either backend: loopback only, and no durability (a throwaway
-/// cluster; the plan's faults are about processes and links, not disks).
+/// The server's settings on either backend: loopback only, and durable unless the plan says
+/// otherwise (a `kill: postgres` must not lose what it acknowledged, or `lost_writes` would
+/// blame the cloud for the harness).
 fn server_args(port: u16, settings: &PostgresSettings) -> Vec<String> {
     let max_connections = settings.max_connections.saturating_add(HEADROOM);
+    let fast: &[&str] = if settings.durable {
+        &[]
+    } else {
+        &[
+            "-c",
+            "fsync=off",
+            "-c",
+            "synchronous_commit=off",
+            "-c",
+            "full_page_writes=off",
+        ]
+    };
     let mut args: Vec<String> = ["-h", "127.0.0.1", "-p", &port.to_string()]
         .into_iter()
-        .chain(["-c", "fsync=off", "-c", "synchronous_commit=off"])
-        .chain(["-c", "full_page_writes=off"])
+        .chain(fast.iter().copied())
         .chain(["-c", &format!("max_connections={max_connections}")])
         .map(str::to_owned)
         .collect();

@@ -1,0 +1,286 @@
+//! Traffic that provokes what the chaos checks judge, beside the other scenarios:
+//! - friend writes (`--friend-rate`): requests, accepts, declines, cancels and unfriends between
+//!   players, each one a write fact with its outcome, faults included;
+//! - churn (`--churn-rate`): players sign off (1000) and come back after 1–10 s through the node
+//!   a round-robin balancer would give them, so every node holds players all run long;
+//! - second devices (`--second-devices`): a share of the players opens a second connection
+//!   through another node for a few seconds, which must replace the first (4001); then the
+//!   player's own device comes back and replaces the second.
+//!
+//! Every choice is drawn from the run's seed ([`crate::choices`]).
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+use rand::Rng;
+
+use crate::choices::{self, pick, Purpose};
+use crate::facts::Device;
+use crate::fleet::Fleet;
+use crate::player::Player;
+use crate::scenarios::Ctx;
+use crate::schedule::{self, Outcome, Plan};
+use crate::sync::lock;
+use crate::wire::FriendStatus;
+
+/// How long a churned player stays away: 1 to 10 s.
+const AWAY: (f64, f64) = (1.0, 10.0);
+/// How long a second device holds the account before the player's own device comes back.
+const SECOND_HOLD: (f64, f64) = (2.0, 6.0);
+/// How long the second device waits for its 4001 before it closes itself.
+const REPLACED_WAIT: Duration = Duration::from_secs(3);
+/// The share of the players that sign off for good at the end of a run with churn.
+pub const LEAVING_SHARE: f64 = 0.1;
+
+/// What the traffic did.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct Driven {
+    pub friend_ops: Outcome,
+    pub churn: Outcome,
+    pub second_devices: usize,
+}
+
+/// Runs the three kinds of traffic at their settings' rates for `duration`.
+pub async fn drive(ctx: &Ctx, duration: Duration) -> Driven {
+    let traffic = &ctx.settings.traffic;
+    let (friend_ops, churn, second_devices) = tokio::join!(
+        friend_writes(ctx, traffic.friend_rate, duration),
+        churn(ctx, traffic.churn_rate, duration),
+        second_devices(ctx, traffic.second_devices, duration),
+    );
+    Driven {
+        friend_ops,
+        churn,
+        second_devices,
+    }
+}
+
+/// One friend operation as drawn: who acts towards whom, and (for a new request) how it ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FriendOp {
+    pub actor: usize,
+    pub other: usize,
+    /// For a request: 0..7 accepted, 7..9 declined, 9 cancelled.
+    pub ending: u8,
+}
+
+/// Friend operation `i` of a run with `seed`, among `players`.
+pub fn friend_op(seed: u64, i: u64, players: usize) -> Option<FriendOp> {
+    let mut rng = choices::stream(seed, Purpose::Friendships, i);
+    let actor = pick(&mut rng, players)?;
+    let other = (actor + 1 + pick(&mut rng, players.checked_sub(1).filter(|n| *n > 0)?)?) % players;
+    Some(FriendOp {
+        actor,
+        other,
+        ending: rng.random_range(0..10),
+    })
+}
+
+async fn friend_writes(ctx: &Ctx, rate: f64, duration: Duration) -> Outcome {
+    if rate <= 0.0 {
+        return Outcome::default();
+    }
+    let plan = Plan::for_duration(rate, duration, ctx.settings.max_in_flight);
+    let players: Arc<Vec<Arc<Player>>> = Arc::new(signed_in(&ctx.fleet));
+    // One write at a time per pair, so that each pair's history has an order.
+    let busy: Arc<Mutex<HashSet<(usize, usize)>>> = Arc::default();
+    let seed = ctx.settings.seed;
+    schedule::run(&plan, &ctx.lag, |i, _| {
+        let (players, busy) = (players.clone(), busy.clone());
+        async move {
+            let Some(op) = friend_op(seed, i, players.len()) else {
+                return;
+            };
+            let pair = (op.actor.min(op.other), op.actor.max(op.other));
+            if !lock(&busy).insert(pair) {
+                return;
+            }
+            let (actor, other) = (&players[op.actor], &players[op.other]);
+            let friends = other
+                .account()
+                .is_some_and(|a| actor.friends().contains(&a));
+            if friends {
+                // Undo, then make it again, so the graph keeps its size.
+                if actor.unfriend(other).await.is_ok() {
+                    befriend(actor, other, 0).await;
+                }
+            } else {
+                befriend(actor, other, op.ending).await;
+            }
+            lock(&busy).remove(&pair);
+        }
+    })
+    .await
+}
+
+/// `actor` asks `other`; the request then ends as `ending` says.
+async fn befriend(actor: &Player, other: &Player, ending: u8) {
+    let Ok(FriendStatus::Requested) = actor.request_friend(other, Instant::now()).await else {
+        return;
+    };
+    let _ = match ending {
+        0..7 => other.accept_friend(actor, Instant::now()).await,
+        7..9 => other.decline_friend(actor).await,
+        _ => actor.cancel_request(other).await,
+    };
+}
+
+/// The players that signed in, in fleet order.
+fn signed_in(fleet: &Fleet) -> Vec<Arc<Player>> {
+    fleet
+        .players()
+        .iter()
+        .filter(|p| p.account().is_some())
+        .cloned()
+        .collect()
+}
+
+/// Churn operation `i`: which player (among `players`) and how long it stays away.
+pub fn churn_op(seed: u64, i: u64, players: usize) -> Option<(usize, Duration)> {
+    let mut rng = choices::stream(seed, Purpose::Churn, i);
+    let player = pick(&mut rng, players)?;
+    Some((
+        player,
+        Duration::from_secs_f64(rng.random_range(AWAY.0..AWAY.1)),
+    ))
+}
+
+async fn churn(ctx: &Ctx, rate: f64, duration: Duration) -> Outcome {
+    if rate <= 0.0 {
+        return Outcome::default();
+    }
+    let plan = Plan::for_duration(rate, duration, ctx.settings.max_in_flight);
+    let players: Arc<Vec<Arc<Player>>> = Arc::new(signed_in(&ctx.fleet));
+    // The round-robin balancer in front of the nodes.
+    let balancer = Arc::new(AtomicUsize::new(0));
+    let seed = ctx.settings.seed;
+    schedule::run(&plan, &ctx.lag, |i, _| {
+        let (players, balancer) = (players.clone(), balancer.clone());
+        async move {
+            let Some((k, away)) = churn_op(seed, i, players.len()) else {
+                return;
+            };
+            let player = &players[k];
+            if !player.is_online() || !player.try_reserve() {
+                return;
+            }
+            player
+                .sign_off(false, tokio::time::Instant::now() + Duration::from_secs(2))
+                .await;
+            tokio::time::sleep(away).await;
+            player
+                .come_back(balancer.fetch_add(1, Ordering::Relaxed))
+                .await;
+            player.release();
+        }
+    })
+    .await
+}
+
+/// Player `player`'s second device, if it has one: when it opens (a share of `duration`) and
+/// how long it holds.
+pub fn second_device(seed: u64, player: usize, share: f64) -> Option<(f64, Duration)> {
+    let mut rng = choices::stream(seed, Purpose::SecondDevices, player as u64);
+    (rng.random::<f64>() < share).then(|| {
+        (
+            rng.random::<f64>(),
+            Duration::from_secs_f64(rng.random_range(SECOND_HOLD.0..SECOND_HOLD.1)),
+        )
+    })
+}
+
+async fn second_devices(ctx: &Ctx, share: f64, duration: Duration) -> usize {
+    if share <= 0.0 {
+        return 0;
+    }
+    let start = Instant::now();
+    let seed = ctx.settings.seed;
+    let nodes = ctx.fleet.node_count();
+    // Every episode ends within the duration: it opens before its last hold and wait.
+    let room =
+        duration.saturating_sub(SECOND_HOLD.1 as u32 * Duration::from_secs(1) + REPLACED_WAIT);
+    let episodes = signed_in(&ctx.fleet)
+        .into_iter()
+        .enumerate()
+        .filter_map(|(k, player)| {
+            second_device(seed, k, share).map(|(at, hold)| (player, room.mul_f64(at), hold))
+        })
+        .map(|(player, at, hold)| async move {
+            tokio::time::sleep_until((start + at).into()).await;
+            if !player.is_online() || !player.try_reserve() {
+                return false;
+            }
+            let own = player.node();
+            let opened = player.open_second_device((own + 1) % nodes).await;
+            if opened {
+                tokio::time::sleep(hold).await;
+                // The player's own device comes back where it was, and replaces the second.
+                player.come_back(own).await;
+                let waited = Instant::now();
+                while player.device_running(Device::Second) && waited.elapsed() < REPLACED_WAIT {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+            player
+                .disconnect(
+                    Device::Second,
+                    tokio::time::Instant::now() + Duration::from_secs(2),
+                )
+                .await;
+            player.release();
+            opened
+        });
+    join_all(episodes).await.into_iter().filter(|o| *o).count()
+}
+
+/// A `share` of the players (drawn with `seed`) sign off for good, at once: those online close
+/// their connection (1000), those reconnecting stop trying. Returns how many.
+pub async fn leave_for_good(fleet: &Fleet, seed: u64, share: f64) -> usize {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let leaving: Vec<Arc<Player>> = signed_in(fleet)
+        .into_iter()
+        .enumerate()
+        .filter(|(k, _)| choices::stream(seed, Purpose::Leaving, *k as u64).random::<f64>() < share)
+        .map(|(_, p)| p)
+        .collect();
+    join_all(leaving.iter().map(|p| p.sign_off(true, deadline))).await;
+    leaving.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn friend_ops_never_pair_a_player_with_itself_and_repeat_with_the_seed() {
+        for i in 0..1000 {
+            let op = friend_op(3, i, 7).expect("players");
+            assert_ne!(op.actor, op.other);
+            assert!(op.actor < 7 && op.other < 7 && op.ending < 10);
+            assert_eq!(Some(op), friend_op(3, i, 7));
+        }
+        assert_eq!(friend_op(3, 0, 1), None);
+        assert_eq!(friend_op(3, 0, 0), None);
+    }
+
+    #[test]
+    fn churned_players_stay_away_one_to_ten_seconds() {
+        for i in 0..1000 {
+            let (k, away) = churn_op(5, i, 50).expect("players");
+            assert!(k < 50);
+            assert!((1.0..10.0).contains(&away.as_secs_f64()), "{away:?}");
+        }
+    }
+
+    #[test]
+    fn second_devices_go_to_about_their_share() {
+        let n = (0..10_000)
+            .filter(|k| second_device(9, *k, 0.05).is_some())
+            .count();
+        assert!((400..600).contains(&n), "{n} of 10,000");
+        assert!((0..100).all(|k| second_device(9, k, 0.0).is_none()));
+    }
+}
