@@ -118,6 +118,45 @@ impl WriteTx {
     pub fn backend(&self) -> Backend {
         self.backend
     }
+
+    /// Waits until no other transaction holds `key`, then holds it until this one
+    /// ends. For rules over rows that may not exist yet, which a row lock cannot
+    /// cover. SQLite's single writer serialises every write already.
+    pub(crate) async fn serialize_on(&mut self, key: Serial<'_>) -> StoreResult<()> {
+        if self.backend == Backend::Postgres {
+            let (class, key) = key.parts();
+            // In FROM: the function returns `void`, which the `Any` driver cannot decode.
+            sqlx::query("SELECT 1 FROM pg_advisory_xact_lock($1, hashtext($2))")
+                .bind(class)
+                .bind(key)
+                .execute(&mut *self.tx)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// What [`WriteTx::serialize_on`] can serialise on. Transactions that take more than
+/// one take them in the order of this enum, so they cannot deadlock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Serial<'a> {
+    /// The connection record of an account.
+    Connection(i64),
+    /// The sign-in challenges from one IP address.
+    ChallengesFromIp(&'a str),
+    /// The sign-in challenges to one email address.
+    ChallengesToEmail(&'a str),
+}
+
+impl Serial<'_> {
+    /// PostgreSQL's two-key advisory lock: a class, and the key as text.
+    fn parts(self) -> (i32, String) {
+        match self {
+            Serial::Connection(account_id) => (1, account_id.to_string()),
+            Serial::ChallengesFromIp(ip) => (2, ip.to_string()),
+            Serial::ChallengesToEmail(email) => (3, email.to_string()),
+        }
+    }
 }
 
 /// Settings the store needs from the node's configuration.
