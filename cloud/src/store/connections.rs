@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sqlx::Row;
 
-use super::{now_ms, Store, StoreResult};
+use super::{now_ms, Serial, Store, StoreResult};
 
 /// Another connection the account had when a new one registered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,10 +33,12 @@ impl Store {
     ) -> StoreResult<Registered> {
         let now = now_ms();
         let mut tx = self.begin().await?;
-        let lock = tx.backend().for_update();
-        let previous = sqlx::query(&format!(
-            "SELECT connection_id, node, lease_until FROM connections WHERE account_id = $1{lock}"
-        ))
+        // Not a row lock: with no record yet there is no row to lock, and two
+        // registrations at once would each see no previous connection.
+        tx.serialize_on(Serial::Connection(account_id)).await?;
+        let previous = sqlx::query(
+            "SELECT connection_id, node, lease_until FROM connections WHERE account_id = $1",
+        )
         .bind(account_id)
         .fetch_optional(&mut *tx.tx)
         .await?;

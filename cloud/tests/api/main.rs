@@ -11,4 +11,5 @@ mod concurrency;
 mod drain;
 mod events;
 mod sessions;
+mod store;
 mod support;
