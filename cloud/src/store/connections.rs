@@ -100,17 +100,32 @@ impl Store {
         Ok(found)
     }
 
-    /// Extends the leases of every record this node holds.
-    pub async fn renew_leases(&self, node: &str, lease: Duration) -> StoreResult<u64> {
+    /// Extends the leases of this node's records of `live` connections (account,
+    /// connection id, since). A record of a connection that is gone from the node
+    /// (it was replaced here while recording its successor failed) is not renewed:
+    /// it expires, and the account goes offline.
+    pub async fn renew_leases(
+        &self,
+        node: &str,
+        live: &[(i64, String, i64)],
+        lease: Duration,
+    ) -> StoreResult<u64> {
+        let until = now_ms() + lease.as_millis() as i64;
         let mut tx = self.begin().await?;
-        let n = sqlx::query("UPDATE connections SET lease_until = $1 WHERE node = $2")
-            .bind(now_ms() + lease.as_millis() as i64)
-            .bind(node)
-            .execute(&mut *tx.tx)
-            .await?
-            .rows_affected();
+        let mut renewed = 0;
+        for chunk in live.chunks(500) {
+            let sql = format!(
+                "UPDATE connections SET lease_until = $1 WHERE node = $2 AND connection_id IN ({})",
+                super::placeholders(3, chunk.len())
+            );
+            let mut query = sqlx::query(&sql).bind(until).bind(node);
+            for (_, connection_id, _) in chunk {
+                query = query.bind(connection_id.as_str());
+            }
+            renewed += query.execute(&mut *tx.tx).await?.rows_affected();
+        }
         tx.commit().await?;
-        Ok(n)
+        Ok(renewed)
     }
 
     /// Puts back the records of live connections that are missing (their lease ran out

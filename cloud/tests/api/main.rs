@@ -12,4 +12,5 @@ mod drain;
 mod events;
 mod sessions;
 mod store;
+mod store_faults;
 mod support;
