@@ -42,6 +42,7 @@ use sqlx::query::Query;
 use sqlx::{Any, AnyPool, Executor, Transaction};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::config::DbTimeouts;
 use crate::metrics::PoolMetrics;
 
 /// What can go wrong in the store, as the handlers need to tell it apart.
@@ -165,6 +166,8 @@ pub struct StoreOptions {
     pub url: String,
     pub connections: u32,
     pub acquire_timeout: Duration,
+    /// PostgreSQL only (SQLite has its busy timeout).
+    pub timeouts: DbTimeouts,
 }
 
 impl Store {
@@ -200,7 +203,7 @@ impl Store {
                 }
             }
             Backend::Postgres => {
-                let pool = base
+                let pool = postgres_session(base, opts.timeouts)
                     .max_connections(opts.connections.max(2))
                     .connect_with(connect)
                     .await?;
@@ -354,6 +357,31 @@ fn sqlite_pragmas(opts: AnyPoolOptions) -> AnyPoolOptions {
         })
 }
 
+/// Every pooled PostgreSQL session gets the node's timeouts, so that no session of
+/// a node that went silent mid-transaction keeps its locks for good.
+fn postgres_session(opts: AnyPoolOptions, timeouts: DbTimeouts) -> AnyPoolOptions {
+    let settings = session_settings(timeouts);
+    opts.after_connect(move |conn, _meta| {
+        let settings = settings.clone();
+        Box::pin(async move {
+            conn.execute(settings.as_str()).await?;
+            Ok(())
+        })
+    })
+}
+
+/// The `SET` statements of [`postgres_session`]; PostgreSQL reads a bare number as
+/// milliseconds, and 0 as no limit.
+fn session_settings(t: DbTimeouts) -> String {
+    format!(
+        "SET lock_timeout = {}; SET statement_timeout = {}; \
+         SET idle_in_transaction_session_timeout = {};",
+        t.lock.as_millis(),
+        t.statement.as_millis(),
+        t.idle_in_transaction.as_millis()
+    )
+}
+
 /// Milliseconds since the Unix epoch: the store's time unit.
 pub fn now_ms() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp_nanos() as i64 / 1_000_000
@@ -388,6 +416,15 @@ mod tests {
     #[test]
     fn placeholders_count_from_first() {
         assert_eq!(placeholders(2, 3), "$2, $3, $4");
+    }
+
+    #[test]
+    fn sessions_get_the_timeouts_in_milliseconds() {
+        assert_eq!(
+            session_settings(DbTimeouts::default()),
+            "SET lock_timeout = 2000; SET statement_timeout = 5000; \
+             SET idle_in_transaction_session_timeout = 5000;"
+        );
     }
 
     #[test]

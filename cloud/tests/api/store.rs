@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use anyplay_cloud::config::DbTimeouts;
 use anyplay_cloud::metrics::Metrics;
 use anyplay_cloud::store::{Store, StoreOptions};
 use sqlx::Executor;
@@ -14,6 +15,7 @@ async fn open(cloud: &TestCloud) -> Store {
         url: cloud.database_url().to_string(),
         connections: 4,
         acquire_timeout: Duration::from_secs(10),
+        timeouts: DbTimeouts::default(),
     };
     Store::open(&options, Metrics::default().pool.clone())
         .await
