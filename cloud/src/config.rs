@@ -455,6 +455,35 @@ mod tests {
     }
 
     #[test]
+    fn database_timeouts_come_from_flags_and_the_file() {
+        let config = Args::parse_from(["anyplay-cloud"]).into_config().unwrap();
+        assert_eq!(config.db_timeouts, DbTimeouts::default());
+        let dir = std::env::temp_dir().join(format!("anyplay-config-db-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("node.toml");
+        std::fs::write(&file, "db_statement_timeout = \"30s\"\n").unwrap();
+        let config = Args::parse_from([
+            "anyplay-cloud",
+            "--config",
+            file.to_str().unwrap(),
+            "--db-lock-timeout",
+            "500ms",
+            "--db-idle-in-transaction-timeout",
+            "0s",
+        ])
+        .into_config()
+        .unwrap();
+        assert_eq!(
+            config.db_timeouts,
+            DbTimeouts {
+                lock: Duration::from_millis(500),
+                statement: Duration::from_secs(30),
+                idle_in_transaction: Duration::ZERO,
+            }
+        );
+    }
+
+    #[test]
     fn unknown_file_keys_are_refused() {
         let dir = std::env::temp_dir().join(format!("anyplay-config-bad-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
