@@ -9,6 +9,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 plan=$1
 name=${2:-$(basename "$plan" .yaml)}
+# results/$name is emptied below: a name of [a-z0-9-] only can name nothing but a
+# directory right under results/ (no "", ".", "..", "/", spaces or globs).
+if [[ ! $name =~ ^[a-z0-9][a-z0-9-]*$ ]]; then
+    echo "record-run.sh: bad name '$name': use lowercase letters, digits and '-' (e.g. node-crash-docker)" >&2
+    exit 2
+fi
 shift $(($# < 2 ? $# : 2))
 [[ ${1:-} == -- ]] && shift
 out=results/$name

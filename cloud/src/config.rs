@@ -41,6 +41,29 @@ pub struct FriendLimits {
     pub new_account_age: Duration,
 }
 
+/// Limits on every PostgreSQL session of the node's pool, so that a node cut off in
+/// the middle of a transaction cannot hold its row locks for good (zero: no limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DbTimeouts {
+    /// Longest wait for a lock; the statement then fails.
+    pub lock: Duration,
+    /// Longest run of one statement.
+    pub statement: Duration,
+    /// Longest a session may sit in an open transaction without sending anything;
+    /// the server then ends the session, which rolls back and frees its locks.
+    pub idle_in_transaction: Duration,
+}
+
+impl Default for DbTimeouts {
+    fn default() -> Self {
+        DbTimeouts {
+            lock: Duration::from_secs(2),
+            statement: Duration::from_secs(5),
+            idle_in_transaction: Duration::from_secs(5),
+        }
+    }
+}
+
 /// Everything a node needs to run.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -52,6 +75,7 @@ pub struct Config {
     pub mail: MailSinkConfig,
     pub drain_timeout: Duration,
     pub db_connections: u32,
+    pub db_timeouts: DbTimeouts,
     pub admin_token: Option<String>,
     pub access_token_ttl: Duration,
     pub rate_limits: RateLimits,
@@ -73,6 +97,7 @@ impl Default for Config {
             mail: MailSinkConfig::Log("mail.log".into()),
             drain_timeout: Duration::from_secs(5),
             db_connections: 8,
+            db_timeouts: DbTimeouts::default(),
             admin_token: None,
             access_token_ttl: Duration::from_secs(15 * 60),
             rate_limits: RateLimits {
@@ -218,6 +243,18 @@ pub struct Args {
     #[arg(long, env = "ANYPLAY_DB_CONNECTIONS")]
     pub db_connections: Option<u32>,
 
+    /// PostgreSQL: longest a statement waits for a lock (0s: no limit) [default: 2s].
+    #[arg(long, env = "ANYPLAY_DB_LOCK_TIMEOUT")]
+    pub db_lock_timeout: Option<HumanDuration>,
+
+    /// PostgreSQL: longest run of one statement (0s: no limit) [default: 5s].
+    #[arg(long, env = "ANYPLAY_DB_STATEMENT_TIMEOUT")]
+    pub db_statement_timeout: Option<HumanDuration>,
+
+    /// PostgreSQL: longest a session may idle inside a transaction before the server ends it (0s: no limit) [default: 5s].
+    #[arg(long, env = "ANYPLAY_DB_IDLE_IN_TRANSACTION_TIMEOUT")]
+    pub db_idle_in_transaction_timeout: Option<HumanDuration>,
+
     /// Bearer token required on the /v1/admin/* paths (none: open, for a loopback-only listener).
     #[arg(long, env = "ANYPLAY_ADMIN_TOKEN")]
     pub admin_token: Option<String>,
@@ -270,7 +307,8 @@ impl Args {
     fn overlay(self, high: Args) -> Args {
         let low = self;
         overlay!(low, high; listen, ops_listen, database_url, node_id, nats_url, mail_sink,
-            mail_log, drain_timeout, db_connections, admin_token, access_token_ttl,
+            mail_log, drain_timeout, db_connections, db_lock_timeout, db_statement_timeout,
+            db_idle_in_transaction_timeout, admin_token, access_token_ttl,
             no_rate_limits, rate_auth_email, rate_calls_per_minute, max_friends, max_outgoing,
             daily_requests_new, ping_interval, outbound_queue)
     }
@@ -308,6 +346,15 @@ impl Args {
             mail,
             drain_timeout: args.drain_timeout.map_or(d.drain_timeout, |h| h.0),
             db_connections: args.db_connections.unwrap_or(d.db_connections),
+            db_timeouts: DbTimeouts {
+                lock: args.db_lock_timeout.map_or(d.db_timeouts.lock, |h| h.0),
+                statement: args
+                    .db_statement_timeout
+                    .map_or(d.db_timeouts.statement, |h| h.0),
+                idle_in_transaction: args
+                    .db_idle_in_transaction_timeout
+                    .map_or(d.db_timeouts.idle_in_transaction, |h| h.0),
+            },
             admin_token: args.admin_token.filter(|t| !t.is_empty()),
             access_token_ttl: args.access_token_ttl.map_or(d.access_token_ttl, |h| h.0),
             rate_limits: RateLimits {
@@ -405,6 +452,35 @@ mod tests {
         assert_eq!(config.node_id, "flag");
         assert_eq!(config.db_connections, 3);
         assert_eq!(config.drain_timeout, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn database_timeouts_come_from_flags_and_the_file() {
+        let config = Args::parse_from(["anyplay-cloud"]).into_config().unwrap();
+        assert_eq!(config.db_timeouts, DbTimeouts::default());
+        let dir = std::env::temp_dir().join(format!("anyplay-config-db-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("node.toml");
+        std::fs::write(&file, "db_statement_timeout = \"30s\"\n").unwrap();
+        let config = Args::parse_from([
+            "anyplay-cloud",
+            "--config",
+            file.to_str().unwrap(),
+            "--db-lock-timeout",
+            "500ms",
+            "--db-idle-in-transaction-timeout",
+            "0s",
+        ])
+        .into_config()
+        .unwrap();
+        assert_eq!(
+            config.db_timeouts,
+            DbTimeouts {
+                lock: Duration::from_millis(500),
+                statement: Duration::from_secs(30),
+                idle_in_transaction: Duration::ZERO,
+            }
+        );
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! Mail sinks for sign-in codes: a log file (one line per code, flushed at once)
+//! Mail sinks for sign-in codes: a log file (one line per code, flushed at once,
+//! readable by its owner only)
 //! or memory (for a cloud inside the load harness). Nothing else depends on how
 //! a code travels, so an SMTP sink can be added beside these.
 
@@ -74,10 +75,18 @@ fn open_append(path: &Path) -> std::io::Result<std::fs::File> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
-    std::fs::OpenOptions::new()
+    // The codes sign anyone in: the owner alone may read them, whatever the umask.
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(path)
+        .mode(0o600)
+        .open(path)?;
+    // The mode applies only to a new file; an older one is narrowed.
+    if file.metadata()?.permissions().mode() & 0o077 != 0 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(file)
 }
 
 /// Codes kept in process: the newest code per address, and a wake-up for waiters.
@@ -147,6 +156,26 @@ mod tests {
         tokio::task::yield_now().await;
         sink.send_code("a@b.c", "123456").unwrap();
         assert_eq!(waiter.await.unwrap(), "123456");
+    }
+
+    /// Regression (issue 12): the log was created with the process umask (0644 as a
+    /// rule), so every local user could read the codes and sign in as anyone.
+    #[test]
+    fn the_log_is_readable_by_its_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("anyplay-mail-mode-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (fresh, loose) = (dir.join("fresh.log"), dir.join("loose.log"));
+        std::fs::create_dir_all(&dir).unwrap();
+        // One made by someone else with the usual mode: narrowed when opened.
+        std::fs::write(&loose, "").unwrap();
+        std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o644)).unwrap();
+        for path in [&fresh, &loose] {
+            MailSink::open(&MailSinkConfig::Log(path.clone())).unwrap();
+            let mode = std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}: {mode:o}", path.display());
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -45,24 +45,26 @@ pub async fn clear_own_records(state: &AppState) -> StoreResult<()> {
     Ok(())
 }
 
-/// Renews this node's leases and expires everyone's stale ones, forever.
+/// Renews the leases of this node's live connections and expires everyone's stale
+/// ones, forever.
 pub async fn upkeep(state: AppState) {
     let mut tick = tokio::time::interval(state.config.lease_renew);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         let node = &state.config.node_id;
+        let live = state.hub.accounts();
         match state
             .store
-            .renew_leases(node, state.config.lease_expiry)
+            .renew_leases(node, &live, state.config.lease_expiry)
             .await
         {
             // Fewer records than live connections: some expired while the store was out
             // of reach, and friends were told those players left. Put them back.
-            Ok(renewed) if (renewed as usize) < state.hub.len() => {
+            Ok(renewed) if (renewed as usize) < live.len() => {
                 match state
                     .store
-                    .reassert_connections(node, &state.hub.accounts(), state.config.lease_expiry)
+                    .reassert_connections(node, &live, state.config.lease_expiry)
                     .await
                 {
                     Ok(back) => {

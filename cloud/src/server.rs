@@ -63,6 +63,7 @@ impl Node {
                 url: config.database_url.clone(),
                 connections: config.db_connections,
                 acquire_timeout: Duration::from_secs(10),
+                timeouts: config.db_timeouts,
             },
             metrics.pool.clone(),
         )

@@ -108,6 +108,10 @@ pub async fn code(
     State(state): State<AppState>,
     Json(body): Json<CodeBody>,
 ) -> ApiResult<Response> {
+    // No challenge id holds a NUL (and PostgreSQL could not even look one up).
+    if body.challenge_id.contains('\0') {
+        return Err(invalid_code());
+    }
     match state
         .store
         .check_code(
@@ -126,12 +130,16 @@ pub async fn code(
             json!({ "status": "signup_required", "signup_token": signup_token }),
         )
         .into_response()),
-        CodeCheck::Invalid => Err(ApiError::rule(
-            StatusCode::UNAUTHORIZED,
-            "invalid_code",
-            "wrong or expired code",
-        )),
+        CodeCheck::Invalid => Err(invalid_code()),
     }
+}
+
+fn invalid_code() -> ApiError {
+    ApiError::rule(
+        StatusCode::UNAUTHORIZED,
+        "invalid_code",
+        "wrong or expired code",
+    )
 }
 
 fn invalid_token() -> ApiError {

@@ -45,10 +45,11 @@ pub async fn patch(
         None => None,
     };
     if let Some(Some(avatar)) = &body.avatar {
-        if avatar.chars().count() > MAX_AVATAR {
+        // PostgreSQL text cannot hold U+0000: refused here, for both stores alike.
+        if avatar.chars().count() > MAX_AVATAR || avatar.contains('\0') {
             return Err(ApiError::unprocessable(
                 "invalid_avatar",
-                "an avatar is at most 64 characters",
+                "an avatar is at most 64 characters, none of them NUL",
             ));
         }
     }
@@ -71,10 +72,10 @@ pub async fn add_trophy(
     Json(body): Json<TrophyBody>,
 ) -> ApiResult<StatusCode> {
     let len = body.name.chars().count();
-    if !(1..=40).contains(&len) {
+    if !(1..=40).contains(&len) || body.name.contains('\0') {
         return Err(ApiError::unprocessable(
             "invalid_name",
-            "a trophy name is 1 to 40 characters",
+            "a trophy name is 1 to 40 characters, none of them NUL",
         ));
     }
     state.store.add_trophy(auth.account_id, &body.name).await?;

@@ -22,10 +22,11 @@ pub async fn put(
     auth: Auth,
     Json(body): Json<PresenceBody>,
 ) -> ApiResult<StatusCode> {
-    if body.activity.chars().count() > MAX_ACTIVITY {
+    // PostgreSQL text cannot hold U+0000: refused here, for both stores alike.
+    if body.activity.chars().count() > MAX_ACTIVITY || body.activity.contains('\0') {
         return Err(ApiError::unprocessable(
             "invalid_activity",
-            "an activity is at most 64 characters",
+            "an activity is at most 64 characters, none of them NUL",
         ));
     }
     // A stale version is accepted and ignored, so retries are safe.

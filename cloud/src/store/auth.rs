@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use sqlx::Row;
 
 use super::accounts::{account_from_row, account_in, Account, ACCOUNT_COLUMNS};
-use super::{now_ms, Store, StoreResult, WriteTx};
+use super::{now_ms, Serial, Store, StoreResult, WriteTx};
 
 const CHALLENGE_TTL_MS: i64 = 10 * 60 * 1000;
 const MAX_CODE_TRIES: i64 = 5;
@@ -79,6 +79,9 @@ impl Store {
         let mut tx = self.begin().await?;
         if let Some(limit) = per_window {
             let since = now - AUTH_EMAIL_WINDOW_MS;
+            // Count and insert as one step, or a burst through several nodes gets past the cap.
+            tx.serialize_on(Serial::ChallengesFromIp(ip)).await?;
+            tx.serialize_on(Serial::ChallengesToEmail(email)).await?;
             for (column, value) in [("ip", ip), ("email", email)] {
                 let rows = sqlx::query(&format!(
                     "SELECT created_at FROM challenges WHERE {column} = $1 AND created_at > $2 \
@@ -129,9 +132,11 @@ impl Store {
     ) -> StoreResult<CodeCheck> {
         let now = now_ms();
         let mut tx = self.begin().await?;
-        let row = sqlx::query(
-            "SELECT email, code, attempts, burned, expires_at FROM challenges WHERE id = $1",
-        )
+        // Locked, so that tries at the same moment each count: read + 1 is written back.
+        let lock = tx.backend().for_update();
+        let row = sqlx::query(&format!(
+            "SELECT email, code, attempts, burned, expires_at FROM challenges WHERE id = $1{lock}"
+        ))
         .bind(challenge_id)
         .fetch_optional(&mut *tx.tx)
         .await?;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sqlx::Row;
 
-use super::{now_ms, Store, StoreResult};
+use super::{now_ms, Serial, Store, StoreResult};
 
 /// Another connection the account had when a new one registered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,10 +33,12 @@ impl Store {
     ) -> StoreResult<Registered> {
         let now = now_ms();
         let mut tx = self.begin().await?;
-        let lock = tx.backend().for_update();
-        let previous = sqlx::query(&format!(
-            "SELECT connection_id, node, lease_until FROM connections WHERE account_id = $1{lock}"
-        ))
+        // Not a row lock: with no record yet there is no row to lock, and two
+        // registrations at once would each see no previous connection.
+        tx.serialize_on(Serial::Connection(account_id)).await?;
+        let previous = sqlx::query(
+            "SELECT connection_id, node, lease_until FROM connections WHERE account_id = $1",
+        )
         .bind(account_id)
         .fetch_optional(&mut *tx.tx)
         .await?;
@@ -98,17 +100,32 @@ impl Store {
         Ok(found)
     }
 
-    /// Extends the leases of every record this node holds.
-    pub async fn renew_leases(&self, node: &str, lease: Duration) -> StoreResult<u64> {
+    /// Extends the leases of this node's records of `live` connections (account,
+    /// connection id, since). A record of a connection that is gone from the node
+    /// (it was replaced here while recording its successor failed) is not renewed:
+    /// it expires, and the account goes offline.
+    pub async fn renew_leases(
+        &self,
+        node: &str,
+        live: &[(i64, String, i64)],
+        lease: Duration,
+    ) -> StoreResult<u64> {
+        let until = now_ms() + lease.as_millis() as i64;
         let mut tx = self.begin().await?;
-        let n = sqlx::query("UPDATE connections SET lease_until = $1 WHERE node = $2")
-            .bind(now_ms() + lease.as_millis() as i64)
-            .bind(node)
-            .execute(&mut *tx.tx)
-            .await?
-            .rows_affected();
+        let mut renewed = 0;
+        for chunk in live.chunks(500) {
+            let sql = format!(
+                "UPDATE connections SET lease_until = $1 WHERE node = $2 AND connection_id IN ({})",
+                super::placeholders(3, chunk.len())
+            );
+            let mut query = sqlx::query(&sql).bind(until).bind(node);
+            for (_, connection_id, _) in chunk {
+                query = query.bind(connection_id.as_str());
+            }
+            renewed += query.execute(&mut *tx.tx).await?.rows_affected();
+        }
         tx.commit().await?;
-        Ok(n)
+        Ok(renewed)
     }
 
     /// Puts back the records of live connections that are missing (their lease ran out

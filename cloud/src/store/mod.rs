@@ -42,6 +42,7 @@ use sqlx::query::Query;
 use sqlx::{Any, AnyPool, Executor, Transaction};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use crate::config::DbTimeouts;
 use crate::metrics::PoolMetrics;
 
 /// What can go wrong in the store, as the handlers need to tell it apart.
@@ -118,6 +119,45 @@ impl WriteTx {
     pub fn backend(&self) -> Backend {
         self.backend
     }
+
+    /// Waits until no other transaction holds `key`, then holds it until this one
+    /// ends. For rules over rows that may not exist yet, which a row lock cannot
+    /// cover. SQLite's single writer serialises every write already.
+    pub(crate) async fn serialize_on(&mut self, key: Serial<'_>) -> StoreResult<()> {
+        if self.backend == Backend::Postgres {
+            let (class, key) = key.parts();
+            // In FROM: the function returns `void`, which the `Any` driver cannot decode.
+            sqlx::query("SELECT 1 FROM pg_advisory_xact_lock($1, hashtext($2))")
+                .bind(class)
+                .bind(key)
+                .execute(&mut *self.tx)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// What [`WriteTx::serialize_on`] can serialise on. Transactions that take more than
+/// one take them in the order of this enum, so they cannot deadlock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Serial<'a> {
+    /// The connection record of an account.
+    Connection(i64),
+    /// The sign-in challenges from one IP address.
+    ChallengesFromIp(&'a str),
+    /// The sign-in challenges to one email address.
+    ChallengesToEmail(&'a str),
+}
+
+impl Serial<'_> {
+    /// PostgreSQL's two-key advisory lock: a class, and the key as text.
+    fn parts(self) -> (i32, String) {
+        match self {
+            Serial::Connection(account_id) => (1, account_id.to_string()),
+            Serial::ChallengesFromIp(ip) => (2, ip.to_string()),
+            Serial::ChallengesToEmail(email) => (3, email.to_string()),
+        }
+    }
 }
 
 /// Settings the store needs from the node's configuration.
@@ -126,6 +166,8 @@ pub struct StoreOptions {
     pub url: String,
     pub connections: u32,
     pub acquire_timeout: Duration,
+    /// PostgreSQL only (SQLite has its busy timeout).
+    pub timeouts: DbTimeouts,
 }
 
 impl Store {
@@ -161,7 +203,7 @@ impl Store {
                 }
             }
             Backend::Postgres => {
-                let pool = base
+                let pool = postgres_session(base, opts.timeouts)
                     .max_connections(opts.connections.max(2))
                     .connect_with(connect)
                     .await?;
@@ -315,6 +357,31 @@ fn sqlite_pragmas(opts: AnyPoolOptions) -> AnyPoolOptions {
         })
 }
 
+/// Every pooled PostgreSQL session gets the node's timeouts, so that no session of
+/// a node that went silent mid-transaction keeps its locks for good.
+fn postgres_session(opts: AnyPoolOptions, timeouts: DbTimeouts) -> AnyPoolOptions {
+    let settings = session_settings(timeouts);
+    opts.after_connect(move |conn, _meta| {
+        let settings = settings.clone();
+        Box::pin(async move {
+            conn.execute(settings.as_str()).await?;
+            Ok(())
+        })
+    })
+}
+
+/// The `SET` statements of [`postgres_session`]; PostgreSQL reads a bare number as
+/// milliseconds, and 0 as no limit.
+fn session_settings(t: DbTimeouts) -> String {
+    format!(
+        "SET lock_timeout = {}; SET statement_timeout = {}; \
+         SET idle_in_transaction_session_timeout = {};",
+        t.lock.as_millis(),
+        t.statement.as_millis(),
+        t.idle_in_transaction.as_millis()
+    )
+}
+
 /// Milliseconds since the Unix epoch: the store's time unit.
 pub fn now_ms() -> i64 {
     time::OffsetDateTime::now_utc().unix_timestamp_nanos() as i64 / 1_000_000
@@ -349,6 +416,15 @@ mod tests {
     #[test]
     fn placeholders_count_from_first() {
         assert_eq!(placeholders(2, 3), "$2, $3, $4");
+    }
+
+    #[test]
+    fn sessions_get_the_timeouts_in_milliseconds() {
+        assert_eq!(
+            session_settings(DbTimeouts::default()),
+            "SET lock_timeout = 2000; SET statement_timeout = 5000; \
+             SET idle_in_transaction_session_timeout = 5000;"
+        );
     }
 
     #[test]

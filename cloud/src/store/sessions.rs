@@ -351,6 +351,7 @@ pub(super) mod fixture {
             url: url.to_string(),
             connections: 4,
             acquire_timeout: Duration::from_secs(10),
+            timeouts: crate::config::DbTimeouts::default(),
         };
         Store::open(&opts, Metrics::default().pool)
             .await

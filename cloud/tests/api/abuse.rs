@@ -10,6 +10,7 @@ each_topology!(
     malformed_bodies_get_contract_errors,
     bad_ids_tokens_and_paths,
     rate_limits_answer_429_with_retry_after,
+    nul_characters_in_text_fields_are_refused,
 );
 
 async fn raw(
@@ -228,4 +229,119 @@ async fn rate_limits_answer_429_with_retry_after(topology: Topology) {
             .await;
         assert_eq!(s, expected);
     }
+}
+
+/// Regression (issue 12): PostgreSQL cannot store U+0000 in text, so a NUL in a text
+/// field was a 500 there. Every text input refuses it with its endpoint's error.
+async fn nul_characters_in_text_fields_are_refused(topology: Topology) {
+    let cloud = TestCloud::start(topology, &[]).await;
+    let ann = cloud.signup("ann").await;
+    let node = cloud.http(&ann);
+    let t = Some(ann.access.as_str());
+    let nul = |s: &str| format!("{s}\u{0}{s}");
+    let cases = [
+        (
+            Method::PUT,
+            "/v1/presence",
+            t,
+            json!({"activity": nul("a"), "version": 1}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_activity",
+        ),
+        (
+            Method::PATCH,
+            "/v1/me",
+            t,
+            json!({"avatar": nul("a")}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_avatar",
+        ),
+        (
+            Method::PATCH,
+            "/v1/me",
+            t,
+            json!({"privacy": nul("public")}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_privacy",
+        ),
+        (
+            Method::POST,
+            "/v1/me/trophies",
+            t,
+            json!({"name": nul("cup")}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_name",
+        ),
+        (
+            Method::POST,
+            "/v1/friends/requests",
+            t,
+            json!({"handle": nul("bob")}),
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+        (
+            Method::POST,
+            "/v1/auth/email",
+            None,
+            json!({"email": nul("a@b.c")}),
+            StatusCode::BAD_REQUEST,
+            "invalid_email",
+        ),
+        (
+            Method::POST,
+            "/v1/auth/code",
+            None,
+            json!({"challenge_id": nul("x"), "code": "123456"}),
+            StatusCode::UNAUTHORIZED,
+            "invalid_code",
+        ),
+        (
+            Method::POST,
+            "/v1/auth/code",
+            None,
+            json!({"challenge_id": "x", "code": nul("1")}),
+            StatusCode::UNAUTHORIZED,
+            "invalid_code",
+        ),
+        (
+            Method::POST,
+            "/v1/auth/signup",
+            None,
+            json!({"signup_token": "x", "handle": nul("abc")}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_handle",
+        ),
+        (
+            Method::POST,
+            "/v1/auth/signup",
+            None,
+            json!({"signup_token": nul("x"), "handle": "abcd"}),
+            StatusCode::UNAUTHORIZED,
+            "invalid_token",
+        ),
+        (
+            Method::POST,
+            "/v1/auth/refresh",
+            None,
+            json!({"refresh_token": nul("x")}),
+            StatusCode::UNAUTHORIZED,
+            "invalid_token",
+        ),
+    ];
+    for (method, path, token, body, status, error) in cases {
+        let (s, v) = node
+            .call(method.clone(), path, token, Some(body.clone()))
+            .await;
+        assert_eq!(
+            (s, code(&v)),
+            (status, Some(error)),
+            "{method} {path} {body}: {v}"
+        );
+    }
+    // Nothing changed, and the node still serves.
+    let (s, me) = node.call(Method::GET, "/v1/me", t, None).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(me["avatar"].is_null(), "{me}");
+    assert_eq!(me["privacy"], "friends");
 }

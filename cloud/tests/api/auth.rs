@@ -1,13 +1,18 @@
 //! Sign-in, signup, refresh, profile and logout.
 
-use reqwest::{Method, StatusCode};
-use serde_json::json;
+use std::net::IpAddr;
 
-use crate::support::{each_topology, End, TestCloud, Topology};
+use futures_util::future::join_all;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use crate::support::{each_topology, End, TestCloud, TestNode, Topology};
 
 each_topology!(
     sign_in_again_refresh_and_profile,
     five_wrong_codes_burn_the_challenge,
+    wrong_codes_at_once_burn_the_challenge,
+    a_burst_of_sign_in_emails_stays_within_the_caps,
     signup_rules,
     logout_closes_the_connection_with_4003_and_revokes,
 );
@@ -154,6 +159,118 @@ async fn five_wrong_codes_burn_the_challenge(topology: Topology) {
         StatusCode::UNAUTHORIZED,
         "a burned challenge does not take the right code"
     );
+}
+
+/// Sends `n` wrong codes at once for a new challenge of `email`, through the nodes in
+/// turn; each must be refused. Returns the challenge and its right code.
+async fn wrong_codes_at_once(cloud: &TestCloud, email: &str, n: usize) -> (Value, String) {
+    let node = cloud.node(0);
+    let (_, v) = node
+        .call(
+            Method::POST,
+            "/v1/auth/email",
+            None,
+            Some(json!({ "email": email })),
+        )
+        .await;
+    let challenge = v["challenge_id"].clone();
+    let code = node.code_for(email).await;
+    let wrong = if code == "000000" { "111111" } else { "000000" };
+    let body = json!({"challenge_id": challenge, "code": wrong});
+    let answers = join_all((0..n).map(|i| {
+        cloud
+            .node(i)
+            .call(Method::POST, "/v1/auth/code", None, Some(body.clone()))
+    }))
+    .await;
+    for (s, v) in &answers {
+        assert_eq!(
+            (*s, v["error"]["code"].as_str()),
+            (StatusCode::UNAUTHORIZED, Some("invalid_code")),
+            "{v}"
+        );
+    }
+    (challenge, code)
+}
+
+/// Regression (issue 12): on PostgreSQL each try read the count and wrote back
+/// read + 1, so wrong codes sent at once cost one try between them and left the
+/// challenge open to more guesses. Five at once, or fifty, burn it.
+async fn wrong_codes_at_once_burn_the_challenge(topology: Topology) {
+    let cloud = TestCloud::start(topology, &[]).await;
+    let mut bursts: Vec<_> = (0..8).map(|i| (format!("five{i}@y.z"), 5)).collect();
+    bursts.push(("fifty@y.z".to_string(), 50));
+    let burned = join_all(
+        bursts
+            .iter()
+            .map(|(email, n)| wrong_codes_at_once(&cloud, email, *n)),
+    )
+    .await;
+    for ((email, n), (challenge, code)) in bursts.iter().zip(burned) {
+        let (s, v) = cloud
+            .node(1)
+            .call(
+                Method::POST,
+                "/v1/auth/code",
+                None,
+                Some(json!({"challenge_id": challenge, "code": code})),
+            )
+            .await;
+        assert_eq!(
+            s,
+            StatusCode::UNAUTHORIZED,
+            "{n} wrong codes at once burn the challenge of {email}: {v}"
+        );
+    }
+}
+
+/// `POST /v1/auth/email` from `ip` (a loopback address of its own) through `node`.
+async fn email_from(node: &TestNode, ip: IpAddr, email: &str) -> StatusCode {
+    let client = reqwest::Client::builder()
+        .local_address(ip)
+        .build()
+        .expect("a client");
+    client
+        .post(format!("{}/v1/auth/email", node.api))
+        .json(&json!({ "email": email }))
+        .send()
+        .await
+        .expect("request sent")
+        .status()
+}
+
+/// Regression (issue 12): the per-IP and per-address windows were counted and then
+/// written in two steps, so a burst through two nodes got past them.
+async fn a_burst_of_sign_in_emails_stays_within_the_caps(topology: Topology) {
+    let cloud = TestCloud::start_limited(topology, &["--rate-auth-email", "10"]).await;
+    let accepted = |statuses: Vec<StatusCode>| {
+        assert!(
+            statuses
+                .iter()
+                .all(|s| [StatusCode::ACCEPTED, StatusCode::TOO_MANY_REQUESTS].contains(s)),
+            "{statuses:?}"
+        );
+        statuses
+            .iter()
+            .filter(|s| **s == StatusCode::ACCEPTED)
+            .count()
+    };
+    // One address from forty IPs.
+    let one_address = join_all(
+        (0..40u8).map(|i| email_from(cloud.node(i as usize), [127, 0, 1, i + 1].into(), "cap@y.z")),
+    )
+    .await;
+    assert_eq!(accepted(one_address), 10, "per address");
+    // Forty addresses from one IP.
+    let emails: Vec<String> = (0..40).map(|i| format!("cap{i}@y.z")).collect();
+    let one_ip = join_all(
+        emails
+            .iter()
+            .enumerate()
+            .map(|(i, e)| email_from(cloud.node(i), [127, 0, 2, 1].into(), e)),
+    )
+    .await;
+    assert_eq!(accepted(one_ip), 10, "per IP");
 }
 
 /// In a pair the handle is taken through one node and asked for through the other.

@@ -332,3 +332,54 @@ async fn a_killed_node_s_players_go_offline_then_come_back_once_on_the_other() {
     }
     eprintln!("every friend saw the killed node's players offline after {went_offline:?}");
 }
+
+/// The rows of `account_id` in the cloud-wide connection record.
+async fn recorded(sql: &mut sqlx::PgConnection, account_id: i64) -> Vec<String> {
+    sqlx::query_scalar("SELECT connection_id FROM connections WHERE account_id = $1")
+        .bind(account_id)
+        .fetch_all(sql)
+        .await
+        .expect("the connection record")
+}
+
+/// Regression (issue 12): two connects of one account at the same moment on two
+/// nodes both found no record (a row lock locks nothing when there is no row), and
+/// both sockets stayed open. In every round exactly one must be closed with 4001.
+#[tokio::test]
+async fn two_connects_at_once_on_two_nodes_leave_exactly_one() {
+    let cloud = TestCloud::pair(&[]).await;
+    let ann = cloud.signup("ann").await;
+    let (a, b) = (cloud.node(0), cloud.node(1));
+    let mut sql = cloud.sql().await;
+    for round in 0..10 {
+        let ((mut on_a, wa), (mut on_b, wb)) = tokio::join!(a.connect(&ann), b.connect(&ann));
+        // The one that registered first is replaced: which one is up to the race.
+        let ended = tokio::select! {
+            end = on_a.closed() => (end, "a"),
+            end = on_b.closed() => (end, "b"),
+        };
+        assert_eq!(ended.0, End::Close(4001), "round {round}: {ended:?}");
+        let (mut survivor, welcome) = if ended.1 == "a" {
+            (on_b, wb)
+        } else {
+            (on_a, wa)
+        };
+        let after = survivor.quiet_for(Duration::from_millis(500)).await;
+        assert!(
+            after.is_none(),
+            "round {round}: the newer connection stays open: {after:?}"
+        );
+        assert_eq!(
+            recorded(&mut sql, ann.id).await,
+            vec![welcome["connection_id"].as_str().unwrap().to_string()],
+            "round {round}: one record, the survivor's"
+        );
+        // Offline again before the next round, so that both connects find no record.
+        survivor.ws.close(None).await.unwrap();
+        let deadline = Instant::now() + SOON;
+        while !recorded(&mut sql, ann.id).await.is_empty() {
+            assert!(Instant::now() < deadline, "round {round}: the record stays");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

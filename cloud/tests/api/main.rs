@@ -11,4 +11,6 @@ mod concurrency;
 mod drain;
 mod events;
 mod sessions;
+mod store;
+mod store_faults;
 mod support;

@@ -37,7 +37,7 @@ pub enum Through {
 pub struct TestCloud {
     nodes: Vec<TestNode>,
     // Declared after the nodes so that it is dropped after they are killed.
-    _database: Option<TestDatabase>,
+    database: Option<TestDatabase>,
     /// Players signed up so far: the next one's index.
     players: AtomicUsize,
 }
@@ -77,40 +77,62 @@ impl TestCloud {
 
     /// Starts the cloud with the default per-IP limits unless `extra` changes them.
     pub async fn start_limited(topology: Topology, extra: &[&str]) -> TestCloud {
-        let (nodes, database) = match topology {
-            Topology::Single => (
-                vec![TestNode::start("node-t", &Backend::Sqlite, extra).await],
-                None,
-            ),
-            Topology::Pair => {
-                let postgres = required_env("ANYPLAY_TEST_POSTGRES_URL");
-                let nats_url = required_env("ANYPLAY_TEST_NATS_URL");
-                let database = TestDatabase::create(&postgres).await;
-                let backend = Backend::Cluster {
-                    database_url: database.url(),
-                    nats_url: &nats_url,
-                };
-                // Tests run in parallel on one NATS server, and NATS subjects are
-                // named after nodes: the database name keeps each pair's apart.
-                let mut nodes = Vec::new();
-                // One after the other: the first runs the migrations.
-                for name in ["node-a", "node-b"] {
-                    let id = format!("{name}-{}", database.name());
-                    nodes.push(TestNode::start(&id, &backend, extra).await);
-                }
-                (nodes, Some(database))
-            }
-        };
-        TestCloud {
-            nodes,
-            _database: database,
-            players: AtomicUsize::new(0),
+        match topology {
+            Topology::Single => TestCloud {
+                nodes: vec![TestNode::start("node-t", &Backend::Sqlite, extra).await],
+                database: None,
+                players: AtomicUsize::new(0),
+            },
+            Topology::Pair => TestCloud::pair_reaching_postgres(extra, |_, url| url.into()).await,
         }
     }
 
     /// A two-node cluster, for the tests that only a cluster can run.
     pub async fn pair(extra: &[&str]) -> TestCloud {
         TestCloud::start(Topology::Pair, extra).await
+    }
+
+    /// A two-node cluster (per-IP limits as `extra` says) whose node `i` reaches the
+    /// database at `url_of(i, database_url)`: a test can put a proxy in one node's way.
+    pub async fn pair_reaching_postgres(
+        extra: &[&str],
+        url_of: impl Fn(usize, &str) -> String,
+    ) -> TestCloud {
+        let postgres = required_env("ANYPLAY_TEST_POSTGRES_URL");
+        let nats_url = required_env("ANYPLAY_TEST_NATS_URL");
+        let database = TestDatabase::create(&postgres).await;
+        // Tests run in parallel on one NATS server, and NATS subjects are
+        // named after nodes: the database name keeps each pair's apart.
+        let mut nodes = Vec::new();
+        // One after the other: the first runs the migrations.
+        for (i, name) in ["node-a", "node-b"].into_iter().enumerate() {
+            let database_url = url_of(i, database.url());
+            let backend = Backend::Cluster {
+                database_url: &database_url,
+                nats_url: &nats_url,
+            };
+            let id = format!("{name}-{}", database.name());
+            nodes.push(TestNode::start(&id, &backend, extra).await);
+        }
+        TestCloud {
+            nodes,
+            database: Some(database),
+            players: AtomicUsize::new(0),
+        }
+    }
+
+    /// A direct connection to the cluster's database, to look at or bend what the
+    /// nodes store. Panics on a single node.
+    pub async fn sql(&self) -> sqlx::PgConnection {
+        use sqlx::Connection;
+        sqlx::PgConnection::connect(self.database_url())
+            .await
+            .expect("a connection to the test database")
+    }
+
+    /// The URL of the cluster's database. Panics on a single node.
+    pub fn database_url(&self) -> &str {
+        self.database.as_ref().expect("a pair has a database").url()
     }
 
     /// Node `i`, counted round the cloud (`node(1)` of a single node is node 0),

@@ -6,17 +6,20 @@
 //! - [`node`]: one `anyplay-cloud` process on free loopback ports.
 //! - [`database`]: a throwaway PostgreSQL database for one test.
 //! - [`events`]: a client's event connection.
+//! - [`proxy`]: a TCP proxy that a test can pause, to cut a node off its database.
 
 mod cloud;
 mod database;
 mod events;
 mod node;
+mod proxy;
 
 use std::time::Duration;
 
 pub use cloud::{Player, TestCloud, Through, Topology};
 pub use events::{End, Events};
 pub use node::TestNode;
+pub use proxy::{address_of, via, TcpProxy};
 
 /// Generous bound for anything that should happen "at once" on a loaded 2-core machine.
 pub const SOON: Duration = Duration::from_secs(10);
