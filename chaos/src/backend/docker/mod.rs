@@ -29,6 +29,7 @@ use nix::sys::signal::Signal;
 
 pub use engine::EngineError;
 
+use crate::backend::owner::Owner;
 use crate::sync::lock;
 
 use super::{
@@ -47,7 +48,7 @@ pub struct DockerBackend {
     run_dir: PathBuf,
     /// Tells this run's container names apart from another run's on the same engine.
     prefix: String,
-    supervisor: String,
+    owner: Owner,
     /// Every container created, for `clean_up` (and `Drop` when no clean-up ran).
     created: std::sync::Arc<Mutex<Vec<String>>>,
 }
@@ -58,12 +59,12 @@ impl DockerBackend {
     pub async fn connect(run_dir: &Path) -> Result<(Self, Vec<String>), EngineError> {
         let docker = engine::connect().await?;
         let removed = leftovers::remove_orphans(&docker).await?;
-        let supervisor = leftovers::this_supervisor();
+        let owner = Owner::this();
         let backend = DockerBackend {
             docker,
             run_dir: run_dir.to_owned(),
-            prefix: format!("anyplay-{}", supervisor.replace('@', "-")),
-            supervisor,
+            prefix: name_prefix(&owner),
+            owner,
             created: Default::default(),
         };
         Ok((backend, removed))
@@ -79,7 +80,8 @@ impl DockerBackend {
 
     fn container_body(&self, name: &str, image: &str, command: &Command) -> ContainerCreateBody {
         let labels = HashMap::from([
-            (leftovers::SUPERVISOR.to_owned(), self.supervisor.clone()),
+            (leftovers::SUPERVISOR.to_owned(), self.owner.process.clone()),
+            (leftovers::HOST.to_owned(), self.owner.host.clone()),
             (
                 leftovers::RUN.to_owned(),
                 self.run_dir.display().to_string(),
@@ -317,6 +319,17 @@ async fn wait_exit(docker: &Docker, id: &str) -> Exit {
         Some(Err(error)) => Exit::Unknown(format!("docker wait failed: {error}")),
         None => Exit::Unknown("docker wait ended without a status".to_owned()),
     }
+}
+
+/// Unique on the engine: the owner's pid and start time, and its host (a supervisor in another
+/// PID namespace may have the same pid, started at the same tick).
+fn name_prefix(owner: &Owner) -> String {
+    let (boot, namespace) = owner.host.split_once('/').unwrap_or_default();
+    let boot = boot.get(..8).unwrap_or(boot);
+    format!(
+        "anyplay-{}-{boot}-{namespace}",
+        owner.process.replace('@', "-")
+    )
 }
 
 /// Runs `work` with a fresh engine client on a thread and runtime of its own, and waits for

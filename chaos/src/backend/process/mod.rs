@@ -21,6 +21,7 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
 pub use spawn::{run_to_exit, spawn, Leader};
+pub(crate) use tree::start_time;
 use tree::Proc;
 
 use crate::sync::lock;

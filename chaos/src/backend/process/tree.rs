@@ -49,6 +49,11 @@ pub(crate) fn alive(process: &Proc) -> bool {
         .is_some_and(|stat| stat.start == process.start && running(&stat))
 }
 
+/// When the process `pid` started (clock ticks after boot), while it runs and is not a zombie.
+pub(crate) fn start_time(pid: i32) -> Option<u64> {
+    read_stat(pid).filter(running).map(|stat| stat.start)
+}
+
 /// Sends `signal` to each process of `tree` that is still the one we saw.
 pub(crate) fn signal_all(tree: &[Proc], signal: Signal) -> Result<(), Errno> {
     for process in tree.iter().filter(|p| alive(p)) {
