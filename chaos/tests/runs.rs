@@ -113,8 +113,21 @@ fn nodes_outlive_restarts_of_nats_and_postgres() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Every process whose command line names `dir`.
+/// Every process whose command line names `dir`, or PostgreSQL's files that `dir/postgres`
+/// may link to (outside the run directory under root).
 fn processes_under(dir: &Path) -> Vec<String> {
+    let postgres = dir
+        .join("postgres")
+        .canonicalize()
+        .unwrap_or_else(|_| dir.to_owned());
+    let mut found = processes_naming(dir);
+    if postgres != dir {
+        found.extend(processes_naming(&postgres));
+    }
+    found
+}
+
+fn processes_naming(dir: &Path) -> Vec<String> {
     let needle = dir.to_str().unwrap();
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
