@@ -3,6 +3,10 @@
 //! file survives a crash of the supervisor; the writer ([`EventLog`]) and the reader
 //! ([`read_history`]) that `report DIR` and the checks work from.
 //!
+//! Neither side hides a loss: the writer counts the records it could not write
+//! ([`EventLog::failed_writes`]), the reader the lines it could not read
+//! ([`History::skipped_lines`]), so a report can say how much of the history is missing.
+//!
 //! Conventions the checks rely on: a node's id in player events is the service name
 //! (`node-1`), as the supervisor configures it; `action_end` of a lasting fault (pause,
 //! partition, latency) is written when it has healed; `player_back` is the first welcome
@@ -12,12 +16,14 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use crate::plan::{ActionKind, Service, Step};
+use crate::sync::lock;
 
 /// The event log's file name in a run directory.
 pub const EVENTS_FILE: &str = "events.jsonl";
@@ -370,13 +376,6 @@ pub enum EventsError {
     Write(#[source] std::io::Error),
     #[error("cannot encode an event: {0}")]
     Encode(#[source] serde_json::Error),
-    #[error("{}:{line}: {source}", path.display())]
-    Parse {
-        path: PathBuf,
-        line: usize,
-        #[source]
-        source: serde_json::Error,
-    },
 }
 
 impl Record {
@@ -417,7 +416,17 @@ pub struct EventLog {
 #[derive(Debug)]
 struct Inner {
     zero: Instant,
-    file: Mutex<File>,
+    file: Mutex<Writer>,
+    /// Records that could not be written, whole or in part.
+    failed: AtomicU64,
+}
+
+#[derive(Debug)]
+struct Writer {
+    file: File,
+    /// The last write failed and may have left part of a line: the next record starts a line
+    /// of its own, so that only the torn record is lost, not the one after it too.
+    torn: bool,
 }
 
 impl EventLog {
@@ -430,7 +439,8 @@ impl EventLog {
         Ok(EventLog {
             inner: Arc::new(Inner {
                 zero,
-                file: Mutex::new(file),
+                file: Mutex::new(Writer { file, torn: false }),
+                failed: AtomicU64::new(0),
             }),
         })
     }
@@ -445,44 +455,70 @@ impl EventLog {
         seconds_since(self.inner.zero, at)
     }
 
-    /// Appends `event` stamped with when it happened (`at`), which may be a moment before now:
-    /// facts reach the log through a queue. Readers order the history by `t`.
-    pub fn record_at(&self, at: Instant, event: Event) -> Result<(), EventsError> {
-        self.write(Record {
-            t: self.seconds(at),
-            event,
-        })
-    }
-
-    /// Stamps `event` with the current `t` and appends it.
+    /// Stamps `event` with the current `t` and appends it. A failure is also counted (see
+    /// [`EventLog::failed_writes`]), so callers that cannot act on it may ignore it.
     pub fn record(&self, event: Event) -> Result<(), EventsError> {
         // A panic elsewhere while holding the lock leaves the file itself intact.
-        let mut file = self
-            .inner
-            .file
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut writer = lock(&self.inner.file);
         // Stamped under the lock, so times of `record` never go backwards.
         let record = Record {
             t: self.now(),
             event,
         };
-        Self::append(&mut file, &record)
+        self.append(&mut writer, &record)
     }
 
-    fn write(&self, record: Record) -> Result<(), EventsError> {
-        let mut file = self
-            .inner
-            .file
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        Self::append(&mut file, &record)
+    /// Appends `event` stamped with when it happened (`at`), which may be a moment before now:
+    /// facts reach the log through a queue. Readers order the history by `t`.
+    pub fn record_at(&self, at: Instant, event: Event) -> Result<(), EventsError> {
+        let record = Record {
+            t: self.seconds(at),
+            event,
+        };
+        self.append(&mut lock(&self.inner.file), &record)
     }
 
-    fn append(file: &mut File, record: &Record) -> Result<(), EventsError> {
-        let mut line = record.to_line().map_err(EventsError::Encode)?;
+    fn append(&self, writer: &mut Writer, record: &Record) -> Result<(), EventsError> {
+        let mut line = match record.to_line() {
+            Ok(line) => line,
+            Err(error) => return Err(self.failed(EventsError::Encode(error))),
+        };
+        if writer.torn {
+            line.insert(0, '\n');
+        }
         line.push('\n');
-        file.write_all(line.as_bytes()).map_err(EventsError::Write)
+        match writer.file.write_all(line.as_bytes()) {
+            Ok(()) => {
+                writer.torn = false;
+                Ok(())
+            }
+            Err(error) => {
+                writer.torn = true;
+                Err(self.failed(EventsError::Write(error)))
+            }
+        }
+    }
+
+    /// How many records could not be written (the report says so: its history misses them).
+    pub fn failed_writes(&self) -> u64 {
+        self.inner.failed.load(Ordering::Relaxed)
+    }
+
+    /// Forces what was written onto the disk; for the end of a run, so that a power loss
+    /// right after it keeps the whole history.
+    pub fn sync(&self) -> Result<(), EventsError> {
+        lock(&self.inner.file)
+            .file
+            .sync_all()
+            .map_err(EventsError::Write)
+    }
+
+    /// Counts a failed record; the first is also logged, the rest only counted.
+    fn failed(&self, error: EventsError) -> EventsError {
+        if self.inner.failed.fetch_add(1, Ordering::Relaxed) == 0 {
+            tracing::warn!("{error}; further failures are only counted");
+        }
+        error
     }
 }
 
@@ -500,12 +536,23 @@ fn seconds_since(zero: Instant, now: Instant) -> f64 {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct History {
     records: Vec<Record>,
+    /// Line numbers (from 1) of the file's lines that could not be read.
+    skipped: Vec<usize>,
 }
 
 impl History {
     pub fn new(mut records: Vec<Record>) -> History {
         records.sort_by(|a, b| a.t.total_cmp(&b.t));
-        History { records }
+        History {
+            records,
+            skipped: Vec::new(),
+        }
+    }
+
+    /// The lines of `events.jsonl` (numbered from 1) that were torn or did not parse, and so
+    /// are missing from this history.
+    pub fn skipped_lines(&self) -> &[usize] {
+        &self.skipped
     }
 
     pub fn records(&self) -> &[Record] {
@@ -541,33 +588,34 @@ impl FromIterator<(f64, Event)> for History {
     }
 }
 
-/// Reads a run's `events.jsonl`. A last line cut short by a crash is skipped; any other line
-/// that does not parse is an error naming it.
+/// Reads a run's `events.jsonl`. A line that does not parse (cut short by a crash or a failed
+/// write, or garbled) is skipped with a warning and listed in [`History::skipped_lines`]: the
+/// rest of the history still counts.
 pub fn read_history(path: &Path) -> Result<History, EventsError> {
-    let text = std::fs::read_to_string(path).map_err(|source| EventsError::Open {
+    // Lossy: a write torn inside a multi-byte character must not make the whole file unreadable.
+    let bytes = std::fs::read(path).map_err(|source| EventsError::Open {
         path: path.to_owned(),
         source,
     })?;
-    let torn_tail = !text.is_empty() && !text.ends_with('\n');
-    let lines: Vec<&str> = text.lines().collect();
-    let mut records = Vec::with_capacity(lines.len());
-    for (i, line) in lines.iter().enumerate() {
+    let text = String::from_utf8_lossy(&bytes);
+    let mut records = Vec::new();
+    let mut skipped = Vec::new();
+    for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
         match Record::from_line(line) {
             Ok(record) => records.push(record),
-            Err(_) if torn_tail && i + 1 == lines.len() => {}
-            Err(source) => {
-                return Err(EventsError::Parse {
-                    path: path.to_owned(),
-                    line: i + 1,
-                    source,
-                })
+            Err(error) => {
+                tracing::warn!("{}:{}: skipped: {error}", path.display(), i + 1);
+                skipped.push(i + 1);
             }
         }
     }
-    Ok(History::new(records))
+    Ok(History {
+        skipped,
+        ..History::new(records)
+    })
 }
 
 #[cfg(test)]
@@ -798,21 +846,46 @@ mod tests {
             .open(&path)
             .unwrap();
         file.write_all(b"{\"t\":9.0,\"kind\":\"no").unwrap();
-        assert_eq!(read_history(&path).unwrap().records().len(), 100);
+        let history = read_history(&path).unwrap();
+        assert_eq!(history.records().len(), 100);
+        assert_eq!(history.skipped_lines(), [101]);
+        log.sync().unwrap();
+        assert_eq!(log.failed_writes(), 0);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
-    fn a_bad_line_in_the_middle_is_an_error_naming_it() {
+    fn a_failed_write_is_counted_not_lost_silently() {
+        // Every write to /dev/full fails with ENOSPC, as on a full disk.
+        let log = EventLog::create(Path::new("/dev/full"), Instant::now()).unwrap();
+        let note = || Event::Note { text: "x".into() };
+        assert!(matches!(log.record(note()), Err(EventsError::Write(_))));
+        assert!(log.clone().record(note()).is_err());
+        assert_eq!(log.failed_writes(), 2);
+    }
+
+    #[test]
+    fn torn_and_bad_lines_in_the_middle_are_skipped_and_counted() {
         let dir = temp_dir("bad");
         let path = dir.join(EVENTS_FILE);
-        std::fs::write(
-            &path,
-            "{\"t\":1,\"kind\":\"note\",\"text\":\"a\"}\n{\"t\":2,\"kind\":\"nope\"}\n{\"t\":3,\"kind\":\"note\",\"text\":\"b\"}\n",
-        )
-        .unwrap();
-        let err = read_history(&path).unwrap_err();
-        assert!(matches!(err, EventsError::Parse { line: 2, .. }), "{err}");
+        let lines = [
+            r#"{"t":1,"kind":"note","text":"a"}"#,
+            r#"{"t":2,"kind":"no"#,
+            r#"{"t":2,"kind":"nope"}"#,
+            "\u{fffd}garbage",
+            r#"{"t":3,"kind":"note","text":"b"}"#,
+        ];
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let history = read_history(&path).unwrap();
+        let texts: Vec<&Event> = history.iter().map(|(_, e)| e).collect();
+        assert_eq!(
+            texts,
+            [
+                &Event::Note { text: "a".into() },
+                &Event::Note { text: "b".into() }
+            ]
+        );
+        assert_eq!(history.skipped_lines(), [2, 3, 4]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

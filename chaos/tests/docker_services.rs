@@ -157,3 +157,53 @@ async fn stop_sends_the_stop_signal_and_pause_freezes_the_container() {
     assert_eq!(containers_of(&dir).len(), 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A container as a run of supervisor `process` on `host` leaves it, made with the docker CLI.
+fn left_container(dir: &Path, name: &str, host: &str, process: &str) {
+    let created = std::process::Command::new("docker")
+        .args(["create", "--name", name])
+        .args(["--label", &format!("anyplay.chaos.supervisor={process}")])
+        .args(["--label", &format!("anyplay.chaos.host={host}")])
+        .args(["--label", &format!("anyplay.chaos.run={}", dir.display())])
+        .args([IMAGE, "sleep", "600"])
+        .output()
+        .expect("the docker CLI runs");
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+}
+
+#[tokio::test]
+async fn only_containers_of_a_provably_dead_supervisor_are_swept() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = run_dir("sweep");
+    // This host as the labels name it: boot id and PID namespace (read here, not via the crate).
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap();
+    let namespace = std::fs::metadata("/proc/self/ns/pid").unwrap().ino();
+    let here = format!("{}/{namespace}", boot.trim());
+    let pid = std::process::id();
+    // Dead here: no such pid (above pid_max).
+    let dead = format!("anyplay-test-dead-{pid}");
+    left_container(&dir, &dead, &here, "4194305@1");
+    // The same dead-looking pid, but in another PID namespace or on another machine sharing
+    // the engine: our /proc says nothing about it, so it must stay.
+    let foreign = format!("anyplay-test-foreign-{pid}");
+    left_container(&dir, &foreign, "another-host/4026531836", "4194305@1");
+
+    let supervisor = supervisor(&dir).await;
+    let left = containers_of(&dir);
+    for name in &left {
+        let _ = std::process::Command::new("docker")
+            .args(["rm", "--force", name])
+            .output();
+    }
+    drop(supervisor);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        left,
+        [foreign],
+        "only the foreign supervisor's container stays"
+    );
+}

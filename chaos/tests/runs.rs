@@ -113,8 +113,21 @@ fn nodes_outlive_restarts_of_nats_and_postgres() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Every process whose command line names `dir`.
+/// Every process whose command line names `dir`, or PostgreSQL's files that `dir/postgres`
+/// may link to (outside the run directory under root).
 fn processes_under(dir: &Path) -> Vec<String> {
+    let postgres = dir
+        .join("postgres")
+        .canonicalize()
+        .unwrap_or_else(|_| dir.to_owned());
+    let mut found = processes_naming(dir);
+    if postgres != dir {
+        found.extend(processes_naming(&postgres));
+    }
+    found
+}
+
+fn processes_naming(dir: &Path) -> Vec<String> {
     let needle = dir.to_str().unwrap();
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
@@ -138,6 +151,14 @@ fn a_sigkilled_supervisor_leaves_no_process_behind() {
     let _turn = one_at_a_time();
     let dir = scratch("sigkill");
     let plan = reduced_plan("node-crash", &dir, 50, "5s");
+    // A client whose background child the parent-death signal alone would not reach.
+    let mut yaml: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    yaml["clients"] = serde_yaml::from_str(
+        "[{name: forker, cmd: 'sleep 300 & echo $! > {out}/pid; wait', expect_exit: 0}]",
+    )
+    .unwrap();
+    std::fs::write(&plan, serde_yaml::to_string(&yaml).unwrap()).unwrap();
     let out = dir.join("run");
     let mut supervisor = chaos(&[
         "run",
@@ -170,6 +191,15 @@ fn a_sigkilled_supervisor_leaves_no_process_behind() {
         !processes_under(&out).is_empty(),
         "the topology runs under the run directory"
     );
+    let pid_file = out.join("clients/forker/pid");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&pid_file).is_ok_and(|pid| pid.ends_with('\n')) {
+        assert!(
+            Instant::now() < deadline,
+            "the client never started its child"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     supervisor.kill().unwrap();
     supervisor.wait().unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);

@@ -212,6 +212,52 @@ async fn postgres_runs_select_1_and_survives_a_kill() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_runs_in_a_run_directory_only_its_owner_can_enter() {
+    // As `--out "$(mktemp -d)/run"` makes it: the parent is mode 700.
+    let private = run_dir("private");
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let dir = private.join("run");
+    std::fs::create_dir_all(&dir).expect("the run directory");
+    let settings = postgres::PostgresSettings {
+        max_connections: 10,
+        ..Default::default()
+    };
+    let pg = postgres::prepare(&dir, &settings)
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let (supervisor, _events) = supervisor();
+    let service = supervisor.add(pg.spec.clone()).await.expect("add");
+    service
+        .start()
+        .await
+        .unwrap_or_else(|error| panic!("{error}"));
+    let mut conn = sqlx::PgConnection::connect(&pg.url).await.expect("connect");
+    let one: i32 = sqlx::query_scalar("SELECT 1")
+        .fetch_one(&mut conn)
+        .await
+        .expect("SELECT 1");
+    assert_eq!(one, 1);
+    conn.close().await.expect("close");
+    service.stop(Duration::from_secs(20)).await.expect("stop");
+
+    let data = pg.data_dir.clone().expect("a process cluster");
+    if geteuid().is_root() {
+        assert!(!data.starts_with(&private), "{}", data.display());
+        let named = dir
+            .join("postgres")
+            .canonicalize()
+            .expect("the run names it");
+        assert_eq!(Some(named.as_path()), data.parent());
+    }
+    drop(supervisor);
+    drop(pg);
+    if geteuid().is_root() {
+        assert!(!data.exists(), "{} outlived the run", data.display());
+    }
+    let _ = std::fs::remove_dir_all(&private);
+}
+
 #[tokio::test]
 async fn nats_server_greets_with_info() {
     let dir = run_dir("nats");

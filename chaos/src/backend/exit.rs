@@ -1,4 +1,5 @@
-//! How an instance ended: an exit code or the signal that killed it.
+//! How an instance ended: an exit code or the signal that killed it; or that nobody can tell
+//! any more, because the Docker engine running it is gone.
 
 use std::fmt;
 use std::os::unix::process::ExitStatusExt;
@@ -15,6 +16,9 @@ pub enum Exit {
     Signal(Signal),
     /// The backend could not observe how it ended (the reason says why).
     Unknown(String),
+    /// Not an exit: the Docker engine stopped answering, so the instance is out of the
+    /// supervisor's hands and `container` may still run.
+    EngineLost { container: String, error: String },
 }
 
 impl Exit {
@@ -35,6 +39,11 @@ impl Exit {
 
     pub fn success(&self) -> bool {
         *self == Exit::Code(0)
+    }
+
+    /// True when the backend lost the engine rather than saw an exit.
+    pub fn engine_lost(&self) -> bool {
+        matches!(self, Exit::EngineLost { .. })
     }
 }
 
@@ -74,6 +83,10 @@ impl fmt::Display for Exit {
             Exit::Code(code) => write!(f, "exit code {code}"),
             Exit::Signal(signal) => write!(f, "signal {}", signal.as_str()),
             Exit::Unknown(reason) => write!(f, "unknown exit ({reason})"),
+            Exit::EngineLost { container, error } => write!(
+                f,
+                "the Docker engine was lost ({error}); container {container} may still run"
+            ),
         }
     }
 }

@@ -9,6 +9,7 @@ mod command;
 pub mod docker;
 mod exit;
 mod log;
+pub mod owner;
 pub mod process;
 
 use std::future::Future;

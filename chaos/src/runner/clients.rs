@@ -1,23 +1,24 @@
 //! The plan's `clients`: real client programs that ride through the run beside the load.
 //! Each starts once every player is online, with `{urls}`, `{name}` and `{out}` filled in,
 //! writes to `logs/<name>.log`, and its exit (or its end at the end of the run) becomes
-//! the check `client:<name>`.
+//! the check `client:<name>`. A client runs as a service process does (its own process group,
+//! the parent-death signal, a guard), so neither it nor anything it started outlives the run,
+//! even when the supervisor is SIGKILLed.
 
 use std::path::Path;
-use std::process::Stdio;
 
-use tokio::process::{Child, Command};
-
+use crate::backend::process::{self, Leader};
+use crate::backend::Command;
 use crate::events::{Event, EventLog};
 use crate::plan::Client;
 use crate::supervisor::services::log_path;
 
 use super::topology::NodeAddrs;
 
-/// A started client and how it ended, once it has.
+/// A started client.
 pub struct Running {
     name: String,
-    child: Child,
+    leader: Leader,
 }
 
 /// The command line of `client` with its placeholders filled.
@@ -39,25 +40,16 @@ pub fn start(clients: &[Client], dir: &Path, nodes: &[NodeAddrs], log: &EventLog
     let mut running = Vec::new();
     for client in clients {
         let out = dir.join("clients").join(&client.name);
-        let started = std::fs::create_dir_all(&out).and_then(|()| {
-            let log_file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(log_path(dir, &client.name))?;
-            Command::new("sh")
-                .arg("-c")
-                .arg(command_line(client, &urls, &out))
-                .current_dir(dir)
-                .stdin(Stdio::null())
-                .stdout(log_file.try_clone()?)
-                .stderr(log_file)
-                .kill_on_drop(true)
-                .spawn()
-        });
+        let command = Command::new("/bin/sh", log_path(dir, &client.name))
+            .args(["-c".to_owned(), command_line(client, &urls, &out)])
+            .cwd(dir);
+        let started = std::fs::create_dir_all(&out)
+            .map_err(|e| format!("{}: {e}", out.display()))
+            .and_then(|()| process::spawn(&command, &client.name).map_err(|e| e.to_string()));
         match started {
-            Ok(child) => running.push(Running {
+            Ok(leader) => running.push(Running {
                 name: client.name.clone(),
-                child,
+                leader,
             }),
             Err(e) => {
                 let _ = log.record(Event::Note {
@@ -74,28 +66,18 @@ pub fn start(clients: &[Client], dir: &Path, nodes: &[NodeAddrs], log: &EventLog
     running
 }
 
-/// Ends the clients still running (SIGKILL) and records how each ended.
+/// Ends the clients (SIGKILL to each one's whole tree, what it left behind included) and
+/// records how each ended: a client that exited by itself keeps its own exit.
 pub async fn finish(running: Vec<Running>, log: &EventLog) {
-    for mut client in running {
-        if let Ok(None) = client.child.try_wait() {
-            let _ = client.child.start_kill();
+    for client in running {
+        if let Err(e) = client.leader.kill() {
+            tracing::warn!("client {}: {e}", client.name);
         }
-        let status = client.child.wait().await;
-        let (code, signal) = match status {
-            Ok(status) => {
-                use std::os::unix::process::ExitStatusExt;
-                let signal = status
-                    .signal()
-                    .and_then(|s| nix::sys::signal::Signal::try_from(s).ok())
-                    .map(|s| s.as_str().to_owned());
-                (status.code(), signal)
-            }
-            Err(_) => (None, None),
-        };
+        let exit = client.leader.wait().await;
         let _ = log.record(Event::ClientExit {
             name: client.name,
-            code,
-            signal,
+            code: exit.code(),
+            signal: exit.signal_name().map(str::to_owned),
         });
     }
 }
@@ -103,6 +85,60 @@ pub async fn finish(running: Vec<Running>, log: &EventLog) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::{Duration, Instant};
+
+    /// True once `pid` no longer runs (gone, or a zombie nobody reaped).
+    fn gone(pid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+            stat.rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X'))
+        })
+    }
+
+    #[tokio::test]
+    async fn the_end_of_the_run_ends_a_clients_background_children() {
+        let dir =
+            std::env::temp_dir().join(format!("anyplay-chaos-clients-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("logs")).expect("run dir");
+        let log = EventLog::create(&dir.join("events.jsonl"), std::time::Instant::now())
+            .expect("event log");
+        let client = Client {
+            name: "forker".into(),
+            cmd: "sleep 300 & echo $! > {out}/pid; wait".into(),
+            expect_exit: 0,
+        };
+        let running = start(&[client], &dir, &[], &log);
+        let pid_file = dir.join("clients/forker/pid");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let grandchild = loop {
+            let text = std::fs::read_to_string(&pid_file).unwrap_or_default();
+            if let Ok(pid) = text.trim().parse::<i32>() {
+                break pid;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the client never wrote its child's pid"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        finish(running, &log).await;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !gone(grandchild) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let survived = !gone(grandchild);
+        if survived {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(grandchild),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(
+            !survived,
+            "the client's child {grandchild} outlived the run"
+        );
+    }
 
     #[test]
     fn placeholders_are_filled() {

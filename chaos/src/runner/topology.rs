@@ -18,6 +18,7 @@ use crate::plan::timeline::Peer;
 use crate::plan::{Backend, DropScope, ImageSlot, Op, Plan, Route, Service, Store};
 use crate::ports::free_port;
 use crate::proxy::{Endpoint, Latency, LinkName, Proxy, ProxySet};
+use crate::supervisor::services::scratch::Scratch;
 use crate::supervisor::services::{log_path, nats, node, postgres};
 use crate::supervisor::{self, ServiceEvent, Supervisor};
 
@@ -46,6 +47,9 @@ pub struct Topology {
     stop_grace: Duration,
     pub postgres_url: Option<String>,
     pub nats_url: Option<String>,
+    /// PostgreSQL's files outside the run directory, if there: removed once it has stopped.
+    /// Last, so that dropping a topology drops (kills) the services first.
+    postgres_scratch: Option<Arc<Scratch>>,
 }
 
 /// What a node process runs: this very binary's hidden `node` command, so a run needs
@@ -117,6 +121,7 @@ impl Topology {
             stop_grace: plan.services.nodes.drain_timeout + Duration::from_secs(5),
             postgres_url: None,
             nats_url: None,
+            postgres_scratch: None,
         };
         let nodes = plan.services.nodes.count;
         let db_connections = plan.services.nodes.db_connections.unwrap_or(8);
@@ -136,6 +141,7 @@ impl Topology {
                 }
             }
             .map_err(|e| RunError::Topology(format!("postgres: {e}")))?;
+            topology.postgres_scratch = prepared.scratch;
             topology.add(Service::Postgres, prepared.spec).await?;
             let at = addr(prepared.port);
             topology.postgres_url = Some(prepared.url.clone());
@@ -402,5 +408,8 @@ impl Topology {
         }
         self.supervisor.shutdown_all(Duration::from_secs(5)).await;
         self.supervisor.clean_up().await;
+        if let Some(scratch) = &self.postgres_scratch {
+            scratch.remove();
+        }
     }
 }

@@ -22,6 +22,8 @@ pub enum ServiceEventKind {
     Resumed,
     /// A graceful stop was requested (SIGTERM sent).
     Stopping,
-    /// It ended, recorded as soon as the backend saw it.
+    /// It ended, recorded as soon as the backend saw it; or, with [`Exit::EngineLost`], the
+    /// backend lost sight of it (its container may still run): the history must say so, not
+    /// record an exit.
     Exit(Exit),
 }

@@ -1,6 +1,8 @@
 //! The labels that tie a container to the supervisor that made it, and the removal, at the next
 //! start, of containers whose supervisor died without cleaning up (SIGKILL, power loss): Docker
 //! has no parent-death signal, so this is how a killed run leaves nothing behind for long.
+//! Only what is provably dead goes (see [`Owner`]): the engine may serve supervisors in other
+//! PID namespaces or on other machines, whose pids mean nothing here.
 
 use std::collections::HashMap;
 
@@ -8,41 +10,29 @@ use bollard::query_parameters::{ListContainersOptions, RemoveContainerOptions};
 use bollard::Docker;
 
 use super::engine::EngineError;
+use crate::backend::owner::Owner;
 
 /// On every container of a run: `<pid>@<start time>` of its supervisor (a pid alone can be
 /// reused by an unrelated process).
 pub const SUPERVISOR: &str = "anyplay.chaos.supervisor";
+/// On every container of a run: the host where that pid means something ([`Owner::host`]).
+pub const HOST: &str = "anyplay.chaos.host";
 /// On every container of a run: the run directory.
 pub const RUN: &str = "anyplay.chaos.run";
 /// On every container of a run: the service it runs.
 pub const SERVICE: &str = "anyplay.chaos.service";
 
-/// This process, as the [`SUPERVISOR`] label names it.
-pub fn this_supervisor() -> String {
-    let pid = std::process::id();
-    format!("{pid}@{}", start_time(pid).unwrap_or_default())
+/// The owner a container's labels name.
+fn owner_of(labels: &HashMap<String, String>) -> Owner {
+    let label = |key| labels.get(key).cloned().unwrap_or_default();
+    Owner {
+        host: label(HOST),
+        process: label(SUPERVISOR),
+    }
 }
 
-/// Whether the supervisor a label names is still running.
-fn alive(label: &str) -> bool {
-    let Some((pid, started)) = label.split_once('@') else {
-        return false;
-    };
-    pid.parse()
-        .ok()
-        .and_then(start_time)
-        .is_some_and(|now| now.to_string() == started)
-}
-
-/// The process's start time in clock ticks since boot (`/proc/PID/stat`, field 22).
-fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: count from its last ')'.
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(19)?.parse().ok()
-}
-
-/// Removes (killing first) every container whose supervisor is gone; returns their names.
+/// Removes (killing first) every container whose supervisor is provably dead; returns their
+/// names.
 pub async fn remove_orphans(docker: &Docker) -> Result<Vec<String>, EngineError> {
     let filters = HashMap::from([("label".to_owned(), vec![SUPERVISOR.to_owned()])]);
     let containers = docker
@@ -58,11 +48,8 @@ pub async fn remove_orphans(docker: &Docker) -> Result<Vec<String>, EngineError>
         })?;
     let mut removed = Vec::new();
     for container in containers {
-        let owner = container
-            .labels
-            .as_ref()
-            .and_then(|labels| labels.get(SUPERVISOR));
-        if owner.is_some_and(|owner| alive(owner)) {
+        let owner = owner_of(&container.labels.clone().unwrap_or_default());
+        if !owner.is_provably_dead() {
             continue;
         }
         let Some(id) = container.id else { continue };
@@ -102,12 +89,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn this_process_is_alive_and_a_reused_pid_is_not() {
-        let me = this_supervisor();
-        assert!(alive(&me), "{me}");
-        let (pid, _) = me.split_once('@').unwrap();
-        assert!(!alive(&format!("{pid}@1")));
-        assert!(!alive("4194305@1"), "above pid_max");
-        assert!(!alive("garbage"));
+    fn the_labels_name_the_owner() {
+        let me = Owner::this();
+        let labels = HashMap::from([
+            (SUPERVISOR.to_owned(), me.process.clone()),
+            (HOST.to_owned(), me.host.clone()),
+        ]);
+        assert_eq!(owner_of(&labels), me);
+        // Without a host label (an older run's container) nothing is provable.
+        let older = HashMap::from([(SUPERVISOR.to_owned(), "4194305@1".to_owned())]);
+        assert!(!owner_of(&older).is_provably_dead());
     }
 }

@@ -19,7 +19,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use bollard::errors::Error;
-use bollard::models::{ContainerCreateBody, HostConfig, HostConfigLogConfig};
+use bollard::models::{
+    ContainerCreateBody, ContainerInspectResponse, HostConfig, HostConfigLogConfig,
+};
 use bollard::query_parameters::{
     CreateContainerOptions, KillContainerOptions, WaitContainerOptions,
 };
@@ -29,6 +31,7 @@ use nix::sys::signal::Signal;
 
 pub use engine::EngineError;
 
+use crate::backend::owner::Owner;
 use crate::sync::lock;
 
 use super::{
@@ -47,7 +50,7 @@ pub struct DockerBackend {
     run_dir: PathBuf,
     /// Tells this run's container names apart from another run's on the same engine.
     prefix: String,
-    supervisor: String,
+    owner: Owner,
     /// Every container created, for `clean_up` (and `Drop` when no clean-up ran).
     created: std::sync::Arc<Mutex<Vec<String>>>,
 }
@@ -58,12 +61,12 @@ impl DockerBackend {
     pub async fn connect(run_dir: &Path) -> Result<(Self, Vec<String>), EngineError> {
         let docker = engine::connect().await?;
         let removed = leftovers::remove_orphans(&docker).await?;
-        let supervisor = leftovers::this_supervisor();
+        let owner = Owner::this();
         let backend = DockerBackend {
             docker,
             run_dir: run_dir.to_owned(),
-            prefix: format!("anyplay-{}", supervisor.replace('@', "-")),
-            supervisor,
+            prefix: name_prefix(&owner),
+            owner,
             created: Default::default(),
         };
         Ok((backend, removed))
@@ -79,7 +82,8 @@ impl DockerBackend {
 
     fn container_body(&self, name: &str, image: &str, command: &Command) -> ContainerCreateBody {
         let labels = HashMap::from([
-            (leftovers::SUPERVISOR.to_owned(), self.supervisor.clone()),
+            (leftovers::SUPERVISOR.to_owned(), self.owner.process.clone()),
+            (leftovers::HOST.to_owned(), self.owner.host.clone()),
             (
                 leftovers::RUN.to_owned(),
                 self.run_dir.display().to_string(),
@@ -165,8 +169,12 @@ impl Backend for DockerBackend {
                 let removal = self.docker.remove_container(id, Some(leftovers::force()));
                 match tokio::time::timeout(REMOVE_WAIT, removal).await {
                     Ok(Ok(())) => {}
-                    Ok(Err(error)) => tracing::warn!("cannot remove container {id}: {error}"),
-                    Err(_) => tracing::warn!("removing container {id} took over {REMOVE_WAIT:?}"),
+                    Ok(Err(error)) => {
+                        tracing::warn!("cannot remove container {id}, which may still run: {error}")
+                    }
+                    Err(_) => tracing::warn!(
+                        "removing container {id} took over {REMOVE_WAIT:?}: it may still run"
+                    ),
                 }
             });
             futures_util::future::join_all(removals).await;
@@ -298,25 +306,84 @@ impl Unit for DockerUnit {
     }
 }
 
-/// Resolves when the container stops running, with how it ended.
+/// How long to wait before asking again after the engine broke off a wait it then said runs.
+const REWAIT_PAUSE: Duration = Duration::from_millis(200);
+
+/// Resolves when the container stops running, with how it ended; or with [`Exit::EngineLost`]
+/// once the engine stops answering, which is no exit: the container may still run.
 async fn wait_exit(docker: &Docker, id: &str) -> Exit {
-    // Asked after the start returned: "not-running" then answers for this instance, even if
-    // it already ended.
-    let mut waits = docker.wait_container(
-        id,
-        Some(WaitContainerOptions {
-            condition: "not-running".to_owned(),
-        }),
-    );
-    match waits.next().await {
-        Some(Ok(response)) => Exit::from_container_status(response.status_code),
-        // bollard reports a non-zero status as an error that carries it.
-        Some(Err(Error::DockerContainerWaitError { code, .. })) => {
-            Exit::from_container_status(code)
+    loop {
+        // Asked after the start returned: "not-running" then answers for this instance, even
+        // if it already ended.
+        let mut waits = docker.wait_container(
+            id,
+            Some(WaitContainerOptions {
+                condition: "not-running".to_owned(),
+            }),
+        );
+        match waits.next().await {
+            Some(Ok(response)) => return Exit::from_container_status(response.status_code),
+            // bollard reports a non-zero status as an error that carries it.
+            Some(Err(Error::DockerContainerWaitError { code, .. })) => {
+                return Exit::from_container_status(code)
+            }
+            // The wait broke off (the engine restarted, died, or dropped the connection): only
+            // the engine itself can say whether the container ended.
+            Some(Err(_)) | None => {
+                let inspected = docker.inspect_container(id, None).await;
+                if let Some(exit) = after_broken_wait(id, inspected) {
+                    if exit.engine_lost() {
+                        tracing::error!("{exit}");
+                    }
+                    return exit;
+                }
+                tokio::time::sleep(REWAIT_PAUSE).await;
+            }
         }
-        Some(Err(error)) => Exit::Unknown(format!("docker wait failed: {error}")),
-        None => Exit::Unknown("docker wait ended without a status".to_owned()),
     }
+}
+
+/// What a look at the container says after its wait broke off: its exit, `None` while it runs
+/// (wait again), or the engine lost when the engine does not answer at all.
+fn after_broken_wait(id: &str, inspected: Result<ContainerInspectResponse, Error>) -> Option<Exit> {
+    let state = match inspected {
+        Ok(inspected) => inspected.state.unwrap_or_default(),
+        Err(Error::DockerResponseServerError {
+            status_code: 404, ..
+        }) => return Some(Exit::Unknown("the container was removed".to_owned())),
+        Err(Error::DockerResponseServerError {
+            status_code,
+            message,
+        }) => {
+            return Some(Exit::Unknown(format!(
+                "docker inspect answered {status_code}: {message}"
+            )))
+        }
+        Err(error) => {
+            return Some(Exit::EngineLost {
+                container: id.chars().take(12).collect(),
+                error: error.to_string(),
+            })
+        }
+    };
+    if state.running == Some(true) {
+        return None;
+    }
+    Some(match state.exit_code {
+        Some(code) => Exit::from_container_status(code),
+        None => Exit::Unknown("the engine tells no exit code".to_owned()),
+    })
+}
+
+/// Unique on the engine: the owner's pid and start time, and its host (a supervisor in another
+/// PID namespace may have the same pid, started at the same tick).
+fn name_prefix(owner: &Owner) -> String {
+    let (boot, namespace) = owner.host.split_once('/').unwrap_or_default();
+    let boot = boot.get(..8).unwrap_or(boot);
+    format!(
+        "anyplay-{}-{boot}-{namespace}",
+        owner.process.replace('@', "-")
+    )
 }
 
 /// Runs `work` with a fresh engine client on a thread and runtime of its own, and waits for
@@ -350,5 +417,58 @@ fn docker_error<'a>(
         action,
         container: container.to_owned(),
         source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bollard::models::ContainerState;
+
+    fn with_state(running: bool, exit_code: i64) -> ContainerInspectResponse {
+        ContainerInspectResponse {
+            state: Some(ContainerState {
+                running: Some(running),
+                exit_code: Some(exit_code),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_silent_engine_is_lost_not_an_exit() {
+        let refused = Error::IOError {
+            err: std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+        };
+        let exit = after_broken_wait("0123456789abcdef", Err(refused));
+        assert!(
+            matches!(&exit, Some(Exit::EngineLost { container, .. }) if container == "0123456789ab"),
+            "{exit:?}"
+        );
+        let exit = exit.unwrap();
+        assert_eq!((exit.code(), exit.signal_name()), (None, None));
+        assert!(exit.to_string().contains("may still run"), "{exit}");
+    }
+
+    #[test]
+    fn an_answering_engine_tells_the_exit_or_to_wait_again() {
+        assert_eq!(after_broken_wait("c", Ok(with_state(true, 0))), None);
+        assert_eq!(
+            after_broken_wait("c", Ok(with_state(false, 137))),
+            Some(Exit::Signal(Signal::SIGKILL))
+        );
+        assert_eq!(
+            after_broken_wait("c", Ok(with_state(false, 3))),
+            Some(Exit::Code(3))
+        );
+        let removed = Error::DockerResponseServerError {
+            status_code: 404,
+            message: "no such container".into(),
+        };
+        assert!(matches!(
+            after_broken_wait("c", Err(removed)),
+            Some(Exit::Unknown(_))
+        ));
     }
 }

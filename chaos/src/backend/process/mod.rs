@@ -1,15 +1,18 @@
 //! The process backend: each instance is a real OS process leading its own process group, with its
 //! output appended to its log file, dying with the supervisor even when the supervisor is
-//! SIGKILLed (parent-death signal; see `spawn`).
+//! SIGKILLed (the leader by its parent-death signal, the rest of its group by a guard; see
+//! `spawn` and `guard`).
+//!
+//! A [`Leader`] is also what runs a plan's client programs, so they get the same guarantees.
 //!
 //! Graceful stops go to the leader's process group (a shell wrapper's children included); kill,
 //! pause and resume go to the whole process tree as well, because PostgreSQL's children leave the
 //! group (`setsid`) and a paused or killed service must not keep half of itself running.
 
+mod guard;
 mod spawn;
 mod tree;
 
-use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,12 +20,13 @@ use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
-pub use spawn::run_to_exit;
+pub use spawn::{run_to_exit, spawn, Leader};
+pub(crate) use tree::start_time;
 use tree::Proc;
 
 use crate::sync::lock;
 
-use super::{Backend, BackendError, BoxFuture, Command, Exit, InstanceId, Op, Started, Unit};
+use super::{Backend, BackendError, BoxFuture, Command, InstanceId, Op, Started, Unit};
 
 /// How long a start waits for the last instance's killed processes to be gone.
 const LEFTOVER_WAIT: Duration = Duration::from_secs(5);
@@ -66,40 +70,23 @@ impl ProcessUnit {
         lock(&self.instance).leader
     }
 
-    /// Signals the leader's process group.
-    fn signal_group(&self, leader: Pid, signal: Signal) -> Result<(), BackendError> {
-        match killpg(leader, signal) {
-            // It exited on its own between our look and the signal.
-            Ok(()) | Err(Errno::ESRCH) => Ok(()),
-            Err(source) => Err(signal_error(leader, source)),
-        }
-    }
-
-    /// Signals the group and every descendant of the leader; returns the tree it saw.
-    fn signal_tree(&self, leader: Pid, signal: Signal) -> Result<Vec<Proc>, BackendError> {
-        let seen = tree::tree(leader);
-        self.signal_group(leader, signal)?;
-        tree::signal_all(&seen, signal).map_err(|source| signal_error(leader, source))?;
-        Ok(seen)
-    }
-
     fn send_now(&self, op: Op) -> Result<(), BackendError> {
         let Some(leader) = self.leader() else {
             return Ok(());
         };
         match op {
-            Op::Terminate => self.signal_group(leader, self.command.stop_signal),
+            Op::Terminate => signal_group(leader, self.command.stop_signal),
             Op::Kill => {
-                let killed = self.signal_tree(leader, Signal::SIGKILL)?;
+                let killed = signal_tree(leader, Signal::SIGKILL)?;
                 lock(&self.instance).killed = killed;
                 Ok(())
             }
             Op::Pause => {
                 // Twice: a child forked while the first pass ran is caught by the second.
-                self.signal_tree(leader, Signal::SIGSTOP)?;
-                self.signal_tree(leader, Signal::SIGSTOP).map(drop)
+                signal_tree(leader, Signal::SIGSTOP)?;
+                signal_tree(leader, Signal::SIGSTOP).map(drop)
             }
-            Op::Resume => self.signal_tree(leader, Signal::SIGCONT).map(drop),
+            Op::Resume => signal_tree(leader, Signal::SIGCONT).map(drop),
         }
     }
 
@@ -123,36 +110,20 @@ impl Unit for ProcessUnit {
     fn start(&self) -> BoxFuture<'_, Result<Started, BackendError>> {
         Box::pin(async move {
             self.wait_for_killed().await;
-            let mut child = spawn::spawn(&self.command, &self.name)?;
-            // `id()` is `None` only once the child was reaped, and pids always fit an i32.
-            let Some((raw, leader)) = child
-                .id()
-                .and_then(|raw| Some((raw, Pid::from_raw(i32::try_from(raw).ok()?))))
-            else {
-                return Err(BackendError::Spawn {
-                    program: self.command.display(),
-                    source: io::Error::other("the child has no pid"),
-                });
-            };
-            lock(&self.instance).leader = Some(leader);
+            let leader = spawn::spawn(&self.command, &self.name)?;
+            let pid = leader.pid();
+            lock(&self.instance).leader = Some(pid);
             let instance = Arc::clone(&self.instance);
             let exit = Box::pin(async move {
-                let exit = match child.wait().await {
-                    Ok(status) => Exit::from(status),
-                    Err(error) => Exit::Unknown(format!("wait failed: {error}")),
-                };
-                {
-                    let mut instance = lock(&instance);
-                    if instance.leader == Some(leader) {
-                        instance.leader = None;
-                    }
+                let exit = leader.wait().await;
+                let mut instance = lock(&instance);
+                if instance.leader == Some(pid) {
+                    instance.leader = None;
                 }
-                // Group members that outlived their leader (a shell's children) go with it.
-                let _ = killpg(leader, Signal::SIGKILL);
                 exit
             });
             Ok(Started {
-                id: InstanceId::Pid(raw),
+                id: InstanceId::Pid(pid.as_raw().unsigned_abs()),
                 exit,
             })
         })
@@ -169,6 +140,30 @@ impl Unit for ProcessUnit {
     fn log_path(&self) -> &std::path::Path {
         &self.command.log
     }
+}
+
+impl Leader {
+    /// SIGKILL to the leader's group and every descendant, as a killed service gets.
+    pub fn kill(&self) -> Result<(), BackendError> {
+        signal_tree(self.pid(), Signal::SIGKILL).map(drop)
+    }
+}
+
+/// Signals the leader's process group.
+fn signal_group(leader: Pid, signal: Signal) -> Result<(), BackendError> {
+    match killpg(leader, signal) {
+        // It exited on its own between our look and the signal.
+        Ok(()) | Err(Errno::ESRCH) => Ok(()),
+        Err(source) => Err(signal_error(leader, source)),
+    }
+}
+
+/// Signals the group and every descendant of the leader; returns the tree it saw.
+fn signal_tree(leader: Pid, signal: Signal) -> Result<Vec<Proc>, BackendError> {
+    let seen = tree::tree(leader);
+    signal_group(leader, signal)?;
+    tree::signal_all(&seen, signal).map_err(|source| signal_error(leader, source))?;
+    Ok(seen)
 }
 
 fn signal_error(leader: Pid, source: Errno) -> BackendError {

@@ -1,4 +1,5 @@
-//! Forking a command: its log, its user, its own process group, and the parent-death signal.
+//! Forking a command: its log, its user, its own process group, the parent-death signal, and a
+//! [`Guard`] that ends the group's other members when the supervisor dies.
 //!
 //! The parent-death signal fires when the *thread* that forked the child exits, not the process.
 //! So spawn only from threads that live as long as the supervisor: the main thread or a tokio
@@ -12,21 +13,44 @@ use std::process::Stdio;
 use crate::backend::log::open_log;
 use crate::backend::{BackendError, Command, Exit, Program};
 use nix::errno::Errno;
-use nix::sys::signal::Signal;
+use nix::sys::signal::{killpg, Signal};
 use nix::unistd::{getpid, getppid, setgid, setgroups, setuid, Gid, Pid, Uid};
+
+use super::guard::Guard;
 
 /// Runs `command` to its end (one-shot tools such as `initdb`), with the same user, log and
 /// parent-death handling as a service.
 pub async fn run_to_exit(command: &Command, name: &str) -> Result<Exit, BackendError> {
-    let mut child = spawn(command, name)?;
-    Ok(match child.wait().await {
-        Ok(status) => Exit::from(status),
-        Err(error) => Exit::Unknown(format!("wait failed: {error}")),
-    })
+    Ok(spawn(command, name)?.wait().await)
+}
+
+/// A started command: the leader of its own process group, watched by a guard.
+pub struct Leader {
+    child: tokio::process::Child,
+    pid: Pid,
+    _guard: Guard,
+}
+
+impl Leader {
+    /// The leader's pid, which is also its process group's id.
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// Waits for the leader's exit, then SIGKILLs what is left of its group (a shell's
+    /// background children), and ends the guard.
+    pub async fn wait(mut self) -> Exit {
+        let exit = match self.child.wait().await {
+            Ok(status) => Exit::from(status),
+            Err(error) => Exit::Unknown(format!("wait failed: {error}")),
+        };
+        let _ = killpg(self.pid, Signal::SIGKILL);
+        exit
+    }
 }
 
 /// Forks and executes `command` on the calling thread (see the module docs for why that matters).
-pub(super) fn spawn(command: &Command, name: &str) -> Result<tokio::process::Child, BackendError> {
+pub fn spawn(command: &Command, name: &str) -> Result<Leader, BackendError> {
     let Program::Executable(program) = &command.program else {
         return Err(BackendError::WrongProgram {
             backend: "process",
@@ -60,9 +84,24 @@ pub(super) fn spawn(command: &Command, name: &str) -> Result<tokio::process::Chi
     unsafe {
         child.pre_exec(move || in_child(parent, user));
     }
-    child.spawn().map_err(|source| BackendError::Spawn {
+    let spawn_error = |source| BackendError::Spawn {
         program: command.display(),
         source,
+    };
+    let child = child.spawn().map_err(spawn_error)?;
+    // `id()` is `None` only once the child was reaped, and pids always fit an i32.
+    let pid = child
+        .id()
+        .and_then(|raw| i32::try_from(raw).ok())
+        .map(Pid::from_raw)
+        .ok_or_else(|| spawn_error(io::Error::other("the child has no pid")))?;
+    // On failure the dropped child is SIGKILLed (kill_on_drop), so nothing runs unguarded.
+    let guard = Guard::start(pid)
+        .map_err(|error| spawn_error(io::Error::other(format!("its guard: {error}"))))?;
+    Ok(Leader {
+        child,
+        pid,
+        _guard: guard,
     })
 }
 

@@ -45,8 +45,12 @@ pub(crate) fn tree(root: Pid) -> Vec<Proc> {
 
 /// True while `process` (the same pid *and* start time) runs and is not a zombie.
 pub(crate) fn alive(process: &Proc) -> bool {
-    read_stat(process.pid.as_raw())
-        .is_some_and(|stat| stat.start == process.start && running(&stat))
+    start_time(process.pid.as_raw()) == Some(process.start)
+}
+
+/// When the process `pid` started (clock ticks after boot), while it runs and is not a zombie.
+pub(crate) fn start_time(pid: i32) -> Option<u64> {
+    read_stat(pid).filter(running).map(|stat| stat.start)
 }
 
 /// Sends `signal` to each process of `tree` that is still the one we saw.

@@ -4,10 +4,12 @@
 //! - [`postgres`]: `initdb` once, then a fast throwaway PostgreSQL cluster.
 //! - [`nats`]: `nats-server` on loopback.
 //! - [`node`]: a cloud node, ready when its `/readyz` answers 200.
+//! - [`scratch`]: a directory for the run's length outside the run directory.
 
 pub mod nats;
 pub mod node;
 pub mod postgres;
+pub mod scratch;
 
 use std::path::{Path, PathBuf};
 

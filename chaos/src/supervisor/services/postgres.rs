@@ -1,17 +1,20 @@
 //! PostgreSQL for a run: `initdb` once into `<run dir>/postgres/data`, then `postgres` on a free
 //! loopback port with settings for a throwaway cluster (no fsync); or the same server as a
-//! container. Both programs refuse to run as
-//! root, so under root they run as the `postgres` system user (Debian's `postgresql` package
-//! creates it).
+//! container. Both programs refuse to run as root, so under root they run as the `postgres`
+//! system user (Debian's `postgresql` package creates it). That user may not be able to enter
+//! the run directory (a `mktemp -d` is mode 700), so under root the cluster lives in a
+//! [`Scratch`] directory for the run's length instead, and `<run dir>/postgres` links to it.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
 use nix::unistd::geteuid;
 use sqlx::postgres::PgConnectOptions;
 
+use super::scratch::Scratch;
 use super::{find_program, io_error, is_executable, log_path, pick_port, SetupError};
 use crate::backend::{process, Command, Exit, Program, RunAs};
 use crate::supervisor::{Probe, ServiceSpec};
@@ -62,6 +65,9 @@ pub struct Postgres {
     pub url: String,
     /// On the host: the process backend's cluster (a container keeps its own inside).
     pub data_dir: Option<PathBuf>,
+    /// Where the cluster lives when it cannot live in the run directory; removed when
+    /// the last clone is dropped or on `Scratch::remove`: keep it for the run's length.
+    pub scratch: Option<Arc<Scratch>>,
 }
 
 /// Finds the binaries, creates the cluster unless `<run dir>/postgres/data` holds one already,
@@ -78,7 +84,16 @@ pub async fn prepare(run_dir: &Path, settings: &PostgresSettings) -> Result<Post
     } else {
         None
     };
-    let base = run_dir.join("postgres");
+    let (base, scratch) = match &user {
+        Some(_) => {
+            let scratch = Scratch::create(&std::env::temp_dir(), NAME)
+                .map_err(io_error(&std::env::temp_dir()))?;
+            let base = scratch.path().join(NAME);
+            link(&run_dir.join(NAME), &base)?;
+            (base, Some(Arc::new(scratch)))
+        }
+        None => (run_dir.join(NAME), None),
+    };
     let data = base.join("data");
     let sockets = base.join("sock");
     for dir in [&base, &sockets] {
@@ -126,8 +141,17 @@ pub async fn prepare(run_dir: &Path, settings: &PostgresSettings) -> Result<Post
         .stop_signal(Signal::SIGINT);
     Ok(Postgres {
         data_dir: Some(data),
+        scratch,
         ..served(command, port)
     })
+}
+
+/// Makes `at` (in the run directory) a symbolic link to `target`, replacing an older link.
+fn link(at: &Path, target: &Path) -> Result<(), SetupError> {
+    if at.symlink_metadata().is_ok_and(|meta| meta.is_symlink()) {
+        std::fs::remove_file(at).map_err(io_error(at))?;
+    }
+    std::os::unix::fs::symlink(target, at).map_err(io_error(at))
 }
 
 /// PostgreSQL as a container of `image`, driven the way the official `postgres` image is (and
@@ -194,6 +218,7 @@ fn served(command: Command, port: u16) -> Postgres {
         port,
         url: format!("postgres://{USER}@127.0.0.1:{port}/{DATABASE}"),
         data_dir: None,
+        scratch: None,
     }
 }
 
