@@ -86,9 +86,10 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
         }
         for (k, a) in list.iter().enumerate().filter(|(_, a)| a.replaced()) {
             replaced += 1;
-            // The welcome that replaced it: the newest other one before its close.
+            // The connection that replaced it: the newest other one opened before its close (the
+            // cloud closes the older one before it sends the newer one's welcome).
             let close = a.closed.as_ref().map_or(f64::INFINITY, |c| c.t);
-            let by = list[k + 1..].iter().rev().find(|c| c.welcomed <= close);
+            let by = list[k + 1..].iter().rev().find(|c| c.opened <= close);
             if a.device == 2 {
                 of_second += 1;
             } else if by.is_some_and(|c| c.device == 2) {

@@ -20,8 +20,18 @@ pub const NAME: &str = "event_order";
 pub fn check(history: &History, limit: u64) -> CheckResult {
     let conns = Conns::of(history);
     let mut acks: HashMap<(u64, u64), f64> = HashMap::new();
-    // Each account's welcomes and closes, to see whether it announced itself again.
+    // When each account connected (its upgrade went out: the cloud announces it online before
+    // the welcome reaches it) or lost a connection, to see whether it announced itself again.
     let mut comings: HashMap<u64, Vec<f64>> = HashMap::new();
+    for (t, event) in history.iter() {
+        match event {
+            Event::Welcome {
+                account, opened, ..
+            } => comings.entry(*account).or_default().push(*opened),
+            Event::Closed { account, .. } => comings.entry(*account).or_default().push(t),
+            _ => {}
+        }
+    }
     // Per connection: the seq expected next, and whether it went wrong.
     let mut next: BTreeMap<u64, (u64, bool)> = BTreeMap::new();
     let mut received = 0u64;
@@ -33,9 +43,6 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
                 account, version, ..
             } => {
                 acks.entry((*account, *version)).or_insert(t);
-            }
-            Event::Welcome { account, .. } | Event::Closed { account, .. } => {
-                comings.entry(*account).or_default().push(t)
             }
             Event::Received {
                 conn,
@@ -144,6 +151,21 @@ mod tests {
         ]);
         assert_eq!(result.result, Verdict::Fail);
         assert!(result.detail.contains("conn 1: 5 v7"), "{}", result.detail);
+    }
+
+    /// Regression: the cloud tells friends before the welcome goes out, so a friend may read the
+    /// announcement (with an old version) before the newcomer reads its welcome.
+    #[test]
+    fn an_announcement_read_before_the_newcomers_welcome_is_no_old_event() {
+        let result = judge(vec![
+            welcome(0.0, 5, 50, "node-1"),
+            change(2.0, 5, 7, 1.9, "node-1"),
+            closed(8.0, 5, 50, None, crate::events::CloseCause::NoCloseFrame),
+            welcome(10.0, 1, 1, "node-1"),
+            presence(20.0, 1, 1, 1, 5, 7),
+            welcome(20.01, 5, 51, "node-1"),
+        ]);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
     }
 
     #[test]

@@ -43,6 +43,10 @@ pub struct Report {
     /// The load crate's own report, as it wrote it (`null` when absent).
     pub load: serde_json::Value,
     pub series: Vec<SeriesPoint>,
+    /// Lines of `events.jsonl` that could not be read (torn by a crash, or damaged): the
+    /// checks judged the history without them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreadable_lines: Vec<usize>,
 }
 
 /// One second of the run: the load's tick with its time.
@@ -82,6 +86,7 @@ impl Report {
                     _ => None,
                 })
                 .collect(),
+            unreadable_lines: history.skipped_lines().to_vec(),
         }
     }
 

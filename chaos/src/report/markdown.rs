@@ -18,6 +18,13 @@ pub fn summary(report: &Report) -> String {
         report.tool.version,
         report.tool.commit
     ));
+    if !report.unreadable_lines.is_empty() {
+        out.push_str(&format!(
+            "**{} lines of events.jsonl could not be read** (judged without them): {:?}\n\n",
+            report.unreadable_lines.len(),
+            report.unreadable_lines
+        ));
+    }
     out.push_str(&tables(report));
     out
 }

@@ -283,6 +283,16 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
     topology.shutdown().await;
     // Every exit has been seen once shutdown returned; the channel itself lives as long as the supervisor.
     services_task.abort();
+    let unwritten = log.failed_writes();
+    if unwritten > 0 {
+        let _ = log.record(Event::Note {
+            text: format!("{unwritten} events could not be written: the history misses them"),
+        });
+        eprintln!("anyplay-chaos: {unwritten} events could not be written to the history");
+    }
+    if let Err(e) = log.sync() {
+        eprintln!("anyplay-chaos: the history may not be on disk: {e}");
+    }
 
     let load_file = dir.join(LOAD_REPORT_FILE);
     let text =
@@ -337,6 +347,10 @@ async fn follow_services(
             ServiceEventKind::Up => Some(Event::ServiceUp {
                 service,
                 addr: None,
+            }),
+            // Not an exit: nobody knows whether the container still runs.
+            ServiceEventKind::Exit(exit) if exit.engine_lost() => Some(Event::Note {
+                text: format!("{service}: {exit}"),
             }),
             ServiceEventKind::Exit(exit) => Some(Event::ServiceExit {
                 service,
