@@ -58,6 +58,8 @@ pub struct Config {
     pub friend_limits: FriendLimits,
     pub ping_interval: Duration,
     pub outbound_queue: usize,
+    /// Longest a write to an event socket may take before the client counts as stalled.
+    pub ws_write_timeout: Duration,
     pub lease_renew: Duration,
     pub lease_expiry: Duration,
 }
@@ -88,6 +90,7 @@ impl Default for Config {
             },
             ping_interval: Duration::from_secs(20),
             outbound_queue: 256,
+            ws_write_timeout: Duration::from_secs(5),
             lease_renew: Duration::from_secs(3),
             lease_expiry: Duration::from_secs(10),
         }
@@ -257,6 +260,10 @@ pub struct Args {
     /// Events a connection may have queued before it is closed as a slow consumer (1013) [default: 256].
     #[arg(long, env = "ANYPLAY_OUTBOUND_QUEUE")]
     pub outbound_queue: Option<usize>,
+
+    /// Longest a write to an event socket may take; a client that stops reading is then dropped as a slow consumer [default: 5s].
+    #[arg(long, env = "ANYPLAY_WS_WRITE_TIMEOUT")]
+    pub ws_write_timeout: Option<HumanDuration>,
 }
 
 macro_rules! overlay {
@@ -272,7 +279,7 @@ impl Args {
         overlay!(low, high; listen, ops_listen, database_url, node_id, nats_url, mail_sink,
             mail_log, drain_timeout, db_connections, admin_token, access_token_ttl,
             no_rate_limits, rate_auth_email, rate_calls_per_minute, max_friends, max_outgoing,
-            daily_requests_new, ping_interval, outbound_queue)
+            daily_requests_new, ping_interval, outbound_queue, ws_write_timeout)
     }
 
     fn read_file(path: &Path) -> Result<Args, ConfigError> {
@@ -329,6 +336,7 @@ impl Args {
             },
             ping_interval: args.ping_interval.map_or(d.ping_interval, |h| h.0),
             outbound_queue: args.outbound_queue.unwrap_or(d.outbound_queue),
+            ws_write_timeout: args.ws_write_timeout.map_or(d.ws_write_timeout, |h| h.0),
             lease_renew: d.lease_renew,
             lease_expiry: d.lease_expiry,
         };
@@ -348,6 +356,9 @@ impl Config {
         }
         if self.ping_interval.is_zero() || self.access_token_ttl.is_zero() {
             return bad("ping_interval and access_token_ttl must be longer than zero");
+        }
+        if self.ws_write_timeout.is_zero() {
+            return bad("ws_write_timeout must be longer than zero");
         }
         if self.node_id.is_empty() || self.node_id.len() > 64 {
             return bad("node_id must be 1 to 64 characters");

@@ -33,6 +33,23 @@ pub struct PoolMetrics {
     pub acquire_seconds: Histogram,
 }
 
+/// Holds a gauge up by one while alive, so a future dropped half-way (its
+/// client went away) still takes itself off.
+pub struct Held(Gauge);
+
+impl Held {
+    pub fn new(gauge: &Gauge) -> Held {
+        gauge.inc();
+        Held(gauge.clone())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 /// Figures about the bus between nodes.
 #[derive(Clone, Default)]
 pub struct BusMetrics {
@@ -119,7 +136,7 @@ impl Default for Metrics {
         );
         r.register(
             "slow_consumers",
-            "Connections closed with 1013 (outbound queue full)",
+            "Connections closed as slow consumers: outbound queue full (1013), or a write that timed out (dropped)",
             m.slow_consumers.clone(),
         );
         r.register("draining", "1 while the node drains", m.draining.clone());

@@ -198,6 +198,23 @@ impl<T> Drop for AbortOnDrop<T> {
 #[derive(Default)]
 struct InFlight(AtomicUsize);
 
+/// One call in flight. A handler is dropped half-way when its client goes
+/// away; the count must drop with it, or every later drain waits its timeout.
+struct Counted(Arc<InFlight>);
+
+impl Counted {
+    fn new(in_flight: Arc<InFlight>) -> Counted {
+        in_flight.0.fetch_add(1, Ordering::AcqRel);
+        Counted(in_flight)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0 .0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 async fn serve(state: AppState, public: TcpListener, ops: TcpListener) -> Result<(), NodeError> {
     let in_flight = Arc::new(InFlight::default());
     let public_app = routes::public(state.clone())
@@ -236,9 +253,15 @@ async fn serve(state: AppState, public: TcpListener, ops: TcpListener) -> Result
     state.metrics.draining.set(1);
     state.hub.close_all(CloseCode::GoingAway);
     let settled = async {
-        state.drain.sockets_closed().await;
-        while in_flight.0.load(Ordering::Acquire) > 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        loop {
+            state.drain.sockets_closed().await;
+            while in_flight.0.load(Ordering::Acquire) > 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            // An upgrade answered meanwhile counted its socket before its call ended.
+            if state.drain.open_sockets() == 0 {
+                break;
+            }
         }
     };
     if tokio::time::timeout_at(deadline.into(), settled)
@@ -303,10 +326,8 @@ async fn count_in_flight(
     req: Request,
     next: Next,
 ) -> Response {
-    in_flight.0.fetch_add(1, Ordering::AcqRel);
-    let response = next.run(req).await;
-    in_flight.0.fetch_sub(1, Ordering::AcqRel);
-    response
+    let _counted = Counted::new(in_flight);
+    next.run(req).await
 }
 
 async fn record_metrics(State(state): State<AppState>, req: Request, next: Next) -> Response {

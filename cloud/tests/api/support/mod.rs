@@ -6,11 +6,13 @@
 //! - [`node`]: one `anyplay-cloud` process on free loopback ports.
 //! - [`database`]: a throwaway PostgreSQL database for one test.
 //! - [`events`]: a client's event connection.
+//! - [`raw`]: misbehaving clients on bare TCP: partial requests, hand-made WebSocket frames.
 
 mod cloud;
 mod database;
 mod events;
 mod node;
+pub mod raw;
 
 use std::time::Duration;
 
