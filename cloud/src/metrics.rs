@@ -50,6 +50,14 @@ impl Drop for Held {
     }
 }
 
+/// Figures about a listener's TCP connections.
+#[derive(Clone, Default)]
+pub struct ConnectionMetrics {
+    pub open: Gauge,
+    /// Closed at once because the listener held its maximum.
+    pub refused: Counter,
+}
+
 /// Figures about the bus between nodes.
 #[derive(Clone, Default)]
 pub struct BusMetrics {
@@ -68,6 +76,7 @@ pub struct Metrics {
     pub presence_fanout: Counter,
     pub slow_consumers: Counter,
     pub draining: Gauge,
+    pub http_connections: ConnectionMetrics,
     pub pool: PoolMetrics,
     pub bus: BusMetrics,
 }
@@ -99,6 +108,7 @@ impl Default for Metrics {
             presence_fanout: Counter::default(),
             slow_consumers: Counter::default(),
             draining: Gauge::default(),
+            http_connections: ConnectionMetrics::default(),
             pool,
             bus: BusMetrics::default(),
             registry: Registry::default(),
@@ -140,6 +150,16 @@ impl Default for Metrics {
             m.slow_consumers.clone(),
         );
         r.register("draining", "1 while the node drains", m.draining.clone());
+        r.register(
+            "http_connections_open",
+            "TCP connections open on the public listener, event sockets included",
+            m.http_connections.open.clone(),
+        );
+        r.register(
+            "http_connections_refused",
+            "Connections closed at once because the public listener held its maximum",
+            m.http_connections.refused.clone(),
+        );
         r.register(
             "store_pool_size",
             "Store connections configured",

@@ -23,11 +23,11 @@ use crate::error::ApiError;
 use crate::events::{CloseCode, Hub};
 use crate::extract::ClientIp;
 use crate::mail::{MailSink, MemoryMail};
-use crate::metrics::{Metrics, RouteLabels, RouteOnly};
+use crate::metrics::{ConnectionMetrics, Metrics, RouteLabels, RouteOnly};
 use crate::ratelimit::RateLimiter;
 use crate::state::{AppState, Shared};
 use crate::store::{Store, StoreOptions};
-use crate::{presence, routes};
+use crate::{http, presence, routes};
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -231,21 +231,22 @@ async fn serve(state: AppState, public: TcpListener, ops: TcpListener) -> Result
 
     let upkeep = AbortOnDrop(tokio::spawn(presence::upkeep(state.clone())));
     let stop = tokio::sync::watch::channel(false);
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
-    let public_server = axum::serve(
+    let limits = state.config.http;
+    let mut public_task = AbortOnDrop(tokio::spawn(http::serve(
         public,
-        public_app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(stopped(stop.0.subscribe()));
-    let ops_server = axum::serve(
+        public_app,
+        limits,
+        state.metrics.http_connections.clone(),
+        stop.0.subscribe(),
+    )));
+    let mut ops_task = AbortOnDrop(tokio::spawn(http::serve(
         ops,
-        ops_app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(stopped(stop.0.subscribe()));
-    let mut public_task = AbortOnDrop(tokio::spawn(async move { public_server.await }));
-    let mut ops_task = AbortOnDrop(tokio::spawn(async move { ops_server.await }));
+        ops_app,
+        limits,
+        // Operators' connections are few; they are not the public's figures.
+        ConnectionMetrics::default(),
+        stop.0.subscribe(),
+    )));
 
     state.drain.started().await;
     let deadline = Instant::now() + state.config.drain_timeout;

@@ -10,5 +10,6 @@ mod cluster;
 mod concurrency;
 mod drain;
 mod events;
+mod limits;
 mod sessions;
 mod support;

@@ -2,6 +2,8 @@
 //! requests, and a WebSocket whose frames are written by hand (masked, as a
 //! client's must be) — text that is not UTF-8, or a client that stops reading.
 
+use std::time::Duration;
+
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
@@ -20,6 +22,40 @@ pub async fn connect(node: &TestNode) -> TcpStream {
     TcpStream::connect(public_addr(node))
         .await
         .expect("tcp connect")
+}
+
+/// Whether the server ends the connection within `within`: it is closed (EOF
+/// or reset) rather than silent. Whatever the server sends first is read past.
+pub async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+        }
+    }
+}
+
+/// Sends one request and reads the status line of its answer.
+pub async fn status_line(stream: &mut TcpStream, request: &str) -> String {
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .expect("write a request");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !got.windows(2).any(|w| w == b"\r\n") {
+        let n = tokio::time::timeout(SOON, stream.read(&mut buf))
+            .await
+            .expect("an answer in time")
+            .expect("read");
+        assert!(n > 0, "connection closed before an answer");
+        got.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&got);
+    text.lines().next().unwrap_or_default().to_string()
 }
 
 /// A WebSocket client that speaks frames by hand.
