@@ -74,6 +74,8 @@ pub struct Config {
     /// Longest a write to an event socket may take before the client counts as stalled.
     pub ws_write_timeout: Duration,
     pub http: HttpLimits,
+    /// Deliveries for other nodes that may wait for NATS; more are shed.
+    pub bus_queue: usize,
     pub lease_renew: Duration,
     pub lease_expiry: Duration,
 }
@@ -110,6 +112,7 @@ impl Default for Config {
                 idle_timeout: Duration::from_secs(60),
                 max_connections: 50_000,
             },
+            bus_queue: 4096,
             lease_renew: Duration::from_secs(3),
             lease_expiry: Duration::from_secs(10),
         }
@@ -295,6 +298,10 @@ pub struct Args {
     /// Open connections the public listener holds, event sockets included; more are closed at once [default: 50000].
     #[arg(long, env = "ANYPLAY_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
+
+    /// Events for other nodes that may queue while NATS is slow or away; more are shed (counted) [default: 4096].
+    #[arg(long, env = "ANYPLAY_BUS_QUEUE")]
+    pub bus_queue: Option<usize>,
 }
 
 macro_rules! overlay {
@@ -311,7 +318,7 @@ impl Args {
             mail_log, drain_timeout, db_connections, admin_token, access_token_ttl,
             no_rate_limits, rate_auth_email, rate_calls_per_minute, max_friends, max_outgoing,
             daily_requests_new, ping_interval, outbound_queue, ws_write_timeout,
-            http_header_timeout, http_idle_timeout, max_connections)
+            http_header_timeout, http_idle_timeout, max_connections, bus_queue)
     }
 
     fn read_file(path: &Path) -> Result<Args, ConfigError> {
@@ -376,6 +383,7 @@ impl Args {
                 idle_timeout: args.http_idle_timeout.map_or(d.http.idle_timeout, |h| h.0),
                 max_connections: args.max_connections.unwrap_or(d.http.max_connections),
             },
+            bus_queue: args.bus_queue.unwrap_or(d.bus_queue),
             lease_renew: d.lease_renew,
             lease_expiry: d.lease_expiry,
         };
@@ -390,8 +398,8 @@ impl Config {
         if self.db_connections == 0 {
             return bad("db_connections must be at least 1");
         }
-        if self.outbound_queue == 0 || self.http.max_connections == 0 {
-            return bad("outbound_queue and max_connections must be at least 1");
+        if self.outbound_queue == 0 || self.bus_queue == 0 || self.http.max_connections == 0 {
+            return bad("outbound_queue, bus_queue and max_connections must be at least 1");
         }
         if [
             self.ws_write_timeout,

@@ -64,6 +64,10 @@ pub struct BusMetrics {
     pub messages_in: Counter,
     pub messages_out: Counter,
     pub reconnects: Counter,
+    /// Deliveries waiting for the router (bounded by the bus queue).
+    pub queued: Gauge,
+    /// Deliveries for other nodes dropped because the queue was full.
+    pub shed: Counter,
 }
 
 pub struct Metrics {
@@ -194,6 +198,16 @@ impl Default for Metrics {
             "nats_reconnects",
             "Reconnections to NATS",
             m.bus.reconnects.clone(),
+        );
+        r.register(
+            "nats_queued",
+            "Deliveries waiting to be routed to other nodes",
+            m.bus.queued.clone(),
+        );
+        r.register(
+            "nats_shed",
+            "Deliveries to other nodes dropped because the bus queue was full",
+            m.bus.shed.clone(),
         );
         Metrics { registry, ..m }
     }

@@ -78,6 +78,7 @@ impl Node {
         let hub = Arc::new(Hub::new(config.outbound_queue, metrics.clone()));
         let bus = Bus::connect(
             config.nats_url.as_deref(),
+            config.bus_queue,
             &config.node_id,
             hub.clone(),
             store.clone(),

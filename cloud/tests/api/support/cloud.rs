@@ -77,33 +77,38 @@ impl TestCloud {
 
     /// Starts the cloud with the default per-IP limits unless `extra` changes them.
     pub async fn start_limited(topology: Topology, extra: &[&str]) -> TestCloud {
-        let (nodes, database) = match topology {
-            Topology::Single => (
-                vec![TestNode::start("node-t", &Backend::Sqlite, extra).await],
-                None,
-            ),
+        match topology {
+            Topology::Single => TestCloud {
+                nodes: vec![TestNode::start("node-t", &Backend::Sqlite, extra).await],
+                _database: None,
+                players: AtomicUsize::new(0),
+            },
             Topology::Pair => {
-                let postgres = required_env("ANYPLAY_TEST_POSTGRES_URL");
-                let nats_url = required_env("ANYPLAY_TEST_NATS_URL");
-                let database = TestDatabase::create(&postgres).await;
-                let backend = Backend::Cluster {
-                    database_url: database.url(),
-                    nats_url: &nats_url,
-                };
-                // Tests run in parallel on one NATS server, and NATS subjects are
-                // named after nodes: the database name keeps each pair's apart.
-                let mut nodes = Vec::new();
-                // One after the other: the first runs the migrations.
-                for name in ["node-a", "node-b"] {
-                    let id = format!("{name}-{}", database.name());
-                    nodes.push(TestNode::start(&id, &backend, extra).await);
-                }
-                (nodes, Some(database))
+                TestCloud::pair_on(&required_env("ANYPLAY_TEST_NATS_URL"), extra).await
             }
+        }
+    }
+
+    /// A two-node cluster, per-IP limits as `extra` sets them, with NATS at `nats_url`
+    /// (a test that needs a NATS of its own to stop).
+    pub async fn pair_on(nats_url: &str, extra: &[&str]) -> TestCloud {
+        let postgres = required_env("ANYPLAY_TEST_POSTGRES_URL");
+        let database = TestDatabase::create(&postgres).await;
+        let backend = Backend::Cluster {
+            database_url: database.url(),
+            nats_url,
         };
+        // Tests run in parallel on one NATS server, and NATS subjects are
+        // named after nodes: the database name keeps each pair's apart.
+        let mut nodes = Vec::new();
+        // One after the other: the first runs the migrations.
+        for name in ["node-a", "node-b"] {
+            let id = format!("{name}-{}", database.name());
+            nodes.push(TestNode::start(&id, &backend, extra).await);
+        }
         TestCloud {
             nodes,
-            _database: database,
+            _database: Some(database),
             players: AtomicUsize::new(0),
         }
     }

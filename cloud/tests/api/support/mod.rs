@@ -7,10 +7,12 @@
 //! - [`database`]: a throwaway PostgreSQL database for one test.
 //! - [`events`]: a client's event connection.
 //! - [`raw`]: misbehaving clients on bare TCP: partial requests, hand-made WebSocket frames.
+//! - [`nats`]: a NATS server of a test's own, to kill.
 
 mod cloud;
 mod database;
 mod events;
+mod nats;
 mod node;
 pub mod raw;
 
@@ -18,6 +20,7 @@ use std::time::Duration;
 
 pub use cloud::{Player, TestCloud, Through, Topology};
 pub use events::{End, Events};
+pub use nats::TestNats;
 pub use node::TestNode;
 
 /// Generous bound for anything that should happen "at once" on a loaded 2-core machine.
