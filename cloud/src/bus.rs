@@ -6,9 +6,12 @@
 //! `anyplay.node.<node id>`. A router task looks up which node holds each
 //! recipient (the `connections` table, which also carries the one-connection-
 //! per-account rule) and publishes one message per node that has recipients, so
-//! an event never travels to nodes that do not need it. One task handles the
-//! queue in order, so two events to one account arrive in the order they were
-//! made; lookups are batched.
+//! an event never travels to nodes that do not need it. Recipients connected
+//! here get the event at once, from the caller: they never wait for NATS. The
+//! rest goes through a bounded queue that one task handles in order, so two
+//! events to one account arrive in the order they were made; lookups are
+//! batched. While NATS does not take messages the queue fills, and what does
+//! not fit is shed and counted (`anyplay_nats_shed_total`).
 //!
 //! What a NATS or store outage can lose: events routed while the node is cut
 //! off. Clients catch up with `GET /v1/friends` after their next welcome, as
@@ -78,8 +81,22 @@ pub enum Bus {
 
 pub struct NatsBus {
     client: async_nats::Client,
-    queue: mpsc::UnboundedSender<Outgoing>,
+    queue: mpsc::Sender<Outgoing>,
     metrics: BusMetrics,
+}
+
+impl NatsBus {
+    /// Queues a delivery for the router, or sheds it when the queue is full.
+    fn enqueue(&self, outgoing: Outgoing) {
+        // Counted before it is in: the router may take it out at once.
+        self.metrics.queued.inc();
+        if let Err(e) = self.queue.try_send(outgoing) {
+            self.metrics.queued.dec();
+            if matches!(e, mpsc::error::TrySendError::Full(_)) {
+                self.metrics.shed.inc();
+            }
+        }
+    }
 }
 
 fn subject(node: &str) -> String {
@@ -90,6 +107,7 @@ impl Bus {
     /// Connects to NATS when a URL is configured; reconnects forever by itself.
     pub async fn connect(
         nats_url: Option<&str>,
+        queue_len: usize,
         node_id: &str,
         hub: Arc<Hub>,
         store: Store,
@@ -125,7 +143,7 @@ impl Bus {
                 url: url.to_string(),
                 source,
             })?;
-        let (queue, rx) = mpsc::unbounded_channel();
+        let (queue, rx) = mpsc::channel(queue_len);
         tokio::spawn(receive(
             client.clone(),
             node_id.to_string(),
@@ -157,18 +175,16 @@ impl Bus {
 
     /// Delivers an event to each account, wherever it is connected.
     pub fn send(&self, hub: &Hub, to: &[i64], payload: Payload) {
-        match self {
-            Bus::Local => {
-                for &account in to {
-                    hub.deliver(account, &payload);
-                }
-            }
-            Bus::Nats(n) => {
-                let _ = n.queue.send(Outgoing::Event {
-                    to: to.to_vec(),
-                    payload,
-                });
-            }
+        let elsewhere: Vec<i64> = to
+            .iter()
+            .copied()
+            .filter(|&account| !hub.deliver(account, &payload))
+            .collect();
+        if let (Bus::Nats(n), false) = (self, elsewhere.is_empty()) {
+            n.enqueue(Outgoing::Event {
+                to: elsewhere,
+                payload,
+            });
         }
     }
 
@@ -178,7 +194,7 @@ impl Bus {
             return;
         }
         if let Bus::Nats(n) = self {
-            let _ = n.queue.send(Outgoing::Close { account_id, code });
+            n.enqueue(Outgoing::Close { account_id, code });
         }
     }
 
@@ -188,8 +204,12 @@ impl Bus {
     pub async fn flush(&self) {
         if let Bus::Nats(n) = self {
             let (done, flushed) = oneshot::channel();
-            if n.queue.send(Outgoing::Flush(done)).is_ok() {
+            // Waits for room: what is already queued must go out first.
+            n.metrics.queued.inc();
+            if n.queue.send(Outgoing::Flush(done)).await.is_ok() {
                 let _ = flushed.await;
+            } else {
+                n.metrics.queued.dec();
             }
         }
     }
@@ -262,7 +282,7 @@ async fn receive(client: async_nats::Client, node: String, hub: Arc<Hub>, metric
 
 /// Sends queued deliveries to the nodes that hold their recipients, in order.
 async fn route(
-    mut rx: mpsc::UnboundedReceiver<Outgoing>,
+    mut rx: mpsc::Receiver<Outgoing>,
     client: async_nats::Client,
     node: String,
     hub: Arc<Hub>,
@@ -277,6 +297,7 @@ async fn route(
                 Err(_) => break,
             }
         }
+        metrics.queued.dec_by(batch.len() as i64);
         // Recipients connected here need no lookup.
         let remote: HashSet<i64> = batch
             .iter()
@@ -310,12 +331,12 @@ async fn route(
         for outgoing in batch {
             match outgoing {
                 Outgoing::Event { to, payload } => {
+                    // Those connected here had it from `send`; one that connected
+                    // since is newer than the event and must not get it.
                     let mut by_node: HashMap<&str, Vec<i64>> = HashMap::new();
                     for account in to {
-                        if !hub.deliver(account, &payload) {
-                            if let Some(n) = nodes.get(&account).filter(|n| **n != node) {
-                                by_node.entry(n).or_default().push(account);
-                            }
+                        if let Some(n) = nodes.get(&account).filter(|n| **n != node) {
+                            by_node.entry(n).or_default().push(account);
                         }
                     }
                     for (target, to) in by_node {

@@ -64,6 +64,19 @@ impl Default for DbTimeouts {
     }
 }
 
+/// What a TCP connection to a listener may take, so that slow or silent
+/// clients cannot hold sockets for good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpLimits {
+    /// Time to send a complete request head, counted from the connection's
+    /// opening or the end of its previous response (so also an idle keep-alive).
+    pub header_timeout: Duration,
+    /// Time without a byte either way, on a connection not upgraded to a WebSocket.
+    pub idle_timeout: Duration,
+    /// Open connections on the public listener, event sockets included; more are closed at once.
+    pub max_connections: usize,
+}
+
 /// Everything a node needs to run.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -82,6 +95,11 @@ pub struct Config {
     pub friend_limits: FriendLimits,
     pub ping_interval: Duration,
     pub outbound_queue: usize,
+    /// Longest a write to an event socket may take before the client counts as stalled.
+    pub ws_write_timeout: Duration,
+    pub http: HttpLimits,
+    /// Deliveries for other nodes that may wait for NATS; more are shed.
+    pub bus_queue: usize,
     pub lease_renew: Duration,
     pub lease_expiry: Duration,
 }
@@ -113,6 +131,13 @@ impl Default for Config {
             },
             ping_interval: Duration::from_secs(20),
             outbound_queue: 256,
+            ws_write_timeout: Duration::from_secs(5),
+            http: HttpLimits {
+                header_timeout: Duration::from_secs(20),
+                idle_timeout: Duration::from_secs(60),
+                max_connections: 50_000,
+            },
+            bus_queue: 4096,
             lease_renew: Duration::from_secs(3),
             lease_expiry: Duration::from_secs(10),
         }
@@ -294,6 +319,26 @@ pub struct Args {
     /// Events a connection may have queued before it is closed as a slow consumer (1013) [default: 256].
     #[arg(long, env = "ANYPLAY_OUTBOUND_QUEUE")]
     pub outbound_queue: Option<usize>,
+
+    /// Longest a write to an event socket may take; a client that stops reading is then dropped as a slow consumer [default: 5s].
+    #[arg(long, env = "ANYPLAY_WS_WRITE_TIMEOUT")]
+    pub ws_write_timeout: Option<HumanDuration>,
+
+    /// Time a connection has to send a complete request head, from its opening or its previous response [default: 20s].
+    #[arg(long, env = "ANYPLAY_HTTP_HEADER_TIMEOUT")]
+    pub http_header_timeout: Option<HumanDuration>,
+
+    /// Time an HTTP connection (not an event socket) may pass without a byte either way [default: 60s].
+    #[arg(long, env = "ANYPLAY_HTTP_IDLE_TIMEOUT")]
+    pub http_idle_timeout: Option<HumanDuration>,
+
+    /// Open connections the public listener holds, event sockets included; more are closed at once [default: 50000].
+    #[arg(long, env = "ANYPLAY_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+
+    /// Events for other nodes that may queue while NATS is slow or away; more are shed (counted) [default: 4096].
+    #[arg(long, env = "ANYPLAY_BUS_QUEUE")]
+    pub bus_queue: Option<usize>,
 }
 
 macro_rules! overlay {
@@ -310,7 +355,8 @@ impl Args {
             mail_log, drain_timeout, db_connections, db_lock_timeout, db_statement_timeout,
             db_idle_in_transaction_timeout, admin_token, access_token_ttl,
             no_rate_limits, rate_auth_email, rate_calls_per_minute, max_friends, max_outgoing,
-            daily_requests_new, ping_interval, outbound_queue)
+            daily_requests_new, ping_interval, outbound_queue, ws_write_timeout,
+            http_header_timeout, http_idle_timeout, max_connections, bus_queue)
     }
 
     fn read_file(path: &Path) -> Result<Args, ConfigError> {
@@ -376,6 +422,15 @@ impl Args {
             },
             ping_interval: args.ping_interval.map_or(d.ping_interval, |h| h.0),
             outbound_queue: args.outbound_queue.unwrap_or(d.outbound_queue),
+            ws_write_timeout: args.ws_write_timeout.map_or(d.ws_write_timeout, |h| h.0),
+            http: HttpLimits {
+                header_timeout: args
+                    .http_header_timeout
+                    .map_or(d.http.header_timeout, |h| h.0),
+                idle_timeout: args.http_idle_timeout.map_or(d.http.idle_timeout, |h| h.0),
+                max_connections: args.max_connections.unwrap_or(d.http.max_connections),
+            },
+            bus_queue: args.bus_queue.unwrap_or(d.bus_queue),
             lease_renew: d.lease_renew,
             lease_expiry: d.lease_expiry,
         };
@@ -390,8 +445,18 @@ impl Config {
         if self.db_connections == 0 {
             return bad("db_connections must be at least 1");
         }
-        if self.outbound_queue == 0 {
-            return bad("outbound_queue must be at least 1");
+        if self.outbound_queue == 0 || self.bus_queue == 0 || self.http.max_connections == 0 {
+            return bad("outbound_queue, bus_queue and max_connections must be at least 1");
+        }
+        if [
+            self.ws_write_timeout,
+            self.http.header_timeout,
+            self.http.idle_timeout,
+        ]
+        .iter()
+        .any(Duration::is_zero)
+        {
+            return bad("ws_write_timeout, http_header_timeout and http_idle_timeout must be longer than zero");
         }
         if self.ping_interval.is_zero() || self.access_token_ttl.is_zero() {
             return bad("ping_interval and access_token_ttl must be longer than zero");

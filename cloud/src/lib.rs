@@ -5,6 +5,7 @@
 //! Layout:
 //! - [`config`]: flags, `ANYPLAY_*` variables and the TOML file, into a `Config`.
 //! - [`server`]: a running [`Node`] — listeners, middleware, drain.
+//! - `http`: serving a listener's connections within limits (count, head and idle timeouts).
 //! - [`routes`]: one module per API topic, plus the operations listener.
 //! - [`events`]: the event connections — hub (one per account), socket loop, event types.
 //! - [`presence`]: online/offline announcements and connection leases.
@@ -19,6 +20,7 @@ pub mod drain;
 pub mod error;
 pub mod events;
 pub mod extract;
+mod http;
 pub mod mail;
 pub mod metrics;
 pub mod presence;

@@ -33,12 +33,41 @@ pub struct PoolMetrics {
     pub acquire_seconds: Histogram,
 }
 
+/// Holds a gauge up by one while alive, so a future dropped half-way (its
+/// client went away) still takes itself off.
+pub struct Held(Gauge);
+
+impl Held {
+    pub fn new(gauge: &Gauge) -> Held {
+        gauge.inc();
+        Held(gauge.clone())
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// Figures about a listener's TCP connections.
+#[derive(Clone, Default)]
+pub struct ConnectionMetrics {
+    pub open: Gauge,
+    /// Closed at once because the listener held its maximum.
+    pub refused: Counter,
+}
+
 /// Figures about the bus between nodes.
 #[derive(Clone, Default)]
 pub struct BusMetrics {
     pub messages_in: Counter,
     pub messages_out: Counter,
     pub reconnects: Counter,
+    /// Deliveries waiting for the router (bounded by the bus queue).
+    pub queued: Gauge,
+    /// Deliveries for other nodes dropped because the queue was full.
+    pub shed: Counter,
 }
 
 pub struct Metrics {
@@ -51,6 +80,7 @@ pub struct Metrics {
     pub presence_fanout: Counter,
     pub slow_consumers: Counter,
     pub draining: Gauge,
+    pub http_connections: ConnectionMetrics,
     pub pool: PoolMetrics,
     pub bus: BusMetrics,
 }
@@ -82,6 +112,7 @@ impl Default for Metrics {
             presence_fanout: Counter::default(),
             slow_consumers: Counter::default(),
             draining: Gauge::default(),
+            http_connections: ConnectionMetrics::default(),
             pool,
             bus: BusMetrics::default(),
             registry: Registry::default(),
@@ -119,10 +150,20 @@ impl Default for Metrics {
         );
         r.register(
             "slow_consumers",
-            "Connections closed with 1013 (outbound queue full)",
+            "Connections closed as slow consumers: outbound queue full (1013), or a write that timed out (dropped)",
             m.slow_consumers.clone(),
         );
         r.register("draining", "1 while the node drains", m.draining.clone());
+        r.register(
+            "http_connections_open",
+            "TCP connections open on the public listener, event sockets included",
+            m.http_connections.open.clone(),
+        );
+        r.register(
+            "http_connections_refused",
+            "Connections closed at once because the public listener held its maximum",
+            m.http_connections.refused.clone(),
+        );
         r.register(
             "store_pool_size",
             "Store connections configured",
@@ -157,6 +198,16 @@ impl Default for Metrics {
             "nats_reconnects",
             "Reconnections to NATS",
             m.bus.reconnects.clone(),
+        );
+        r.register(
+            "nats_queued",
+            "Deliveries waiting to be routed to other nodes",
+            m.bus.queued.clone(),
+        );
+        r.register(
+            "nats_shed",
+            "Deliveries to other nodes dropped because the bus queue was full",
+            m.bus.shed.clone(),
         );
         Metrics { registry, ..m }
     }

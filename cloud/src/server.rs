@@ -23,11 +23,11 @@ use crate::error::ApiError;
 use crate::events::{CloseCode, Hub};
 use crate::extract::ClientIp;
 use crate::mail::{MailSink, MemoryMail};
-use crate::metrics::{Metrics, RouteLabels, RouteOnly};
+use crate::metrics::{ConnectionMetrics, Metrics, RouteLabels, RouteOnly};
 use crate::ratelimit::RateLimiter;
 use crate::state::{AppState, Shared};
 use crate::store::{Store, StoreOptions};
-use crate::{presence, routes};
+use crate::{http, presence, routes};
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -79,6 +79,7 @@ impl Node {
         let hub = Arc::new(Hub::new(config.outbound_queue, metrics.clone()));
         let bus = Bus::connect(
             config.nats_url.as_deref(),
+            config.bus_queue,
             &config.node_id,
             hub.clone(),
             store.clone(),
@@ -199,6 +200,23 @@ impl<T> Drop for AbortOnDrop<T> {
 #[derive(Default)]
 struct InFlight(AtomicUsize);
 
+/// One call in flight. A handler is dropped half-way when its client goes
+/// away; the count must drop with it, or every later drain waits its timeout.
+struct Counted(Arc<InFlight>);
+
+impl Counted {
+    fn new(in_flight: Arc<InFlight>) -> Counted {
+        in_flight.0.fetch_add(1, Ordering::AcqRel);
+        Counted(in_flight)
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0 .0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 async fn serve(state: AppState, public: TcpListener, ops: TcpListener) -> Result<(), NodeError> {
     let in_flight = Arc::new(InFlight::default());
     let public_app = routes::public(state.clone())
@@ -215,21 +233,22 @@ async fn serve(state: AppState, public: TcpListener, ops: TcpListener) -> Result
 
     let upkeep = AbortOnDrop(tokio::spawn(presence::upkeep(state.clone())));
     let stop = tokio::sync::watch::channel(false);
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
-    let public_server = axum::serve(
+    let limits = state.config.http;
+    let mut public_task = AbortOnDrop(tokio::spawn(http::serve(
         public,
-        public_app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(stopped(stop.0.subscribe()));
-    let ops_server = axum::serve(
+        public_app,
+        limits,
+        state.metrics.http_connections.clone(),
+        stop.0.subscribe(),
+    )));
+    let mut ops_task = AbortOnDrop(tokio::spawn(http::serve(
         ops,
-        ops_app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(stopped(stop.0.subscribe()));
-    let mut public_task = AbortOnDrop(tokio::spawn(async move { public_server.await }));
-    let mut ops_task = AbortOnDrop(tokio::spawn(async move { ops_server.await }));
+        ops_app,
+        limits,
+        // Operators' connections are few; they are not the public's figures.
+        ConnectionMetrics::default(),
+        stop.0.subscribe(),
+    )));
 
     state.drain.started().await;
     let deadline = Instant::now() + state.config.drain_timeout;
@@ -237,9 +256,15 @@ async fn serve(state: AppState, public: TcpListener, ops: TcpListener) -> Result
     state.metrics.draining.set(1);
     state.hub.close_all(CloseCode::GoingAway);
     let settled = async {
-        state.drain.sockets_closed().await;
-        while in_flight.0.load(Ordering::Acquire) > 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        loop {
+            state.drain.sockets_closed().await;
+            while in_flight.0.load(Ordering::Acquire) > 0 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            // An upgrade answered meanwhile counted its socket before its call ended.
+            if state.drain.open_sockets() == 0 {
+                break;
+            }
         }
     };
     if tokio::time::timeout_at(deadline.into(), settled)
@@ -304,10 +329,8 @@ async fn count_in_flight(
     req: Request,
     next: Next,
 ) -> Response {
-    in_flight.0.fetch_add(1, Ordering::AcqRel);
-    let response = next.run(req).await;
-    in_flight.0.fetch_sub(1, Ordering::AcqRel);
-    response
+    let _counted = Counted::new(in_flight);
+    next.run(req).await
 }
 
 async fn record_metrics(State(state): State<AppState>, req: Request, next: Next) -> Response {

@@ -22,30 +22,46 @@ const CLOSE_REPLY_WAIT: Duration = Duration::from_secs(2);
 pub enum Ended {
     /// The server closed it with this code.
     Closed(CloseCode),
+    /// The client stopped reading: a write did not finish within the write
+    /// timeout, so the socket was dropped without a close frame.
+    Stalled,
     /// The client left, the socket broke, or pings went unanswered.
     Gone,
 }
 
-/// Runs the connection until it ends. `welcome` is the first text frame.
+/// Why a write did not go out.
+enum WriteFailed {
+    Broken,
+    Stalled,
+}
+
+/// Runs the connection until it ends. `welcome` is the first text frame; every
+/// write must finish within `write_timeout`, or the client counts as stalled.
 pub async fn run<S, E>(
     socket: S,
     welcome: String,
     mut mailbox: Mailbox,
     ping_interval: Duration,
+    write_timeout: Duration,
 ) -> (Ended, u64)
 where
     S: Sink<Message, Error = E> + Stream<Item = Result<Message, E>> + Unpin,
+    E: std::error::Error + 'static,
 {
     let (mut tx, mut rx) = socket.split();
-    if tx.send(Message::Text(welcome.into())).await.is_err() {
-        return (Ended::Gone, 0);
+    let ended = |failed: WriteFailed| match failed {
+        WriteFailed::Broken => Ended::Gone,
+        WriteFailed::Stalled => Ended::Stalled,
+    };
+    if let Err(failed) = write(&mut tx, Message::Text(welcome.into()), write_timeout).await {
+        return (ended(failed), 0);
     }
     let mut seq = 0u64;
     let mut pings = interval_at(Instant::now() + ping_interval, ping_interval);
     pings.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut unanswered = 0u32;
 
-    let ended = loop {
+    let result = loop {
         tokio::select! {
             biased;
             // A close request wins over queued events: a replaced connection must
@@ -54,20 +70,22 @@ where
                 let code = if changed.is_ok() { *mailbox.close.borrow() } else { None };
                 match code {
                     Some(Closing::Sever) => break Ended::Gone,
-                    Some(Closing::With(code)) => {
-                        if tx.send(close_frame(code)).await.is_ok() {
+                    Some(Closing::With(code)) => match write(&mut tx, close_frame(code), write_timeout).await {
+                        Ok(()) => {
                             await_close_reply(&mut rx).await;
+                            break Ended::Closed(code);
                         }
-                        break Ended::Closed(code);
-                    }
+                        Err(WriteFailed::Stalled) => break Ended::Stalled,
+                        Err(WriteFailed::Broken) => break Ended::Closed(code),
+                    },
                     None => break Ended::Gone,
                 }
             }
             payload = mailbox.queue.recv() => {
                 let Some(payload) = payload else { break Ended::Gone };
                 seq += 1;
-                if tx.send(Message::Text(payload.with_seq(seq).into())).await.is_err() {
-                    break Ended::Gone;
+                if let Err(failed) = write(&mut tx, Message::Text(payload.with_seq(seq).into()), write_timeout).await {
+                    break ended(failed);
                 }
             }
             _ = pings.tick() => {
@@ -75,33 +93,67 @@ where
                     break Ended::Gone;
                 }
                 unanswered += 1;
-                if tx.send(Message::Ping(Default::default())).await.is_err() {
-                    break Ended::Gone;
+                if let Err(failed) = write(&mut tx, Message::Ping(Default::default()), write_timeout).await {
+                    break ended(failed);
                 }
             }
-            incoming = rx.next() => match incoming {
-                Some(Ok(Message::Pong(_))) => unanswered = 0,
-                Some(Ok(Message::Text(t))) if t.len() > MAX_CLIENT_MESSAGE => {
-                    let _ = tx.send(close_frame(CloseCode::TooBig)).await;
-                    break Ended::Closed(CloseCode::TooBig);
-                }
-                Some(Ok(Message::Binary(b))) if b.len() > MAX_CLIENT_MESSAGE => {
-                    let _ = tx.send(close_frame(CloseCode::TooBig)).await;
-                    break Ended::Closed(CloseCode::TooBig);
-                }
-                // Client messages carry nothing in this protocol; pings are answered by the library.
-                Some(Ok(Message::Text(_) | Message::Binary(_) | Message::Ping(_))) => {}
-                Some(Ok(Message::Close(_))) | None => break Ended::Gone,
-                // A frame over the transport limit is an error here; it is still "too big".
-                Some(Err(_)) => {
-                    let _ = tx.send(close_frame(CloseCode::TooBig)).await;
-                    break Ended::Gone;
-                }
-            },
+            incoming = rx.next() => {
+                let code = match incoming {
+                    Some(Ok(Message::Pong(_))) => {
+                        unanswered = 0;
+                        continue;
+                    }
+                    Some(Ok(Message::Text(t))) if t.len() > MAX_CLIENT_MESSAGE => CloseCode::TooBig,
+                    Some(Ok(Message::Binary(b))) if b.len() > MAX_CLIENT_MESSAGE => CloseCode::TooBig,
+                    // Client messages carry nothing in this protocol; pings are answered by the library.
+                    Some(Ok(Message::Text(_) | Message::Binary(_) | Message::Ping(_))) => continue,
+                    Some(Ok(Message::Close(_))) | None => break Ended::Gone,
+                    Some(Err(e)) => match read_error_close(&e) {
+                        Some(code) => code,
+                        None => break Ended::Gone,
+                    },
+                };
+                break match write(&mut tx, close_frame(code), write_timeout).await {
+                    Err(WriteFailed::Stalled) => Ended::Stalled,
+                    _ => Ended::Closed(code),
+                };
+            }
         }
     };
-    let _ = tx.close().await;
-    (ended, seq)
+    if result != Ended::Stalled {
+        let _ = tokio::time::timeout(write_timeout, tx.close()).await;
+    }
+    (result, seq)
+}
+
+/// Writes one message within `limit`. A client that stops reading would
+/// otherwise park the loop in a write for good: no close, no ping timeout, no drain.
+async fn write<T: Sink<Message> + Unpin>(
+    tx: &mut T,
+    msg: Message,
+    limit: Duration,
+) -> Result<(), WriteFailed> {
+    match tokio::time::timeout(limit, tx.send(msg)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(WriteFailed::Broken),
+        Err(_) => Err(WriteFailed::Stalled),
+    }
+}
+
+/// The close code a read error calls for: a frame over the transport limit is
+/// "too big" (1009), text that is not UTF-8 is "invalid data" (1007). Other
+/// errors leave nobody to tell.
+fn read_error_close(error: &(dyn std::error::Error + 'static)) -> Option<CloseCode> {
+    let mut cause = Some(error);
+    while let Some(e) = cause {
+        match e.downcast_ref::<tungstenite::Error>() {
+            Some(tungstenite::Error::Capacity(_)) => return Some(CloseCode::TooBig),
+            Some(tungstenite::Error::Utf8(_)) => return Some(CloseCode::InvalidData),
+            Some(_) => return None,
+            None => cause = e.source(),
+        }
+    }
+    None
 }
 
 /// Reads until the client's close frame or the end of the stream, for a while.
@@ -193,6 +245,7 @@ mod tests {
             "{\"type\":\"welcome\"}".into(),
             mailbox,
             Duration::from_secs(60),
+            Duration::from_secs(5),
         ));
         hub.deliver(1, &Payload::new(&Event::FriendRemoved { account_id: 2 }));
         hub.deliver(1, &Payload::new(&Event::FriendRemoved { account_id: 3 }));
@@ -218,6 +271,7 @@ mod tests {
             "{}".into(),
             mailbox,
             Duration::from_secs(60),
+            Duration::from_secs(5),
         ));
         client
             .unbounded_send(Ok(Message::Text("x".repeat(5000).into())))

@@ -25,6 +25,8 @@ pub enum CloseCode {
     SignedOut,
     /// A client message over the size limit.
     TooBig,
+    /// A text message that is not UTF-8.
+    InvalidData,
 }
 
 impl CloseCode {
@@ -36,6 +38,7 @@ impl CloseCode {
             CloseCode::Replaced => 4001,
             CloseCode::SignedOut => 4003,
             CloseCode::TooBig => 1009,
+            CloseCode::InvalidData => 1007,
         }
     }
 
@@ -47,6 +50,7 @@ impl CloseCode {
             CloseCode::Replaced => "replaced",
             CloseCode::SignedOut => "signed out",
             CloseCode::TooBig => "message too big",
+            CloseCode::InvalidData => "text is not UTF-8",
         }
     }
 
@@ -58,6 +62,7 @@ impl CloseCode {
             CloseCode::Replaced,
             CloseCode::SignedOut,
             CloseCode::TooBig,
+            CloseCode::InvalidData,
         ]
         .into_iter()
         .find(|c| c.code() == code)
@@ -179,8 +184,8 @@ impl Hub {
                 self.metrics.events_sent.inc();
                 true
             }
+            // Counted as a slow consumer when the connection ends (it may also stall).
             Err(mpsc::error::TrySendError::Full(_)) => {
-                self.metrics.slow_consumers.inc();
                 handle.close(CloseCode::SlowConsumer);
                 false
             }

@@ -10,6 +10,7 @@ use rand::RngCore;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::drain::SocketGuard;
 use crate::error::{ApiError, ApiResult};
 use crate::events::connection::{self, Ended};
 use crate::events::CloseCode;
@@ -46,13 +47,16 @@ pub async fn upgrade(
         .await?
         .ok_or(ApiError::Unauthorized)?;
     let ws = ws.map_err(|e| ApiError::BadRequest(format!("expected a WebSocket upgrade: {e}")))?;
+    // Counted from here, while this call is still in flight: a drain that sees
+    // no call and no socket has no upgrade pending either.
+    let open = state.drain.socket_opened();
     Ok(ws
         // Thousands of mostly idle sockets: small buffers (axum's default read buffer is 128 KiB each).
         .read_buffer_size(4 * 1024)
         .write_buffer_size(4 * 1024)
         .max_message_size(TRANSPORT_LIMIT)
         .max_frame_size(TRANSPORT_LIMIT)
-        .on_upgrade(move |socket| serve(state, account_id, socket)))
+        .on_upgrade(move |socket| serve(state, account_id, socket, open)))
 }
 
 fn new_connection_id() -> String {
@@ -61,8 +65,7 @@ fn new_connection_id() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-async fn serve(state: AppState, account_id: i64, socket: WebSocket) {
-    let _open = state.drain.socket_opened();
+async fn serve(state: AppState, account_id: i64, socket: WebSocket, _open: SocketGuard) {
     let node = state.config.node_id.clone();
     let connection_id = new_connection_id();
     let since = now_ms();
@@ -70,6 +73,13 @@ async fn serve(state: AppState, account_id: i64, socket: WebSocket) {
     let mailbox = state
         .hub
         .register(account_id, connection_id.as_str().into(), since);
+    // A drain that began before the registration did not see this connection
+    // when it closed them all; one that begins after it will. Either way it gets 1001.
+    if state.drain.is_draining() {
+        state
+            .hub
+            .close_account(account_id, Some(&connection_id), CloseCode::GoingAway);
+    }
     let registered = match state
         .store
         .register_connection(account_id, &connection_id, &node, state.config.lease_expiry)
@@ -112,10 +122,22 @@ async fn serve(state: AppState, account_id: i64, socket: WebSocket) {
         }
     }
 
-    let (ended, _sent) =
-        connection::run(socket, welcome, mailbox, state.config.ping_interval).await;
+    let (ended, _sent) = connection::run(
+        socket,
+        welcome,
+        mailbox,
+        state.config.ping_interval,
+        state.config.ws_write_timeout,
+    )
+    .await;
 
     state.metrics.connections_open.dec();
+    if matches!(
+        ended,
+        Ended::Closed(CloseCode::SlowConsumer) | Ended::Stalled
+    ) {
+        state.metrics.slow_consumers.inc();
+    }
     if let Ended::Closed(code) = ended {
         state
             .metrics

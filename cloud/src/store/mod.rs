@@ -290,9 +290,9 @@ impl Store {
     ) -> StoreResult<T> {
         let started = Instant::now();
         let metrics = &self.inner.metrics;
-        metrics.waiting.inc();
+        let waiting = crate::metrics::Held::new(&metrics.waiting);
         let result = acquire.await;
-        metrics.waiting.dec();
+        drop(waiting);
         metrics
             .acquire_seconds
             .observe(started.elapsed().as_secs_f64());

@@ -1,6 +1,6 @@
 //! What only a cluster can show, on two nodes A and B sharing PostgreSQL and
-//! NATS: replacement across nodes, presence across nodes, and the limits of the
-//! store under calls spread over both nodes.
+//! NATS: replacement across nodes, presence across nodes, the limits of the
+//! store under calls spread over both nodes, and a node that lost NATS.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -10,7 +10,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
 use crate::concurrency::{thirty_joins_never_overfill_four, twenty_requests_give_exactly_ten};
-use crate::support::{End, TestCloud, TestNode, Through, SOON};
+use crate::events::push_presence;
+use crate::support::{End, TestCloud, TestNats, TestNode, Through, SOON};
 
 /// The connections `node` lists for `account_id`.
 async fn listed(node: &TestNode, account_id: i64) -> Vec<Value> {
@@ -382,4 +383,68 @@ async fn two_connects_at_once_on_two_nodes_leave_exactly_one() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+}
+
+/// Issue 12, item 7: every event, even one between two players of the same
+/// node, waited in one unbounded queue behind a `publish` that NATS did not take.
+#[tokio::test]
+async fn presence_within_a_node_flows_while_nats_is_gone_and_remote_events_are_shed() {
+    let mut nats = TestNats::start().await;
+    let cloud = TestCloud::pair_builder()
+        .nats(&nats.url)
+        .start(&["--no-rate-limits", "--bus-queue", "64"])
+        .await;
+    let (a, b) = (cloud.node(0), cloud.node(1));
+    let ann = cloud.signup("ann").await;
+    let bob = cloud.signup("bob").await;
+    let pushers = cloud.signup_many("pusher", 4).await;
+    let far = cloud.signup_many("far", 4).await;
+    cloud.befriend(&ann, &bob).await;
+    for (p, f) in pushers.iter().zip(&far) {
+        cloud.befriend(p, f).await;
+    }
+    // ann and bob on A; the pushers' friends on B, so every push is for B.
+    let (mut bob_ev, _) = a.connect(&bob).await;
+    let (_ann_ev, _) = a.connect(&ann).await;
+    let mut far_ev = Vec::new();
+    for f in &far {
+        far_ev.push(b.connect(f).await.0);
+    }
+    let e = bob_ev.next_of("presence").await;
+    assert_eq!(
+        (e["account_id"].as_i64(), e["online"].as_bool()),
+        (Some(ann.id), Some(true))
+    );
+
+    nats.kill();
+    // Far more events for B than NATS's client and the bus queue hold.
+    push_presence(a, &pushers, 1, 700).await;
+    let started = Instant::now();
+    let (s, _) = a
+        .call(
+            Method::PUT,
+            "/v1/presence",
+            Some(&ann.access),
+            Some(json!({"activity": "still here", "version": 9})),
+        )
+        .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let heard = tokio::time::timeout(Duration::from_secs(3), async {
+        loop {
+            let e = bob_ev.next_of("presence").await;
+            if e["account_id"] == ann.id && e["version"] == 9 {
+                return e;
+            }
+        }
+    })
+    .await;
+    assert!(
+        heard.is_ok(),
+        "bob, on ann's node, did not hear her change within 3 s of it while NATS was gone"
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+    let shed = a.metric("anyplay_nats_shed_total").await;
+    let queued = a.metric("anyplay_nats_queued").await;
+    assert!(shed > 0.0, "nothing shed");
+    assert!(queued <= 64.0, "{queued} queued, over the bound of 64");
 }

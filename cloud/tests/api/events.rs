@@ -1,12 +1,14 @@
 //! The event connection: welcome, friend and presence events on both sides,
-//! replacement (4001), oversized messages (1009).
+//! replacement (4001), oversized messages (1009), text that is not UTF-8 (1007),
+//! a client that stops reading (dropped as a slow consumer).
 
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use crate::support::{each_topology, End, Events, TestCloud, Topology};
+use crate::support::raw::RawSocket;
+use crate::support::{each_topology, End, Events, Player, TestCloud, TestNode, Topology};
 
 each_topology!(
     friendship_and_presence_reach_both_sockets,
@@ -195,6 +197,89 @@ async fn an_oversized_client_message_closes_with_1009(topology: Topology) {
         .call(Method::GET, "/v1/me", Some(&ann.access), None)
         .await;
     assert_eq!(s, StatusCode::OK);
+}
+
+/// Issue 12, item 11: such text was answered 1009 ("too big").
+#[tokio::test]
+async fn text_that_is_not_utf8_closes_with_1007() {
+    let cloud = TestCloud::start(Topology::Single, &[]).await;
+    let ann = cloud.signup("ann").await;
+    let node = cloud.node(0);
+    let mut ws = RawSocket::open(node, &ann.access, None).await;
+    let welcome = ws.frame().await.expect("a welcome");
+    assert!(String::from_utf8_lossy(&welcome.payload).contains("welcome"));
+    ws.send(0x1, b"valid text is ignored").await;
+    ws.send(0x1, &[b'o', b'k', 0xff, 0xfe, b'!']).await;
+    assert_eq!(ws.close_code().await, Some(1007));
+    let (s, _) = node
+        .call(Method::GET, "/v1/me", Some(&ann.access), None)
+        .await;
+    assert_eq!(s, StatusCode::OK);
+}
+
+/// An activity of 64 four-byte characters: the largest presence event there is.
+fn big_activity(i: usize) -> String {
+    format!("{i:08}{}", "\u{1F3AE}".repeat(56))
+}
+
+/// `pushers` (each a friend of the target, with an HTTP node of `node`) change
+/// their presence `rounds` times each, concurrently, starting at version `from`.
+pub async fn push_presence(node: &TestNode, pushers: &[Player], from: usize, rounds: usize) {
+    futures_util::future::join_all(pushers.iter().map(|p| async move {
+        for v in from..from + rounds {
+            let (s, body) = node
+                .call(
+                    Method::PUT,
+                    "/v1/presence",
+                    Some(&p.access),
+                    Some(json!({"activity": big_activity(v), "version": v})),
+                )
+                .await;
+            assert_eq!(s, StatusCode::NO_CONTENT, "{body}");
+        }
+    }))
+    .await;
+}
+
+/// A player whose event socket will stop reading, and four friends to flood it.
+pub async fn a_stalled_reader(cloud: &TestCloud) -> (Player, RawSocket, Vec<Player>) {
+    let ann = cloud.signup("ann").await;
+    let pushers = cloud.signup_many("pusher", 4).await;
+    for p in &pushers {
+        cloud.befriend(p, &ann).await;
+    }
+    // The smallest receive buffer the kernel allows; the welcome fits, then it
+    // is never read again.
+    let mut ws = RawSocket::open(cloud.node(0), &ann.access, Some(1)).await;
+    ws.frame().await.expect("a welcome");
+    (ann, ws, pushers)
+}
+
+/// Issue 12, item 5: every write to the socket waited without limit, so a client
+/// that stopped reading parked its connection for good (no 1013, no ping
+/// timeout, no drain 1001, its lease renewed forever).
+#[tokio::test]
+async fn a_client_that_stops_reading_is_dropped_as_a_slow_consumer() {
+    let cloud = TestCloud::start(Topology::Single, &["--ping-interval", "60s"]).await;
+    let (ann, _ws, pushers) = a_stalled_reader(&cloud).await;
+    let node = cloud.node(0);
+    let started = std::time::Instant::now();
+    let mut version = 1;
+    loop {
+        push_presence(node, &pushers, version, 50).await;
+        version += 50;
+        let listed = node.connections().await;
+        if !listed.iter().any(|c| c["account_id"] == ann.id) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(40),
+            "after {} events, the stalled socket is still open",
+            (version - 1) * pushers.len()
+        );
+    }
+    assert!(node.metric("anyplay_slow_consumers_total").await >= 1.0);
+    assert_eq!(node.metric("anyplay_event_connections_open").await, 0.0);
 }
 
 async fn the_event_socket_needs_a_valid_token(topology: Topology) {

@@ -10,6 +10,7 @@ mod cluster;
 mod concurrency;
 mod drain;
 mod events;
+mod limits;
 mod sessions;
 mod store;
 mod store_faults;

@@ -122,17 +122,16 @@ async fn request_and_cancel(
 async fn a_node_cut_off_mid_transaction_does_not_stall_the_other() {
     let postgres = std::env::var("ANYPLAY_TEST_POSTGRES_URL").unwrap_or_default();
     let proxy = TcpProxy::start(address_of(&postgres)).await;
-    let cloud = TestCloud::pair_reaching_postgres(
-        &["--no-rate-limits", "--daily-requests-new", "1000000"],
-        |i, url| {
+    let cloud = TestCloud::pair_builder()
+        .database_url_of(|i, url| {
             if i == 1 {
                 via(url, proxy.addr)
             } else {
                 url.to_string()
             }
-        },
-    )
-    .await;
+        })
+        .start(&["--no-rate-limits", "--daily-requests-new", "1000000"])
+        .await;
     let b = cloud.node(1);
     let hot = cloud.signup("hot").await;
     let on_a = cloud.signup("on_a").await;

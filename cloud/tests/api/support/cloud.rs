@@ -6,6 +6,8 @@
 //! starts them); without them a pair test fails, it never skips. In a pair,
 //! player i makes its HTTP calls on node i % 2 and holds its event socket on
 //! node (i + 1) % 2, so every event and every close crosses nodes.
+//! [`TestCloud::pair_builder`] makes a pair with a NATS server of the test's own or a
+//! database URL of its own per node.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -54,6 +56,59 @@ pub struct Player {
     pub socket_node: usize,
 }
 
+/// How a pair reaches its servers; [`PairBuilder::start`] starts it.
+pub struct PairBuilder<'a, F = fn(usize, &str) -> String> {
+    nats_url: Option<&'a str>,
+    database_url_of: F,
+}
+
+impl<'a, F: Fn(usize, &str) -> String> PairBuilder<'a, F> {
+    /// Both nodes use NATS at `url` (a server the test may stop) instead of the shared one.
+    pub fn nats(self, url: &'a str) -> Self {
+        PairBuilder {
+            nats_url: Some(url),
+            ..self
+        }
+    }
+
+    /// Node `i` reaches the pair's database at `url_of(i, database_url)`.
+    pub fn database_url_of<G: Fn(usize, &str) -> String>(self, url_of: G) -> PairBuilder<'a, G> {
+        PairBuilder {
+            nats_url: self.nats_url,
+            database_url_of: url_of,
+        }
+    }
+
+    /// Starts both nodes with `extra` flags (per-IP limits as `extra` says) on a
+    /// fresh database.
+    pub async fn start(self, extra: &[&str]) -> TestCloud {
+        let postgres = required_env("ANYPLAY_TEST_POSTGRES_URL");
+        let nats_url = match self.nats_url {
+            Some(url) => url.to_string(),
+            None => required_env("ANYPLAY_TEST_NATS_URL"),
+        };
+        let database = TestDatabase::create(&postgres).await;
+        // Tests run in parallel on one NATS server, and NATS subjects are
+        // named after nodes: the database name keeps each pair's apart.
+        let mut nodes = Vec::new();
+        // One after the other: the first runs the migrations.
+        for (i, name) in ["node-a", "node-b"].into_iter().enumerate() {
+            let database_url = (self.database_url_of)(i, database.url());
+            let backend = Backend::Cluster {
+                database_url: &database_url,
+                nats_url: &nats_url,
+            };
+            let id = format!("{name}-{}", database.name());
+            nodes.push(TestNode::start(&id, &backend, extra).await);
+        }
+        TestCloud {
+            nodes,
+            database: Some(database),
+            players: AtomicUsize::new(0),
+        }
+    }
+}
+
 /// The value of a variable the pair topology cannot run without.
 fn required_env(name: &str) -> String {
     match std::env::var(name) {
@@ -83,7 +138,7 @@ impl TestCloud {
                 database: None,
                 players: AtomicUsize::new(0),
             },
-            Topology::Pair => TestCloud::pair_reaching_postgres(extra, |_, url| url.into()).await,
+            Topology::Pair => TestCloud::pair_builder().start(extra).await,
         }
     }
 
@@ -92,32 +147,13 @@ impl TestCloud {
         TestCloud::start(Topology::Pair, extra).await
     }
 
-    /// A two-node cluster (per-IP limits as `extra` says) whose node `i` reaches the
-    /// database at `url_of(i, database_url)`: a test can put a proxy in one node's way.
-    pub async fn pair_reaching_postgres(
-        extra: &[&str],
-        url_of: impl Fn(usize, &str) -> String,
-    ) -> TestCloud {
-        let postgres = required_env("ANYPLAY_TEST_POSTGRES_URL");
-        let nats_url = required_env("ANYPLAY_TEST_NATS_URL");
-        let database = TestDatabase::create(&postgres).await;
-        // Tests run in parallel on one NATS server, and NATS subjects are
-        // named after nodes: the database name keeps each pair's apart.
-        let mut nodes = Vec::new();
-        // One after the other: the first runs the migrations.
-        for (i, name) in ["node-a", "node-b"].into_iter().enumerate() {
-            let database_url = url_of(i, database.url());
-            let backend = Backend::Cluster {
-                database_url: &database_url,
-                nats_url: &nats_url,
-            };
-            let id = format!("{name}-{}", database.name());
-            nodes.push(TestNode::start(&id, &backend, extra).await);
-        }
-        TestCloud {
-            nodes,
-            database: Some(database),
-            players: AtomicUsize::new(0),
+    /// A two-node cluster whose surroundings a test bends: a NATS server of its
+    /// own, a proxy in one node's way to the database. What it leaves alone comes
+    /// from the shared test servers.
+    pub fn pair_builder<'a>() -> PairBuilder<'a> {
+        PairBuilder {
+            nats_url: None,
+            database_url_of: |_, url| url.to_string(),
         }
     }
 

@@ -7,17 +7,22 @@
 //! - [`database`]: a throwaway PostgreSQL database for one test.
 //! - [`events`]: a client's event connection.
 //! - [`proxy`]: a TCP proxy that a test can pause, to cut a node off its database.
+//! - [`raw`]: misbehaving clients on bare TCP: partial requests, hand-made WebSocket frames.
+//! - [`nats`]: a NATS server of a test's own, to kill.
 
 mod cloud;
 mod database;
 mod events;
+mod nats;
 mod node;
 mod proxy;
+pub mod raw;
 
 use std::time::Duration;
 
 pub use cloud::{Player, TestCloud, Through, Topology};
 pub use events::{End, Events};
+pub use nats::TestNats;
 pub use node::TestNode;
 pub use proxy::{address_of, via, TcpProxy};
 

@@ -180,6 +180,25 @@ impl TestNode {
         (resp.status(), resp.text().await.unwrap_or_default())
     }
 
+    /// The value of a metric (its first sample) in `/metrics`; 0 when absent.
+    pub async fn metric(&self, name: &str) -> f64 {
+        let (s, text) = self.ops_get("/metrics").await;
+        assert_eq!(s, StatusCode::OK, "{text}");
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .find_map(|l| {
+                let (key, value) = l.rsplit_once(' ')?;
+                let key = key.split('{').next()?;
+                (key == name).then(|| value.parse().ok()).flatten()
+            })
+            .unwrap_or(0.0)
+    }
+
+    /// The URL of this node's SQLite file (a single node's store).
+    pub fn sqlite_url(&self) -> String {
+        format!("sqlite:{}", self.dir.join("cloud.db").display())
+    }
+
     /// `GET /v1/admin/connections` (no admin token): the connections this node lists.
     pub async fn connections(&self) -> Vec<Value> {
         let (s, text) = self.ops_get("/v1/admin/connections").await;

@@ -1,0 +1,224 @@
+//! Serving a listener's TCP connections with the limits `axum::serve` lacks: a
+//! cap on open connections (one over it is closed at once), a deadline for each
+//! request head (slowloris, silent or idle keep-alive clients), and an idle
+//! timeout while a request or its response makes no progress. HTTP/1.1 only.
+//!
+//! A connection's place under the cap travels with its socket, so an event
+//! WebSocket upgraded from it keeps the place until it closes.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::extract::ConnectInfo;
+use axum::Router;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+use tower::ServiceExt;
+
+use crate::config::HttpLimits;
+use crate::metrics::{ConnectionMetrics, Held};
+
+/// Serves `app` on `listener` until `stop` turns true, then stops accepting,
+/// lets each connection finish its current call and waits for them.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: HttpLimits,
+    metrics: ConnectionMetrics,
+    mut stop: watch::Receiver<bool>,
+) {
+    let places = Arc::new(Semaphore::new(limits.max_connections));
+    // Each connection task holds a receiver; all dropped means all done.
+    let (done_tx, done_rx) = watch::channel(());
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stopped(&mut stop) => break,
+        };
+        let (stream, remote) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                // Out of file descriptors, most likely: give it a moment.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(place) = places.clone().try_acquire_owned() else {
+            metrics.refused.inc();
+            // Dropped at once: the client sees its connection closed.
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let io = Tracked::new(stream, place, Held::new(&metrics.open));
+        tokio::spawn(connection(
+            io,
+            remote,
+            app.clone(),
+            limits,
+            stop.clone(),
+            done_rx.clone(),
+        ));
+    }
+    drop(done_rx);
+    drop(listener);
+    done_tx.closed().await;
+}
+
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+async fn connection(
+    io: Tracked,
+    remote: SocketAddr,
+    app: Router,
+    limits: HttpLimits,
+    mut stop: watch::Receiver<bool>,
+    _done: watch::Receiver<()>,
+) {
+    let activity = io.activity.clone();
+    let service = app.map_request(move |mut req: axum::http::Request<Incoming>| {
+        req.extensions_mut().insert(ConnectInfo(remote));
+        req
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    let mut conn = pin!(builder
+        .serve_connection(TokioIo::new(io), TowerToHyperService::new(service))
+        .with_upgrades());
+    let mut stopping = false;
+    loop {
+        let idle_until = activity.last() + limits.idle_timeout;
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(e) = result {
+                    tracing::debug!(%remote, error = %e, "connection ended");
+                }
+                return;
+            }
+            _ = tokio::time::sleep_until(idle_until) => {
+                if activity.last() + limits.idle_timeout <= Instant::now() {
+                    tracing::debug!(%remote, "idle connection closed");
+                    return;
+                }
+            }
+            _ = stopped(&mut stop), if !stopping => {
+                stopping = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
+
+/// When a connection last moved a byte.
+struct Activity {
+    base: Instant,
+    last_ns: AtomicU64,
+}
+
+impl Activity {
+    fn touch(&self) {
+        self.last_ns
+            .store(self.base.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    fn last(&self) -> Instant {
+        self.base + std::time::Duration::from_nanos(self.last_ns.load(Ordering::Relaxed))
+    }
+}
+
+/// A connection's socket, with its place under the cap and its open count,
+/// both given back when it closes (after an upgrade, when the WebSocket does).
+struct Tracked {
+    stream: TcpStream,
+    activity: Arc<Activity>,
+    _place: OwnedSemaphorePermit,
+    _open: Held,
+}
+
+impl Tracked {
+    fn new(stream: TcpStream, place: OwnedSemaphorePermit, open: Held) -> Tracked {
+        Tracked {
+            stream,
+            activity: Arc::new(Activity {
+                base: Instant::now(),
+                last_ns: AtomicU64::new(0),
+            }),
+            _place: place,
+            _open: open,
+        }
+    }
+
+    fn moved<T>(
+        &self,
+        poll: Poll<io::Result<T>>,
+        moved: impl Fn(&T) -> bool,
+    ) -> Poll<io::Result<T>> {
+        if let Poll::Ready(Ok(n)) = &poll {
+            if moved(n) {
+                self.activity.touch();
+            }
+        }
+        poll
+    }
+}
+
+impl AsyncRead for Tracked {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let poll = Pin::new(&mut this.stream).poll_read(cx, buf);
+        let after = buf.filled().len();
+        this.moved(poll, |_| after > before)
+    }
+}
+
+impl AsyncWrite for Tracked {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let poll = Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.moved(poll, |n| *n > 0)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let poll = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        this.moved(poll, |n| *n > 0)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}

@@ -1,0 +1,115 @@
+//! Limits on the public listener's connections (issue 12, item 8): a client that
+//! sends nothing, or its request head slowly, or stalls half-way through a body,
+//! is cut off; past the connection cap, new connections are closed at once and
+//! the open ones keep working.
+
+use std::time::{Duration, Instant};
+
+use tokio::io::AsyncWriteExt;
+
+use crate::support::{raw, TestCloud, Topology};
+
+const GET_ME: &str = "GET /v1/me HTTP/1.1\r\nHost: x\r\n\r\n";
+
+#[tokio::test]
+async fn silent_and_slow_request_heads_are_cut_off() {
+    let cloud = TestCloud::start(Topology::Single, &["--http-header-timeout", "1s"]).await;
+    let node = cloud.node(0);
+    // Nothing at all.
+    let mut silent = raw::connect(node).await;
+    // A request line, then one header line at a time, slowly.
+    let mut slow = raw::connect(node).await;
+    let trickle = async {
+        slow.write_all(b"GET /v1/me HTTP/1.1\r\n").await.unwrap();
+        let started = Instant::now();
+        for i in 0.. {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let line = format!("X-Slow-{i}: y\r\n");
+            if slow.write_all(line.as_bytes()).await.is_err() {
+                return started.elapsed();
+            }
+            if raw::closed_within(&mut slow, Duration::from_millis(1)).await {
+                return started.elapsed();
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(8),
+                "a request head trickled in for 8 s and the connection is still open"
+            );
+        }
+        unreachable!()
+    };
+    let (silent_closed, slow_for) = tokio::join!(
+        raw::closed_within(&mut silent, Duration::from_secs(5)),
+        trickle
+    );
+    assert!(
+        silent_closed,
+        "a connection that sent nothing was still open after 5 s"
+    );
+    assert!(slow_for < Duration::from_secs(8), "{slow_for:?}");
+}
+
+#[tokio::test]
+async fn an_idle_keep_alive_connection_is_closed() {
+    let cloud = TestCloud::start(Topology::Single, &["--http-header-timeout", "1s"]).await;
+    let mut stream = raw::connect(cloud.node(0)).await;
+    assert!(raw::status_line(&mut stream, GET_ME)
+        .await
+        .contains(" 401 "));
+    assert!(
+        raw::closed_within(&mut stream, Duration::from_secs(5)).await,
+        "an idle keep-alive connection was still open after 5 s"
+    );
+}
+
+#[tokio::test]
+async fn a_request_that_stalls_half_way_through_its_body_is_cut_off() {
+    let cloud = TestCloud::start(Topology::Single, &["--http-idle-timeout", "1s"]).await;
+    let mut stream = raw::connect(cloud.node(0)).await;
+    stream
+        .write_all(
+            b"POST /v1/auth/email HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+              Content-Length: 100\r\n\r\n{\"email\": ",
+        )
+        .await
+        .unwrap();
+    assert!(
+        raw::closed_within(&mut stream, Duration::from_secs(6)).await,
+        "a request whose body stopped coming was still open after 6 s"
+    );
+}
+
+#[tokio::test]
+async fn connections_over_the_cap_are_closed_at_once_and_the_others_keep_working() {
+    let cloud = TestCloud::start(Topology::Single, &["--max-connections", "4"]).await;
+    let node = cloud.node(0);
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let mut s = raw::connect(node).await;
+        assert!(raw::status_line(&mut s, GET_ME).await.contains(" 401 "));
+        held.push(s);
+    }
+    let mut over = raw::connect(node).await;
+    assert!(
+        raw::closed_within(&mut over, Duration::from_secs(2)).await,
+        "a connection over the cap was kept open"
+    );
+    for s in &mut held {
+        assert!(raw::status_line(s, GET_ME).await.contains(" 401 "));
+    }
+    assert!(node.metric("anyplay_http_connections_refused_total").await >= 1.0);
+    // A place freed is a place taken.
+    drop(held.pop());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let mut s = raw::connect(node).await;
+        let _ = s.write_all(GET_ME.as_bytes()).await;
+        if !raw::closed_within(&mut s, Duration::from_millis(300)).await {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the freed place was never given again"
+        );
+    }
+}

@@ -1,0 +1,49 @@
+//! A NATS server of a test's own, which the test may kill: the shared one
+//! (`ANYPLAY_TEST_NATS_URL`) serves every other test at the same time.
+
+use std::process::{Child, Command, Stdio};
+
+pub struct TestNats {
+    child: Child,
+    pub url: String,
+}
+
+impl TestNats {
+    pub async fn start() -> TestNats {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port")
+            .port();
+        let bin = "nats-server";
+        let child = Command::new(bin)
+            .args(["-a", "127.0.0.1", "-p", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {bin}: {e}"));
+        let deadline = std::time::Instant::now() + super::SOON;
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(std::time::Instant::now() < deadline, "NATS did not start");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        TestNats {
+            child,
+            url: format!("nats://127.0.0.1:{port}"),
+        }
+    }
+
+    /// Kills the server: the nodes lose NATS until the test ends.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for TestNats {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
