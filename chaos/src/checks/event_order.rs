@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::conns::Conns;
 use super::presence::DELIVERY_WINDOW;
 use super::{some, CheckResult, Quantity};
-use crate::events::{Event, History};
+use crate::events::{Event, History, WriteOp, WriteOutcome};
 
 pub const NAME: &str = "event_order";
 
@@ -23,8 +23,22 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
     // When each account connected (its upgrade went out: the cloud announces it online before
     // the welcome reaches it) or lost a connection, to see whether it announced itself again.
     let mut comings: HashMap<u64, Vec<f64>> = HashMap::new();
+    // When two accounts may have become friends: the cloud then tells each the other's
+    // current presence, with the version it has, however old.
+    let mut befriended: HashMap<(u64, u64), Vec<f64>> = HashMap::new();
     for (t, event) in history.iter() {
         match event {
+            Event::Write(w)
+                if w.outcome != WriteOutcome::Refused
+                    && (w.op == WriteOp::FriendAccept
+                        || (w.op == WriteOp::FriendRequest
+                            && (w.befriended || w.outcome == WriteOutcome::Unknown))) =>
+            {
+                if let Some(other) = w.other {
+                    let pair = (w.account.min(other), w.account.max(other));
+                    befriended.entry(pair).or_default().push(w.sent);
+                }
+            }
             Event::Welcome {
                 account, opened, ..
             } => comings.entry(*account).or_default().push(*opened),
@@ -65,9 +79,10 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
                 let Some(&ack) = acks.get(&(*from, *version)) else {
                     continue;
                 };
-                let announced = comings
-                    .get(from)
-                    .is_some_and(|ts| ts.iter().any(|&u| u > ack && u <= t));
+                let since_ack = |ts: &Vec<f64>| ts.iter().any(|&u| u > ack && u <= t);
+                let pair = (c.account.min(*from), c.account.max(*from));
+                let announced = comings.get(from).is_some_and(since_ack)
+                    || befriended.get(&pair).is_some_and(since_ack);
                 if ack + DELIVERY_WINDOW < c.opened && !announced {
                     old.push(format!("conn {conn}: {from} v{version}"));
                 }
@@ -151,6 +166,19 @@ mod tests {
         ]);
         assert_eq!(result.result, Verdict::Fail);
         assert!(result.detail.contains("conn 1: 5 v7"), "{}", result.detail);
+    }
+
+    /// Regression: a new friendship brings the new friend's presence, with its old version.
+    #[test]
+    fn a_new_friends_presence_is_no_old_event() {
+        let result = judge(vec![
+            welcome(0.0, 5, 50, "node-1"),
+            change(2.0, 5, 7, 1.9, "node-1"),
+            welcome(10.0, 1, 1, "node-1"),
+            befriend(12.0, 1, 5),
+            presence(12.1, 1, 1, 1, 5, 7),
+        ]);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
     }
 
     /// Regression: the cloud tells friends before the welcome goes out, so a friend may read the
