@@ -194,16 +194,20 @@ impl Hub {
     }
 
     /// Closes the account's connection here, if any (and if it is `connection_id` when given).
+    /// It stops being the account's connection at once: it gets no more events and the admin
+    /// view no longer lists it, even while its close handshake waits on a client that may
+    /// never answer (a cut link, a client already gone).
     pub fn close_account(
         &self,
         account_id: i64,
         connection_id: Option<&str>,
         code: CloseCode,
     ) -> bool {
-        let conns = self.conns();
+        let mut conns = self.conns();
         match conns.get(&account_id) {
             Some(h) if connection_id.is_none_or(|id| id == &*h.connection_id) => {
                 h.close(code);
+                conns.remove(&account_id);
                 true
             }
             _ => false,
@@ -304,6 +308,24 @@ mod tests {
         std::thread::sleep(std::time::Duration::from_millis(1));
         let _mailbox = hub.register(1, "a".into(), 0);
         assert!(!hub.deliver(1, &p));
+    }
+
+    /// Regression (issue 11): a connection replaced from another node stayed listed until its
+    /// client answered the close, which a client behind a cut link never does: the sampler saw
+    /// the account on two nodes for seconds.
+    #[test]
+    fn a_connection_closed_for_its_account_leaves_at_once() {
+        let hub = hub(4);
+        let mailbox = hub.register(1, "a".into(), 0);
+        assert!(hub.close_account(1, Some("a"), CloseCode::Replaced));
+        assert_eq!(
+            *mailbox.close.borrow(),
+            Some(Closing::With(CloseCode::Replaced))
+        );
+        assert!(hub.list().is_empty(), "still listed: {:?}", hub.list());
+        let p = Payload::new(&Event::FriendRemoved { account_id: 2 });
+        assert!(!hub.deliver(1, &p), "no event after the close");
+        assert!(!hub.unregister(1, "a"));
     }
 
     #[test]
