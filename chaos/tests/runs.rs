@@ -101,7 +101,9 @@ fn nodes_outlive_restarts_of_nats_and_postgres() {
         .collect();
     assert!(!after.is_empty(), "the postgres restart never ended");
     assert!(
-        after.iter().any(|e| e["kind"] == "presence_seen"),
+        after
+            .iter()
+            .any(|e| e["kind"] == "received" && e["type"] == "presence"),
         "no presence delivered after the restarts"
     );
     assert!(
@@ -215,5 +217,89 @@ fn a_sigkilled_supervisor_leaves_no_process_behind() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Starts `plan`, waits until its first action started, and returns the supervisor.
+fn start_until_the_first_action(plan: &Path, out: &Path) -> std::process::Child {
+    let mut supervisor = chaos(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let events = std::fs::read_to_string(out.join("events.jsonl")).unwrap_or_default();
+        if events.contains(r#""kind":"action_start""#) {
+            return supervisor;
+        }
+        assert!(Instant::now() < deadline, "the run never got going");
+        assert!(
+            supervisor.try_wait().unwrap().is_none(),
+            "the supervisor ended early"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn interrupt(supervisor: &std::process::Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(supervisor.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+}
+
+/// Waits (bounded) for the supervisor to end; how long it took.
+fn ends_within(supervisor: &mut std::process::Child, limit: Duration) -> Duration {
+    let since = Instant::now();
+    loop {
+        if supervisor.try_wait().unwrap().is_some() {
+            return since.elapsed();
+        }
+        if since.elapsed() > limit {
+            let _ = supervisor.kill();
+            panic!("the supervisor still ran {limit:?} after the interrupt");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Regression (issue 12): Ctrl-C in the middle of a lasting partition read every player's
+/// final state one by one through the still-cut link, 10 s a player (minutes to hours), and a
+/// second Ctrl-C did nothing. Now the links heal first, the reads are bounded as a whole, and
+/// a second signal ends the run at once; either way the report covers what ran.
+#[test]
+fn ctrl_c_in_a_lasting_partition_ends_soon_and_a_second_one_at_once() {
+    let _turn = one_at_a_time();
+    let dir = scratch("interrupt");
+    let plan = reduced_plan("players-partition", &dir, 60, "5s");
+    let mut yaml: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&plan).unwrap()).unwrap();
+    yaml["timeline"] =
+        serde_yaml::from_str("[{at: 2s, partition: [players, node-1], for: 10m}]").unwrap();
+    std::fs::write(&plan, serde_yaml::to_string(&yaml).unwrap()).unwrap();
+
+    let out = dir.join("once");
+    let mut supervisor = start_until_the_first_action(&plan, &out);
+    std::thread::sleep(Duration::from_secs(2));
+    interrupt(&supervisor);
+    let took = ends_within(&mut supervisor, Duration::from_secs(90));
+    assert!(out.join("report.json").is_file(), "no report after {took:?}");
+
+    let out = dir.join("twice");
+    let mut supervisor = start_until_the_first_action(&plan, &out);
+    std::thread::sleep(Duration::from_secs(2));
+    interrupt(&supervisor);
+    std::thread::sleep(Duration::from_millis(300));
+    interrupt(&supervisor);
+    ends_within(&mut supervisor, Duration::from_secs(15));
+    assert!(out.join("report.json").is_file(), "no report after a second interrupt");
+    assert!(processes_under(&out).is_empty(), "{:?}", processes_under(&out));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -257,10 +257,10 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
         if interrupted {
             mixed.abort();
             traffic.abort();
-            tokio::spawn(stop_at_once_on_another_signal(
-                dir.clone(),
-                topology.clone(),
-            ));
+            // Listening starts here, before anything else runs, so a quick second press counts.
+            if let Ok(again) = crate::supervisor::signals::termination_requested() {
+                tokio::spawn(stop_at_once_on(again, dir.clone(), topology.clone()));
+            }
         } else {
             let _ = traffic.await;
             match mixed.await {
@@ -310,10 +310,11 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
 
 /// After an interrupt, a second Ctrl-C or SIGTERM ends the run at once: every child is
 /// stopped without grace and the report is written from what was recorded.
-async fn stop_at_once_on_another_signal(dir: PathBuf, topology: Arc<Topology>) {
-    let Ok(again) = crate::supervisor::signals::termination_requested() else {
-        return;
-    };
+async fn stop_at_once_on(
+    again: impl std::future::Future<Output = nix::sys::signal::Signal>,
+    dir: PathBuf,
+    topology: Arc<Topology>,
+) {
     let signal = again.await;
     eprintln!("anyplay-chaos: {signal} again: stopping at once");
     topology.kill_all().await;

@@ -85,6 +85,9 @@ pub struct Handle {
     pub since_ms: i64,
     /// When the hub took it, in µs: events made before are not for it.
     opened_us: i64,
+    /// Registered cloud-wide, and any older connection of the account told to close: only
+    /// then does the admin view list it, so that a checker never sees a replacement half done.
+    established: Arc<std::sync::atomic::AtomicBool>,
     queue: mpsc::Sender<Payload>,
     close: watch::Sender<Option<Closing>>,
 }
@@ -149,6 +152,7 @@ impl Hub {
             connection_id,
             since_ms,
             opened_us: crate::store::now_us(),
+            established: Arc::default(),
             queue: queue_tx,
             close: close_tx,
         };
@@ -240,10 +244,23 @@ impl Hub {
         self.len() == 0
     }
 
+    /// The account's connection `connection_id` is registered cloud-wide and any older one
+    /// was told to close: from now on the admin view lists it.
+    pub fn established(&self, account_id: i64, connection_id: &str) {
+        if let Some(h) = self.conns().get(&account_id) {
+            if &*h.connection_id == connection_id {
+                h.established
+                    .store(true, std::sync::atomic::Ordering::Release);
+            }
+        }
+    }
+
+    /// The established connections, for the admin view.
     pub fn list(&self) -> Vec<ConnectionInfo> {
         let mut out: Vec<_> = self
             .conns()
             .iter()
+            .filter(|(_, h)| h.established.load(std::sync::atomic::Ordering::Acquire))
             .map(|(account_id, h)| ConnectionInfo {
                 account_id: *account_id,
                 connection_id: h.connection_id.to_string(),
@@ -310,6 +327,20 @@ mod tests {
         assert!(!hub.deliver(1, &p));
     }
 
+    /// Regression (issue 11): a connection was listed from the moment it reached the hub, while
+    /// its registration and the close of an older one on another node were still under way; a
+    /// slow store made the sampler see the account on two nodes in consecutive rounds.
+    #[test]
+    fn a_connection_is_listed_once_established() {
+        let hub = hub(4);
+        let _mailbox = hub.register(1, "a".into(), 0);
+        assert!(hub.list().is_empty());
+        hub.established(1, "other");
+        assert!(hub.list().is_empty());
+        hub.established(1, "a");
+        assert_eq!(hub.list().len(), 1);
+    }
+
     /// Regression (issue 11): a connection replaced from another node stayed listed until its
     /// client answered the close, which a client behind a cut link never does: the sampler saw
     /// the account on two nodes for seconds.
@@ -317,6 +348,7 @@ mod tests {
     fn a_connection_closed_for_its_account_leaves_at_once() {
         let hub = hub(4);
         let mailbox = hub.register(1, "a".into(), 0);
+        hub.established(1, "a");
         assert!(hub.close_account(1, Some("a"), CloseCode::Replaced));
         assert_eq!(
             *mailbox.close.borrow(),

@@ -104,6 +104,7 @@ async fn serve(state: AppState, account_id: i64, socket: WebSocket, _open: Socke
             )
             .await;
     }
+    state.hub.established(account_id, &connection_id);
     state.metrics.connections_open.inc();
     let welcome = json!({
         "type": "welcome",
