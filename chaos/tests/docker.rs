@@ -118,7 +118,7 @@ fn a_sigkilled_supervisor_s_containers_go_when_the_next_run_starts() {
     let deadline = Instant::now() + Duration::from_secs(120);
     while !std::fs::read_to_string(first.join("events.jsonl"))
         .unwrap_or_default()
-        .contains("the timeline starts")
+        .contains(r#""kind":"timeline_start""#)
     {
         assert!(Instant::now() < deadline, "the first run never got going");
         assert!(

@@ -112,13 +112,10 @@ fn rerun_of_the_committed_node_crash_run_resolves_its_recorded_timeline_exactly(
         })
         .collect();
     assert_eq!(ended, resolved, "every action ended, without an error");
-    // And each fired on time: its `t` from the timeline's zero (the note recorded there).
+    // And each fired on time: its `t` from the timeline's zero (its own event).
     let zero = history
         .iter()
-        .find_map(|(t, e)| match e {
-            Event::Note { text } if text.ends_with("the timeline starts") => Some(t),
-            _ => None,
-        })
+        .find_map(|(t, e)| matches!(e, Event::TimelineStart).then_some(t))
         .expect("the timeline's zero");
     for (t, event) in history.iter() {
         if let Event::ActionStart { at, .. } = event {

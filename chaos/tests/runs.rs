@@ -153,7 +153,7 @@ fn a_sigkilled_supervisor_leaves_no_process_behind() {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let events = std::fs::read_to_string(out.join("events.jsonl")).unwrap_or_default();
-        if events.contains("the timeline starts") {
+        if events.contains(r#""kind":"timeline_start""#) {
             break;
         }
         assert!(

@@ -1,7 +1,7 @@
 //! client:<name>: a real client program that rode through the run must have exited with the
 //! code its plan entry expects.
 
-use super::{CheckResult, Quantity};
+use super::{CheckResult, Quantity, Verdict};
 use crate::events::{Event, History};
 
 pub fn check(history: &History, name: &str, expect_exit: i32) -> CheckResult {
@@ -13,29 +13,29 @@ pub fn check(history: &History, name: &str, expect_exit: i32) -> CheckResult {
         } if n == name => Some((*code, signal.clone())),
         _ => None,
     });
-    let (value, pass, detail) = match exit {
+    let (value, result, detail) = match exit {
         Some((Some(code), _)) => (
             Some(Quantity::ExitCode(code)),
-            code == expect_exit,
+            Verdict::of(code == expect_exit),
             format!("exited with code {code}"),
         ),
         Some((None, signal)) => (
             None,
-            false,
+            Verdict::Fail,
             format!(
                 "ended by {}",
                 signal.as_deref().unwrap_or("an unknown signal")
             ),
         ),
-        None => (None, false, "unknown: no exit recorded".to_owned()),
+        None => (None, Verdict::Unknown, "no exit recorded".to_owned()),
     };
-    CheckResult {
-        name: format!("client:{name}"),
-        limit: Quantity::ExitCode(expect_exit),
+    CheckResult::new(
+        format!("client:{name}"),
+        Quantity::ExitCode(expect_exit),
         value,
-        pass,
+        result,
         detail,
-    }
+    )
 }
 
 #[cfg(test)]
@@ -66,6 +66,9 @@ mod tests {
     fn another_code_a_signal_or_no_exit_fail() {
         assert!(!check(&exit(Some(3), None), "headless-1", 0).pass);
         assert!(!check(&exit(None, Some("SIGKILL")), "headless-1", 0).pass);
-        assert!(!check(&exit(Some(0), None), "other", 0).pass);
+        assert_eq!(
+            check(&exit(Some(0), None), "other", 0).result,
+            Verdict::Unknown
+        );
     }
 }

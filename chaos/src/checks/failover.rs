@@ -1,60 +1,195 @@
-//! failover: after a `kill` or `stop` of one node in a cluster, every player that was on it
-//! must have a welcome from another node within the limit, counted from the action's start.
-//! A topology of one node has nowhere to fail over to, so the check has nothing to judge.
+//! failover: every action that takes a node out (`kill`, `stop`, `restart`, and each node of
+//! a `rolling`) must see every player that lost its connection on that node welcomed by
+//! another node within the limit, counted from the node's going out. A player that signed
+//! off for good meanwhile is not expected.
+//!
+//! When a node went out is the action's start; a rolling records one action for all its
+//! nodes, so a later node's step is taken to start at its first lost player or its exit,
+//! whichever came first (the node drains before it exits). A node's losses are those from
+//! its going out until `grace` after its exit, or its start again if sooner.
+//!
+//! Not applicable with fewer than two nodes, or when no node went out; an outage while no
+//! other node was up has nowhere to fail over to and is not judged.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
+use super::conns::Conns;
 use super::faults::{self, fmt_num};
-use super::{CheckResult, Quantity};
+use super::{some, CheckResult, Quantity, Verdict};
 use crate::events::{Event, History};
-use crate::plan::{ActionKind, Service};
+use crate::plan::{ActionKind, Service, Target};
 
 pub const NAME: &str = "failover";
 
-pub fn check(history: &History, limit: Duration, grace: f64) -> CheckResult {
-    let limit_s = limit.as_secs_f64();
-    let result = |value, pass, detail: String| CheckResult {
-        name: NAME.to_owned(),
-        limit: Quantity::Seconds(limit_s),
-        value,
-        pass,
-        detail,
-    };
-    let nodes: BTreeSet<Service> = history
-        .iter()
-        .filter_map(|(_, e)| match e {
+/// A node out of the cloud for a while.
+#[derive(Debug, Clone, PartialEq)]
+struct Outage {
+    label: String,
+    node: u32,
+    start: f64,
+    exit: f64,
+    /// The end of the span its losses are laid to.
+    until: f64,
+}
+
+/// Each node's `(t, up?)` in time order.
+type States = BTreeMap<u32, Vec<(f64, bool)>>;
+
+fn states(history: &History) -> States {
+    let mut states = States::new();
+    for (t, event) in history.iter() {
+        match event {
             Event::ServiceUp {
-                service: s @ Service::Node(_),
+                service: Service::Node(n),
                 ..
-            } => Some(*s),
+            } => states.entry(*n).or_default().push((t, true)),
+            Event::ServiceExit {
+                service: Service::Node(n),
+                ..
+            } => states.entry(*n).or_default().push((t, false)),
+            _ => {}
+        }
+    }
+    states
+}
+
+fn up_at(states: &States, node: u32, t: f64) -> bool {
+    states
+        .get(&node)
+        .and_then(|log| log.iter().take_while(|(u, _)| *u <= t).last())
+        .is_some_and(|(_, up)| *up)
+}
+
+fn outages(history: &History, states: &States, grace: f64) -> Vec<Outage> {
+    // A node's first loss after `t`, to date a rolling step.
+    let first_loss = |node: &str, after: f64, by: f64| {
+        history.iter().find_map(|(t, e)| match e {
+            Event::PlayerLost { node: n, .. } if n == node && t > after && t <= by => Some(t),
             _ => None,
         })
-        .collect();
+    };
+    let mut out = Vec::new();
+    for fault in faults::faults(history) {
+        if !matches!(
+            fault.action,
+            ActionKind::Kill | ActionKind::Stop | ActionKind::Restart | ActionKind::Rolling
+        ) {
+            continue;
+        }
+        let targets: Vec<u32> = match fault.target.parse::<Target>() {
+            Ok(Target::Node(n)) => vec![n],
+            Ok(Target::Nodes) => states.keys().copied().collect(),
+            _ => continue,
+        };
+        // The exits it caused, in time order (an exit may be written just after the end).
+        let mut exits: Vec<(f64, u32)> = targets
+            .iter()
+            .filter_map(|&n| {
+                let log = states.get(&n)?;
+                let exit = log
+                    .iter()
+                    .find(|(t, up)| !up && *t >= fault.start && *t <= fault.end + 1.0)?;
+                Some((exit.0, n))
+            })
+            .collect();
+        exits.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut lower = fault.start;
+        for (k, &(exit, n)) in exits.iter().enumerate() {
+            let name = Service::Node(n).to_string();
+            let start = if fault.action == ActionKind::Rolling && k > 0 {
+                first_loss(&name, lower, exit).unwrap_or(exit)
+            } else {
+                fault.start
+            };
+            let back_up = states[&n]
+                .iter()
+                .find(|(t, up)| *up && *t > exit)
+                .map_or(f64::INFINITY, |(t, _)| *t);
+            out.push(Outage {
+                label: match fault.action {
+                    ActionKind::Rolling => format!("{} ({name})", fault.label()),
+                    _ => fault.label(),
+                },
+                node: n,
+                start,
+                exit,
+                until: (exit + grace).min(back_up),
+            });
+            lower = back_up.min(fault.end).max(exit);
+        }
+    }
+    out
+}
+
+pub fn check(history: &History, limit: Duration, grace: f64) -> CheckResult {
+    let limit_s = limit.as_secs_f64();
+    let limit_q = Quantity::Seconds(limit_s);
+    let nodes = faults::nodes(history);
     if nodes.len() < 2 {
-        return result(
-            None,
-            true,
-            "fewer than two nodes: nothing to fail over to".to_owned(),
+        return CheckResult::not_applicable(
+            NAME,
+            limit_q,
+            "fewer than two nodes: nothing to fail over to",
         );
     }
-    let all = faults::faults(history);
-    let (hits, _) = faults::hits(history, &all, grace);
+    let states = states(history);
+    let outages = outages(history, &states, grace);
+    if outages.is_empty() {
+        return CheckResult::not_applicable(NAME, limit_q, "no node was taken out");
+    }
+    let conns = Conns::of(history);
+    let mut gone_for_good: HashMap<u64, Vec<f64>> = HashMap::new();
+    for (t, event) in history.iter() {
+        if let Event::SignOff {
+            account,
+            for_good: true,
+        } = event
+        {
+            gone_for_good.entry(*account).or_default().push(t);
+        }
+    }
     let mut worst: Option<f64> = Some(0.0);
-    let mut judged = 0;
+    let (mut judged, mut players, mut nowhere, mut left) = (0, 0, 0, 0);
     let mut failures = Vec::new();
-    for (fault, hits) in all.iter().zip(&hits) {
-        let node_down = matches!(fault.action, ActionKind::Kill | ActionKind::Stop)
-            && matches!(fault.target.parse::<Service>(), Ok(Service::Node(_)));
-        if !node_down {
+    for outage in &outages {
+        if !nodes
+            .iter()
+            .any(|&n| n != outage.node && up_at(&states, n, outage.start))
+        {
+            nowhere += 1;
+            continue;
+        }
+        let name = Service::Node(outage.node).to_string();
+        // Each account once, from its last loss in the span.
+        let mut lost: BTreeMap<u64, f64> = BTreeMap::new();
+        for (t, event) in history.iter() {
+            if let Event::PlayerLost { account, node, .. } = event {
+                if *node == name && t >= outage.start && t <= outage.until {
+                    lost.insert(*account, t);
+                }
+            }
+        }
+        let mut times = Vec::new();
+        for (&account, &lost_t) in &lost {
+            let elsewhere = conns
+                .of_account(account)
+                .find(|c| c.welcomed > lost_t && c.node != name)
+                .map(|c| c.welcomed);
+            let signed_off = gone_for_good
+                .get(&account)
+                .and_then(|ts| ts.iter().copied().find(|&t| t >= lost_t));
+            match (elsewhere, signed_off) {
+                (Some(w), Some(s)) if s < w => left += 1,
+                (None, Some(_)) => left += 1,
+                (w, _) => times.push(w.map(|w| (w - outage.start).max(0.0))),
+            }
+        }
+        if times.is_empty() {
             continue;
         }
         judged += 1;
-        let theirs: Vec<_> = hits.iter().filter(|h| h.node == fault.target).collect();
-        let times: Vec<Option<f64>> = theirs
-            .iter()
-            .map(|h| h.back_elsewhere_t.map(|t| (t - fault.start).max(0.0)))
-            .collect();
+        players += times.len();
         let never = times.iter().filter(|t| t.is_none()).count();
         let slowest = times.iter().flatten().copied().fold(0.0, f64::max);
         worst = match (worst, never) {
@@ -64,124 +199,121 @@ pub fn check(history: &History, limit: Duration, grace: f64) -> CheckResult {
         if never > 0 {
             failures.push(format!(
                 "{}: {never} of {} players never welcomed by another node",
-                fault.label(),
-                theirs.len()
+                outage.label,
+                times.len()
             ));
         } else if slowest > limit_s {
             failures.push(format!(
                 "{}: {} players, the last elsewhere after {}s",
-                fault.label(),
-                theirs.len(),
+                outage.label,
+                times.len(),
                 fmt_num(slowest)
             ));
         }
     }
+    let mut notes = String::new();
+    if nowhere > 0 {
+        notes.push_str(&format!(
+            "; {nowhere} outages with no other node up (not judged)"
+        ));
+    }
+    if left > 0 {
+        notes.push_str(&format!(
+            "; {left} players signed off for good (not expected)"
+        ));
+    }
     if judged == 0 {
-        return result(None, true, "no node was killed or stopped".to_owned());
+        let labels: Vec<&str> = outages.iter().map(|o| o.label.as_str()).collect();
+        if nowhere == outages.len() {
+            return CheckResult::not_applicable(
+                NAME,
+                limit_q,
+                format!("nothing to fail over to{notes}"),
+            );
+        }
+        return CheckResult::unknown(
+            NAME,
+            limit_q,
+            format!(
+                "{} nodes taken out ({}) but no player lost its connection there{notes}",
+                outages.len(),
+                some(labels, 3)
+            ),
+        );
     }
     let pass = failures.is_empty();
     let detail = if pass {
-        format!("{judged} node kills/stops, every player welcomed elsewhere in time")
+        format!(
+            "{judged} of {} node outages hit {players} players, every one welcomed elsewhere in time{notes}",
+            outages.len()
+        )
     } else {
-        failures.join("; ")
+        format!("{}{notes}", failures.join("; "))
     };
-    result(worst.map(Quantity::Seconds), pass, detail)
+    CheckResult::new(
+        NAME,
+        limit_q,
+        worst.map(Quantity::Seconds),
+        Verdict::of(pass),
+        detail,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checks::testing::*;
 
-    fn cluster() -> Vec<(f64, Event)> {
-        [1, 2]
-            .map(|n| {
-                (
-                    -5.0,
-                    Event::ServiceUp {
-                        service: Service::Node(n),
-                        addr: None,
-                    },
-                )
-            })
-            .to_vec()
+    fn cluster(n: u32) -> Vec<At> {
+        (1..=n).map(|k| node_up(-5.0, k)).collect()
     }
 
-    fn kill_node_1(t: f64) -> Vec<(f64, Event)> {
-        let (action, target) = (ActionKind::Kill, "node-1".to_owned());
-        vec![
-            (
-                t,
-                Event::ActionStart {
-                    action,
-                    target: target.clone(),
-                    at: t,
-                },
-            ),
-            (
-                t,
-                Event::ActionEnd {
-                    action,
-                    target,
-                    at: t,
-                    error: None,
-                },
-            ),
-        ]
+    fn kill_node_1(t: f64) -> Vec<At> {
+        let mut events = action(t, t, ActionKind::Kill, "node-1");
+        events.push(node_exit(t, 1));
+        events
     }
 
-    fn lost(t: f64, account: u64, node: &str) -> (f64, Event) {
-        (
-            t,
-            Event::PlayerLost {
-                account,
-                node: node.into(),
-                reason: "reset".into(),
-            },
-        )
-    }
-
-    fn back(t: f64, account: u64, node: &str) -> (f64, Event) {
-        (
-            t,
-            Event::PlayerBack {
-                account,
-                node: node.into(),
-            },
-        )
+    fn judge(events: Vec<At>) -> CheckResult {
+        check(&events.into_iter().collect(), Duration::from_secs(7), 20.0)
     }
 
     #[test]
     fn a_quick_failover_passes() {
-        let mut events = cluster();
+        let mut events = cluster(2);
         events.extend(kill_node_1(30.0));
         events.extend([
             lost(30.1, 1, "node-1"),
             lost(30.1, 2, "node-1"),
-            back(31.0, 1, "node-2"),
-            back(33.0, 2, "node-2"),
+            welcome(31.0, 1, 11, "node-2"),
+            welcome(33.0, 2, 12, "node-2"),
         ]);
-        let result = check(&events.into_iter().collect(), Duration::from_secs(7), 20.0);
-        assert!(result.pass, "{result:?}");
+        let result = judge(events);
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
         assert_eq!(result.value, Some(Quantity::Seconds(3.0)));
     }
 
     #[test]
     fn a_slow_failover_fails() {
-        let mut events = cluster();
+        let mut events = cluster(2);
         events.extend(kill_node_1(30.0));
-        events.extend([lost(30.1, 1, "node-1"), back(39.5, 1, "node-2")]);
-        let result = check(&events.into_iter().collect(), Duration::from_secs(7), 20.0);
-        assert!(!result.pass);
+        events.extend([lost(30.1, 1, "node-1"), welcome(39.5, 1, 11, "node-2")]);
+        let result = judge(events);
+        assert_eq!(result.result, Verdict::Fail);
         assert_eq!(result.value, Some(Quantity::Seconds(9.5)));
     }
 
     #[test]
     fn coming_back_to_the_same_node_is_not_a_failover() {
-        let mut events = cluster();
+        let mut events = cluster(2);
         events.extend(kill_node_1(30.0));
-        events.extend([lost(30.1, 1, "node-1"), back(35.0, 1, "node-1")]);
-        let result = check(&events.into_iter().collect(), Duration::from_secs(7), 20.0);
-        assert!(!result.pass);
+        events.extend([
+            node_up(33.0, 1),
+            lost(30.1, 1, "node-1"),
+            welcome(35.0, 1, 11, "node-1"),
+        ]);
+        let result = judge(events);
+        assert_eq!(result.result, Verdict::Fail);
         assert!(
             result.detail.contains("never welcomed by another node"),
             "{}",
@@ -190,9 +322,125 @@ mod tests {
     }
 
     #[test]
-    fn a_single_node_has_nothing_to_judge() {
+    fn a_player_that_signed_off_for_good_is_not_expected() {
+        let mut events = cluster(2);
+        events.extend(kill_node_1(30.0));
+        events.extend([
+            lost(30.1, 1, "node-1"),
+            lost(30.1, 2, "node-1"),
+            welcome(31.0, 1, 11, "node-2"),
+            sign_off(30.5, 2, true),
+        ]);
+        let result = judge(events);
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
+        assert!(
+            result.detail.contains("1 players signed off for good"),
+            "{}",
+            result.detail
+        );
+    }
+
+    #[test]
+    fn every_node_of_a_rolling_is_judged_from_its_own_step() {
+        let mut events = cluster(2);
+        events.extend(action(10.0, 40.0, ActionKind::Rolling, "nodes"));
+        events.extend([
+            lost(10.1, 1, "node-1"),
+            node_exit(11.0, 1),
+            welcome(12.0, 1, 11, "node-2"),
+            node_up(14.0, 1),
+            // node-2's step starts with its first loss, long after the rolling's start.
+            lost(25.0, 1, "node-2"),
+            lost(25.0, 2, "node-2"),
+            node_exit(26.0, 2),
+            welcome(27.0, 1, 12, "node-1"),
+            welcome(29.0, 2, 13, "node-1"),
+            node_up(30.0, 2),
+        ]);
+        let result = judge(events.clone());
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
+        assert_eq!(result.value, Some(Quantity::Seconds(4.0)));
+        assert!(
+            result.detail.contains("2 of 2 node outages hit 3 players"),
+            "{}",
+            result.detail
+        );
+        // Player 2 slow to leave node-2: the second step fails on its own.
+        events.retain(|(t, _)| *t != 29.0);
+        events.push(welcome(34.0, 2, 13, "node-1"));
+        let result = judge(events);
+        assert_eq!(result.result, Verdict::Fail);
+        assert!(
+            result.detail.contains("rolling nodes at 10s (node-2)"),
+            "{}",
+            result.detail
+        );
+    }
+
+    #[test]
+    fn a_restart_is_a_node_taken_out() {
+        let mut events = cluster(2);
+        events.extend(action(10.0, 15.0, ActionKind::Restart, "node-2"));
+        events.extend([
+            node_exit(11.0, 2),
+            lost(10.2, 4, "node-2"),
+            node_up(14.0, 2),
+        ]);
+        let result = judge(events);
+        assert_eq!(result.result, Verdict::Fail);
+        assert!(
+            result.detail.contains("restart node-2"),
+            "{}",
+            result.detail
+        );
+    }
+
+    #[test]
+    fn a_single_node_or_no_outage_is_not_applicable() {
         let mut events = kill_node_1(30.0);
-        events.push(lost(30.1, 1, "node-1"));
-        assert!(check(&events.into_iter().collect(), Duration::from_secs(7), 20.0).pass);
+        events.extend([node_up(-5.0, 1), lost(30.1, 1, "node-1")]);
+        let result = judge(events);
+        assert_eq!(result.result, Verdict::Pass);
+        assert!(
+            result.detail.starts_with("fewer than two nodes"),
+            "{}",
+            result.detail
+        );
+        let mut events = cluster(2);
+        events.extend(action(10.0, 10.0, ActionKind::Drop, "players"));
+        let result = judge(events);
+        assert_eq!(result.result, Verdict::Pass);
+        assert_eq!(result.detail, "no node was taken out");
+    }
+
+    #[test]
+    fn killing_every_node_has_nowhere_to_fail_over_to() {
+        let mut events = cluster(2);
+        events.extend(action(10.0, 10.0, ActionKind::Kill, "nodes"));
+        events.extend([
+            node_exit(10.0, 1),
+            node_exit(10.0, 2),
+            lost(10.1, 1, "node-1"),
+        ]);
+        let result = judge(events);
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
+        assert!(
+            result.detail.contains("2 outages with no other node up"),
+            "{}",
+            result.detail
+        );
+    }
+
+    #[test]
+    fn a_node_out_without_a_player_hit_is_unknown() {
+        let mut events = cluster(2);
+        events.extend(kill_node_1(30.0));
+        let result = judge(events);
+        assert_eq!(result.result, Verdict::Unknown);
+        assert!(
+            result.detail.contains("no player lost its connection"),
+            "{}",
+            result.detail
+        );
     }
 }

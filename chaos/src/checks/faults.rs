@@ -4,12 +4,12 @@
 //! A loss belongs to the latest fault that started at or before it and ended no more than
 //! `grace` (the players_back limit) before it: a player only notices a break a little later.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use serde::{Serialize, Serializer};
 
 use crate::events::{Event, History};
-use crate::plan::ActionKind;
+use crate::plan::{ActionKind, Service};
 
 /// One action as it ran.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,6 +64,60 @@ pub fn faults(history: &History) -> Vec<Fault> {
         }
     }
     faults.into_iter().map(|(fault, _)| fault).collect()
+}
+
+impl Fault {
+    /// Whether it holds a fault for a while (pause, partition, latency) rather than doing one
+    /// thing (kill, stop, restart, rolling, drop).
+    pub fn lasts(&self) -> bool {
+        matches!(
+            self.action,
+            ActionKind::Pause | ActionKind::Partition | ActionKind::Latency
+        )
+    }
+
+    /// When the cloud may show the fault: a lasting one while it holds; one that does a
+    /// thing from its start until `grace` (the players_back limit) after it is done.
+    /// `None` for `start`, which heals.
+    pub fn window(&self, grace: f64) -> Option<(f64, f64)> {
+        match self.action {
+            ActionKind::Start => None,
+            _ if self.lasts() => Some((self.start, self.end)),
+            _ => Some((self.start, self.end.max(self.start) + grace)),
+        }
+    }
+
+    /// Whether its target or link names `what` (`players`, `nats`, a node).
+    pub fn touches(&self, what: &str) -> bool {
+        self.target.split("<->").any(|t| t == what)
+    }
+}
+
+/// The fault windows of the run (see [`Fault::window`]).
+pub fn windows(history: &History, grace: f64) -> Vec<(f64, f64)> {
+    faults(history)
+        .iter()
+        .filter_map(|f| f.window(grace))
+        .collect()
+}
+
+/// Whether `[from, until]` overlaps any of `windows`.
+pub fn overlaps(windows: &[(f64, f64)], from: f64, until: f64) -> bool {
+    windows.iter().any(|&(a, b)| from <= b && a <= until)
+}
+
+/// The cloud nodes the run started (`service_up` of `node-N`).
+pub fn nodes(history: &History) -> BTreeSet<u32> {
+    history
+        .iter()
+        .filter_map(|(_, e)| match e {
+            Event::ServiceUp {
+                service: Service::Node(n),
+                ..
+            } => Some(*n),
+            _ => None,
+        })
+        .collect()
 }
 
 /// One player that lost its connection during a fault, and when (if ever) it was back.

@@ -2,7 +2,7 @@
 //! lie outside every fault window (a fault's start until `grace` after its end).
 
 use super::faults;
-use super::{CheckResult, Quantity};
+use super::{CheckResult, Quantity, Verdict};
 use crate::events::{Event, History};
 
 pub const NAME: &str = "http_error_ratio";
@@ -12,6 +12,7 @@ pub fn check(history: &History, limit: f64, grace: f64) -> CheckResult {
         .iter()
         .map(|f| (f.start, f.window_end(grace)))
         .collect();
+    let limit_q = Quantity::Ratio(limit);
     let (mut calls, mut errors, mut ticks, mut outside) = (0u64, 0u64, 0, 0);
     for (t, event) in history.iter() {
         let Event::LoadTick(tick) = event else {
@@ -30,28 +31,22 @@ pub fn check(history: &History, limit: f64, grace: f64) -> CheckResult {
         errors += tick.http_errors;
     }
     if ticks == 0 {
-        return CheckResult {
-            name: NAME.to_owned(),
-            limit: Quantity::Ratio(limit),
-            value: None,
-            pass: false,
-            detail: "unknown: no load ticks recorded".to_owned(),
-        };
+        return CheckResult::unknown(NAME, limit_q, "no load ticks recorded");
     }
     let ratio = if calls == 0 {
         0.0
     } else {
         errors as f64 / calls as f64
     };
-    CheckResult {
-        name: NAME.to_owned(),
-        limit: Quantity::Ratio(limit),
-        value: Some(Quantity::Ratio(ratio)),
-        pass: ratio <= limit,
-        detail: format!(
+    CheckResult::new(
+        NAME,
+        limit_q,
+        Some(Quantity::Ratio(ratio)),
+        Verdict::of(ratio <= limit),
+        format!(
             "{errors} errors of {calls} calls in {outside} of {ticks} seconds outside fault windows"
         ),
-    }
+    )
 }
 
 #[cfg(test)]
@@ -118,6 +113,9 @@ mod tests {
 
     #[test]
     fn no_ticks_is_unknown() {
-        assert!(!check(&History::default(), 0.001, 5.0).pass);
+        assert_eq!(
+            check(&History::default(), 0.001, 5.0).result,
+            Verdict::Unknown
+        );
     }
 }

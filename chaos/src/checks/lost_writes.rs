@@ -1,228 +1,354 @@
-//! lost_writes: every friendship and session membership the cloud acknowledged (2xx), and
-//! that no later acknowledged call undid, must be in the final state (`GET /v1/friends`,
-//! `GET /v1/sessions/{id}`). A later write of unknown outcome that could have undone it
-//! makes it not judged; an account or session the final state did not read, too.
+//! lost_writes: every write of the run, friendships made and removed and session joins and
+//! leaves, must show in the final reads. Per friendship pair and per (account, session), the
+//! writes are walked in answer order keeping the set of states the end may show: it starts
+//! at "no"; an ok write sets it to its result; an unknown one (it may or may not have
+//! happened) adds its result; a refused one changes nothing. The final state must be in
+//! the set, and a friendship one side lists and the other does not is half a write: lost.
+//! Pairs and memberships the final reads did not cover are not judged.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use super::faults;
 use super::{some, CheckResult, Quantity};
-use crate::events::{Event, History, LegacyWrite};
+use crate::events::{Event, History, Write, WriteOp, WriteOutcome};
 
 pub const NAME: &str = "lost_writes";
 
-/// What the latest writes say must hold at the end.
+/// The states the end may show: friends (or member) and not.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Must {
-    Hold,
-    Nothing,
+struct May {
+    yes: bool,
+    no: bool,
 }
 
-pub fn check(history: &History, limit: u64) -> CheckResult {
-    let mut friendships: BTreeMap<(u64, u64), Must> = BTreeMap::new();
-    let mut memberships: BTreeMap<(u64, u64), Must> = BTreeMap::new();
-    let mut final_state = None;
-    for (_, event) in history.iter() {
-        match event {
-            Event::WriteAck(write) => match *write {
-                LegacyWrite::FriendAdd { a, b } => {
-                    friendships.insert(pair(a, b), Must::Hold);
+impl May {
+    const START: May = May {
+        yes: false,
+        no: true,
+    };
+
+    fn apply(&mut self, outcome: WriteOutcome, result: bool) {
+        match outcome {
+            WriteOutcome::Ok => {
+                *self = May {
+                    yes: result,
+                    no: !result,
                 }
-                LegacyWrite::FriendRemove { a, b } => {
-                    friendships.insert(pair(a, b), Must::Nothing);
-                }
-                LegacyWrite::SessionJoin { a, session } => {
-                    memberships.insert((session, a), Must::Hold);
-                }
-                LegacyWrite::SessionLeave { a, session } => {
-                    memberships.insert((session, a), Must::Nothing);
-                }
-            },
-            // Only an undo of unknown outcome matters: an unknown add asks nothing.
-            Event::WriteUnknown(LegacyWrite::FriendRemove { a, b }) => {
-                friendships.insert(pair(*a, *b), Must::Nothing);
             }
-            Event::WriteUnknown(LegacyWrite::SessionLeave { a, session }) => {
-                memberships.insert((*session, *a), Must::Nothing);
+            WriteOutcome::Unknown if result => self.yes = true,
+            WriteOutcome::Unknown => self.no = true,
+            WriteOutcome::Refused => {}
+        }
+    }
+
+    fn allows(self, shown: bool) -> bool {
+        if shown {
+            self.yes
+        } else {
+            self.no
+        }
+    }
+}
+
+/// What a write makes of its pair or membership: `Some(true)` friends or member, `Some(false)`
+/// not, `None` no change.
+fn result_of(w: &Write) -> Option<bool> {
+    match w.op {
+        // A pending request is not a friendship; an unknown one may have met the other's.
+        WriteOp::FriendRequest => {
+            (w.befriended || w.outcome == WriteOutcome::Unknown).then_some(true)
+        }
+        WriteOp::FriendAccept | WriteOp::SessionCreate | WriteOp::SessionJoin => Some(true),
+        WriteOp::Unfriend | WriteOp::SessionLeave => Some(false),
+        WriteOp::FriendDecline | WriteOp::FriendCancel => None,
+    }
+}
+
+pub fn check(history: &History, limit: u64, grace: f64) -> CheckResult {
+    let windows = faults::windows(history, grace);
+    let mut pairs: BTreeMap<(u64, u64), May> = BTreeMap::new();
+    let mut members: BTreeMap<(u64, String), May> = BTreeMap::new();
+    // Per op: ok, refused, unknown.
+    let mut by_op: BTreeMap<&'static str, [u64; 3]> = BTreeMap::new();
+    let (mut writes, mut in_faults) = (0u64, 0u64);
+    let mut final_state = None;
+    for (t, event) in history.iter() {
+        match event {
+            Event::Write(w) => {
+                writes += 1;
+                in_faults += u64::from(faults::overlaps(&windows, w.sent, t));
+                let slot = match w.outcome {
+                    WriteOutcome::Ok => 0,
+                    WriteOutcome::Refused => 1,
+                    WriteOutcome::Unknown => 2,
+                };
+                by_op.entry(op_name(w.op)).or_default()[slot] += 1;
+                let Some(result) = result_of(w) else { continue };
+                let may = match (w.other, &w.session) {
+                    (Some(other), _) => pairs
+                        .entry((w.account.min(other), w.account.max(other)))
+                        .or_insert(May::START),
+                    (None, Some(session)) => members
+                        .entry((w.account, session.clone()))
+                        .or_insert(May::START),
+                    (None, None) => continue,
+                };
+                may.apply(w.outcome, result);
             }
             Event::FinalState {
-                friends, sessions, ..
-            } => final_state = Some((friends, sessions)),
+                friends,
+                memberships,
+                ..
+            } => final_state = Some((friends, memberships)),
             _ => {}
         }
     }
-    let required_friends: Vec<(u64, u64)> = friendships
-        .into_iter()
-        .filter(|(_, m)| *m == Must::Hold)
-        .map(|(p, _)| p)
-        .collect();
-    let required_members: Vec<(u64, u64)> = memberships
-        .into_iter()
-        .filter(|(_, m)| *m == Must::Hold)
-        .map(|(p, _)| p)
-        .collect();
-    let required = required_friends.len() + required_members.len();
-    let Some((friends, sessions)) = final_state else {
-        return CheckResult {
-            name: NAME.to_owned(),
-            limit: Quantity::Count(limit),
-            value: None,
-            pass: required == 0,
-            detail: match required {
-                0 => "no acknowledged write to keep".to_owned(),
-                n => format!("unknown: {n} acknowledged writes but no final state recorded"),
-            },
-        };
+    let ops = by_op
+        .iter()
+        .map(|(op, [ok, refused, unknown])| format!("{op} {ok}/{refused}/{unknown}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let written = format!(
+        "{writes} writes (ok/refused/unknown: {}), {in_faults} in fault windows",
+        if ops.is_empty() { "none" } else { &ops }
+    );
+    let limit_q = Quantity::Count(limit);
+    if writes == 0 {
+        return CheckResult::unknown(NAME, limit_q, "no friend or session write was recorded");
+    }
+    let Some((friends, memberships)) = final_state else {
+        return CheckResult::unknown(
+            NAME,
+            limit_q,
+            format!("{written}, but no final reads recorded"),
+        );
     };
-    let friend_lists: HashMap<u64, HashSet<u64>> = friends
+    let lists: HashMap<u64, HashSet<u64>> = friends
         .iter()
         .map(|f| (f.account, f.friends.iter().copied().collect()))
         .collect();
-    let members: HashMap<u64, HashSet<u64>> = sessions
+    let shown_member: HashMap<(u64, &str), bool> = memberships
         .iter()
-        .map(|s| (s.session, s.members.iter().copied().collect()))
+        .map(|m| ((m.account, m.session.as_str()), m.member))
         .collect();
 
     let mut lost = Vec::new();
-    let mut unread = 0;
-    for (a, b) in required_friends {
-        // Each side that was read must list the other.
-        let sides = [(a, b), (b, a)];
-        let read: Vec<bool> = sides
-            .iter()
-            .filter_map(|(x, y)| friend_lists.get(x).map(|list| list.contains(y)))
-            .collect();
-        if read.is_empty() {
-            unread += 1;
-        } else if read.contains(&false) {
-            lost.push(format!("friends {a}-{b}"));
+    let (mut pairs_judged, mut members_judged) = (0u64, 0u64);
+    for (&(a, b), may) in &pairs {
+        let side = |x: u64, y: u64| lists.get(&x).map(|l| l.contains(&y));
+        let shown = match (side(a, b), side(b, a)) {
+            (None, None) => continue,
+            (Some(x), Some(y)) if x != y => {
+                pairs_judged += 1;
+                lost.push(format!("friends {a}-{b} half"));
+                continue;
+            }
+            (Some(x), _) | (None, Some(x)) => x,
+        };
+        pairs_judged += 1;
+        if !may.allows(shown) {
+            lost.push(format!(
+                "friends {a}-{b} {}",
+                if shown { "present" } else { "gone" }
+            ));
         }
     }
-    for (session, account) in required_members {
-        match members.get(&session) {
-            None => unread += 1,
-            Some(list) if !list.contains(&account) => {
-                lost.push(format!("{account} in session {session}"))
-            }
-            Some(_) => {}
+    for ((account, session), may) in &members {
+        let Some(&shown) = shown_member.get(&(*account, session.as_str())) else {
+            continue;
+        };
+        members_judged += 1;
+        if !may.allows(shown) {
+            let how = if shown { "still in" } else { "not in" };
+            lost.push(format!("{account} {how} session {session}"));
         }
     }
     let count = lost.len() as u64;
-    let mut detail = format!("{required} acknowledged writes to keep");
+    let mut detail = format!(
+        "{written}; {pairs_judged} of {} pairs and {members_judged} of {} memberships judged",
+        pairs.len(),
+        members.len()
+    );
     if count > 0 {
         detail.push_str(&format!("; {count} lost ({})", some(&lost, 3)));
     }
-    if unread > 0 {
-        detail.push_str(&format!("; {unread} not read at the end (not judged)"));
+    if pairs_judged + members_judged == 0 {
+        return CheckResult::unknown(
+            NAME,
+            limit_q,
+            format!("the final reads covered nothing written: {detail}"),
+        );
     }
-    CheckResult {
-        name: NAME.to_owned(),
-        limit: Quantity::Count(limit),
-        value: Some(Quantity::Count(count)),
-        pass: count <= limit,
-        detail,
-    }
+    CheckResult::count(NAME, limit, count, detail)
 }
 
-fn pair(a: u64, b: u64) -> (u64, u64) {
-    (a.min(b), a.max(b))
+fn op_name(op: WriteOp) -> &'static str {
+    match op {
+        WriteOp::FriendRequest => "friend_request",
+        WriteOp::FriendAccept => "friend_accept",
+        WriteOp::FriendDecline => "friend_decline",
+        WriteOp::FriendCancel => "friend_cancel",
+        WriteOp::Unfriend => "unfriend",
+        WriteOp::SessionCreate => "session_create",
+        WriteOp::SessionJoin => "session_join",
+        WriteOp::SessionLeave => "session_leave",
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::{FriendList, SessionMembers};
+    use crate::checks::testing::*;
+    use crate::checks::Verdict;
+    use crate::plan::ActionKind;
+    use WriteOp::*;
+    use WriteOutcome::*;
 
-    fn ack(t: f64, write: LegacyWrite) -> (f64, Event) {
-        (t, Event::WriteAck(write))
-    }
-
-    fn final_state(friends: &[(u64, &[u64])], sessions: &[(u64, &[u64])]) -> (f64, Event) {
-        (
-            100.0,
-            Event::FinalState {
-                friends: friends
-                    .iter()
-                    .map(|(account, list)| FriendList {
-                        account: *account,
-                        friends: list.to_vec(),
-                        online: Vec::new(),
-                    })
-                    .collect(),
-                sessions: sessions
-                    .iter()
-                    .map(|(session, list)| SessionMembers {
-                        session: *session,
-                        members: list.to_vec(),
-                    })
-                    .collect(),
-                memberships: Vec::new(),
-                connected: Vec::new(),
-                offline: Vec::new(),
-            },
-        )
+    fn judge(events: Vec<At>) -> CheckResult {
+        check(&events.into_iter().collect(), 0, 5.0)
     }
 
     #[test]
-    fn kept_and_undone_writes_pass() {
-        let history: History = [
-            ack(1.0, LegacyWrite::FriendAdd { a: 1, b: 2 }),
-            ack(2.0, LegacyWrite::FriendAdd { a: 1, b: 3 }),
-            ack(3.0, LegacyWrite::FriendRemove { a: 3, b: 1 }),
-            ack(4.0, LegacyWrite::SessionJoin { a: 1, session: 9 }),
-            ack(5.0, LegacyWrite::SessionJoin { a: 2, session: 9 }),
-            ack(6.0, LegacyWrite::SessionLeave { a: 2, session: 9 }),
-            final_state(&[(1, &[2]), (2, &[1]), (3, &[])], &[(9, &[1])]),
-        ]
-        .into_iter()
-        .collect();
-        let result = check(&history, 0);
-        assert!(result.pass, "{result:?}");
-        assert_eq!(result.value, Some(Quantity::Count(0)));
-    }
-
-    #[test]
-    fn a_lost_friendship_and_membership_fail() {
-        let history: History = [
-            ack(1.0, LegacyWrite::FriendAdd { a: 1, b: 2 }),
-            ack(4.0, LegacyWrite::SessionJoin { a: 1, session: 9 }),
-            final_state(&[(1, &[2]), (2, &[])], &[(9, &[])]),
-        ]
-        .into_iter()
-        .collect();
-        let result = check(&history, 0);
-        assert!(!result.pass);
-        assert_eq!(result.value, Some(Quantity::Count(2)));
-        assert!(result.detail.contains("friends 1-2"), "{}", result.detail);
+    fn writes_kept_and_undone_pass() {
+        let result = judge(vec![
+            befriend(1.0, 1, 2),
+            request_befriending(2.0, 1, 3, Ok),
+            friend(3.0, Unfriend, 3, 1, Ok),
+            // A pending request is no friendship.
+            friend(3.5, FriendRequest, 1, 4, Ok),
+            session_write(4.0, SessionCreate, 1, "9", Ok),
+            session_write(5.0, SessionJoin, 2, "9", Ok),
+            session_write(6.0, SessionLeave, 2, "9", Ok),
+            Final::default()
+                .list(1, &[2], &[])
+                .list(2, &[1], &[])
+                .list(3, &[], &[])
+                .list(4, &[], &[])
+                .member(1, "9", true, None)
+                .member(2, "9", false, None)
+                .at(100.0),
+        ]);
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
         assert!(
-            result.detail.contains("1 in session 9"),
+            result
+                .detail
+                .contains("2 of 2 pairs and 2 of 2 memberships"),
+            "{}",
+            result.detail
+        );
+        assert!(
+            result.detail.contains("friend_request 2/0/0"),
             "{}",
             result.detail
         );
     }
 
     #[test]
-    fn an_undo_of_unknown_outcome_is_not_judged() {
-        let history: History = [
-            ack(1.0, LegacyWrite::FriendAdd { a: 1, b: 2 }),
-            (
-                2.0,
-                Event::WriteUnknown(LegacyWrite::FriendRemove { a: 1, b: 2 }),
-            ),
-            final_state(&[(1, &[]), (2, &[])], &[]),
-        ]
-        .into_iter()
-        .collect();
-        assert!(check(&history, 0).pass);
+    fn a_lost_friendship_an_undone_unfriend_and_a_lost_leave_fail() {
+        let result = judge(vec![
+            befriend(1.0, 1, 2),
+            befriend(1.0, 3, 4),
+            friend(2.0, Unfriend, 4, 3, Ok),
+            session_write(4.0, SessionJoin, 1, "9", Ok),
+            session_write(5.0, SessionLeave, 1, "9", Ok),
+            Final::default()
+                .list(1, &[], &[])
+                .list(2, &[], &[])
+                .list(3, &[4], &[])
+                .list(4, &[3], &[])
+                .member(1, "9", true, None)
+                .at(100.0),
+        ]);
+        assert_eq!(result.result, Verdict::Fail);
+        assert_eq!(result.value, Some(Quantity::Count(3)));
+        assert!(
+            result.detail.contains("friends 1-2 gone"),
+            "{}",
+            result.detail
+        );
+        assert!(
+            result.detail.contains("friends 3-4 present"),
+            "{}",
+            result.detail
+        );
     }
 
     #[test]
-    fn writes_without_a_final_state_are_unknown() {
-        let history: History = [ack(1.0, LegacyWrite::FriendAdd { a: 1, b: 2 })]
-            .into_iter()
-            .collect();
-        let result = check(&history, 0);
-        assert!(!result.pass);
-        assert!(result.detail.starts_with("unknown:"));
-        assert!(check(&History::default(), 0).pass);
+    fn a_friendship_one_side_lists_is_half_and_lost_even_after_an_unknown_write() {
+        let result = judge(vec![
+            friend(1.0, FriendAccept, 1, 2, Unknown),
+            Final::default()
+                .list(1, &[2], &[])
+                .list(2, &[], &[])
+                .at(100.0),
+        ]);
+        assert_eq!(result.result, Verdict::Fail);
+        assert!(
+            result.detail.contains("friends 1-2 half"),
+            "{}",
+            result.detail
+        );
+    }
+
+    #[test]
+    fn an_unknown_write_may_show_either_way_and_a_refused_one_changes_nothing() {
+        let result = judge(vec![
+            befriend(1.0, 1, 2),
+            friend(2.0, Unfriend, 1, 2, Unknown),
+            friend(3.0, FriendAccept, 3, 4, Unknown),
+            friend(4.0, FriendAccept, 5, 6, Refused),
+            session_write(5.0, SessionJoin, 1, "9", Unknown),
+            Final::default()
+                .list(1, &[], &[])
+                .list(2, &[], &[])
+                .list(3, &[4], &[])
+                .list(4, &[3], &[])
+                .list(5, &[], &[])
+                .member(1, "9", false, None)
+                .at(100.0),
+        ]);
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
+        // A refused accept that shows up at the end was not refused after all.
+        let result = judge(vec![
+            friend(4.0, FriendAccept, 5, 6, Refused),
+            Final::default()
+                .list(5, &[6], &[])
+                .list(6, &[5], &[])
+                .at(100.0),
+        ]);
+        assert_eq!(result.result, Verdict::Fail);
+    }
+
+    #[test]
+    fn writes_in_fault_windows_are_counted_and_unread_pairs_not_judged() {
+        let mut events = action(10.0, 10.0, ActionKind::Kill, "node-1");
+        events.extend([
+            befriend(12.0, 1, 2),
+            befriend(30.0, 3, 4),
+            Final::default().list(1, &[2], &[]).at(100.0),
+        ]);
+        let result = judge(events);
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
+        assert!(
+            result.detail.contains("1 in fault windows"),
+            "{}",
+            result.detail
+        );
+        assert!(result.detail.contains("1 of 2 pairs"), "{}", result.detail);
+    }
+
+    #[test]
+    fn writes_without_final_reads_or_no_writes_at_all_are_unknown() {
+        let result = judge(vec![befriend(1.0, 1, 2)]);
+        assert_eq!(result.result, Verdict::Unknown);
+        assert!(
+            result.detail.contains("no final reads"),
+            "{}",
+            result.detail
+        );
+        let result = judge(vec![Final::default().list(1, &[], &[]).at(100.0)]);
+        assert_eq!(result.result, Verdict::Unknown);
+        let result = judge(vec![befriend(1.0, 1, 2), Final::default().at(100.0)]);
+        assert_eq!(result.result, Verdict::Unknown);
     }
 }

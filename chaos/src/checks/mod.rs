@@ -1,21 +1,29 @@
 //! The invariant checks: pure functions from the recorded history to a verdict (Jepsen
 //! style), each testable on a hand-made history, plus the faults table.
 //!
-//! A check that has something to judge but not the evidence to judge it (no samples, no
-//! final state) fails with a detail starting `unknown:`, so missing instrumentation shows.
+//! Each check ends `pass`, `fail` or `unknown`. A check with nothing to judge in this run (a
+//! failover with one node) passes and says so; one that had something to judge but not the
+//! evidence (no samples, no final state) is `unknown`, which fails the run, so missing
+//! instrumentation shows. Every detail says how much was judged.
 
 pub mod clients;
+pub mod conns;
 pub mod duplicates;
+pub mod event_order;
 pub mod failover;
 pub mod faults;
 pub mod http_errors;
 pub mod lost_writes;
 pub mod players_back;
 pub mod presence;
+pub mod session_integrity;
+pub mod stale_online;
+#[cfg(test)]
+mod testing;
 
 use std::fmt;
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::events::History;
 use crate::plan::{Client, Limits};
@@ -29,8 +37,85 @@ pub struct CheckResult {
     pub limit: Quantity,
     /// `null` when nothing could be measured (say, a player never came back).
     pub value: Option<Quantity>,
+    /// `result == pass`, for readers of the v1 report.
     pub pass: bool,
+    pub result: Verdict,
     pub detail: String,
+}
+
+/// How a check ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    Pass,
+    Fail,
+    /// Too little evidence to judge: the detail says what was missing.
+    Unknown,
+}
+
+impl Verdict {
+    /// `Pass` or `Fail`.
+    pub fn of(pass: bool) -> Verdict {
+        if pass {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::Unknown => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl CheckResult {
+    pub fn new(
+        name: impl Into<String>,
+        limit: Quantity,
+        value: Option<Quantity>,
+        result: Verdict,
+        detail: impl Into<String>,
+    ) -> CheckResult {
+        CheckResult {
+            name: name.into(),
+            limit,
+            value,
+            pass: result == Verdict::Pass,
+            result,
+            detail: detail.into(),
+        }
+    }
+
+    /// A count held to its limit.
+    pub fn count(name: &str, limit: u64, value: u64, detail: impl Into<String>) -> CheckResult {
+        CheckResult::new(
+            name,
+            Quantity::Count(limit),
+            Some(Quantity::Count(value)),
+            Verdict::of(value <= limit),
+            detail,
+        )
+    }
+
+    /// Nothing this check judges happened in the run: a pass that says so.
+    pub fn not_applicable(name: &str, limit: Quantity, detail: impl Into<String>) -> CheckResult {
+        CheckResult::new(name, limit, None, Verdict::Pass, detail)
+    }
+
+    /// Something to judge, but not the evidence: `detail` says what was missing.
+    pub fn unknown(name: &str, limit: Quantity, detail: impl Into<String>) -> CheckResult {
+        CheckResult::new(name, limit, None, Verdict::Unknown, detail)
+    }
 }
 
 /// A limit or a measured value; JSON writes it as a plain number.
@@ -86,9 +171,12 @@ pub fn run_all(history: &History, limits: &Limits, clients: &[Client]) -> Vec<Ch
         players_back::check(history, limits.players_back),
         duplicates::check(history, limits.duplicate_sessions),
         presence::check(history, limits.presence_missing),
-        lost_writes::check(history, limits.lost_writes),
+        lost_writes::check(history, limits.lost_writes, grace),
         http_errors::check(history, limits.http_error_ratio, grace),
         failover::check(history, limits.failover, grace),
+        stale_online::check(history, limits.stale_online),
+        event_order::check(history, limits.event_order),
+        session_integrity::check(history, limits.session_integrity),
     ];
     results.extend(
         clients
@@ -162,9 +250,45 @@ mod tests {
                 "lost_writes",
                 "http_error_ratio",
                 "failover",
+                "stale_online",
+                "event_order",
+                "session_integrity",
                 "client:c"
             ]
         );
+        // Nothing recorded: the checks that need evidence say so, and none of them passes
+        // by default.
+        let unknown: Vec<&str> = results
+            .iter()
+            .filter(|r| r.result == Verdict::Unknown)
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(
+            unknown,
+            [
+                "duplicate_sessions",
+                "presence_missing",
+                "lost_writes",
+                "http_error_ratio",
+                "stale_online",
+                "event_order",
+                "session_integrity",
+                "client:c",
+            ]
+        );
+        assert!(results
+            .iter()
+            .all(|r| r.pass == (r.result == Verdict::Pass)));
+    }
+
+    #[test]
+    fn a_result_is_written_beside_pass() {
+        let result = CheckResult::unknown("x", Quantity::Count(0), "no samples");
+        let json = serde_json::to_value(&result).unwrap();
+        assert_eq!(json["result"], "unknown");
+        assert_eq!(json["pass"], false);
+        let result = CheckResult::count("x", 1, 1, "");
+        assert_eq!(serde_json::to_value(&result).unwrap()["result"], "pass");
     }
 
     #[test]

@@ -1,28 +1,73 @@
 //! players_back: after every fault that broke connections, the players who lost theirs must
 //! all have a welcome again within the limit, counted from the fault's start (so a fault
-//! that lasts, like a partition, counts its own duration).
+//! that lasts, like a partition, counts its own duration). Sign-offs and 4001 replacements
+//! are no losses (the recorder writes no `player_lost` for them), and a player that signed off
+//! for good after its loss is not expected back.
+//!
+//! Not applicable when the timeline broke no connection on purpose. A kill, stop, restart or
+//! rolling of nodes and a drop always break some; when none was lost, the evidence is
+//! missing (unknown). A partition or latency on the players' links breaks connections only
+//! when it outlasts the clients' liveness timeout, so it is judged when it did.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
-use super::faults::{self, fmt_num, BackSeconds};
-use super::{CheckResult, Quantity};
-use crate::events::History;
+use super::faults::{self, fmt_num, BackSeconds, Fault};
+use super::{CheckResult, Quantity, Verdict};
+use crate::events::{Event, History};
+use crate::plan::{ActionKind, Target};
 
 pub const NAME: &str = "players_back";
 
+/// Whether the action breaks player connections whenever it runs.
+fn breaks(fault: &Fault) -> bool {
+    match fault.action {
+        ActionKind::Kill | ActionKind::Stop | ActionKind::Restart | ActionKind::Rolling => {
+            fault.target.parse::<Target>().is_ok_and(Target::is_node)
+        }
+        ActionKind::Drop => true,
+        _ => false,
+    }
+}
+
 pub fn check(history: &History, limit: Duration) -> CheckResult {
     let limit_s = limit.as_secs_f64();
+    let limit_q = Quantity::Seconds(limit_s);
     let faults = faults::faults(history);
     let (hits, unexplained) = faults::hits(history, &faults, limit_s);
+    let mut gone_for_good: HashMap<u64, Vec<f64>> = HashMap::new();
+    for (t, event) in history.iter() {
+        if let Event::SignOff {
+            account,
+            for_good: true,
+        } = event
+        {
+            gone_for_good.entry(*account).or_default().push(t);
+        }
+    }
     let mut worst: Option<f64> = Some(0.0);
-    let mut judged = 0;
+    let (mut judged, mut players, mut left) = (0, 0, 0);
     let mut failures = Vec::new();
     for (fault, hits) in faults.iter().zip(&hits) {
+        // Signed off for good while away: not expected back.
+        let hits: Vec<_> = hits
+            .iter()
+            .filter(|h| {
+                let left_for_good = h.back_t.is_none()
+                    && gone_for_good
+                        .get(&h.account)
+                        .is_some_and(|ts| ts.iter().any(|&t| t >= h.lost_t));
+                left += usize::from(left_for_good);
+                !left_for_good
+            })
+            .cloned()
+            .collect();
         if hits.is_empty() {
             continue;
         }
         judged += 1;
-        let back = BackSeconds::of(fault.start, hits);
+        players += hits.len();
+        let back = BackSeconds::of(fault.start, &hits);
         worst = match (worst, back.p100) {
             (Some(w), Some(p)) => Some(w.max(p)),
             _ => None,
@@ -45,96 +90,97 @@ pub fn check(history: &History, limit: Duration) -> CheckResult {
             }
         }
     }
-    let stray = match unexplained {
-        0 => String::new(),
-        n => format!("; {n} losses outside any fault (not judged)"),
-    };
-    let (value, detail) = if judged == 0 {
-        (None, format!("no fault broke a connection{stray}"))
-    } else if failures.is_empty() {
-        (
-            worst.map(Quantity::Seconds),
-            format!("{judged} faults broke connections, every player back in time{stray}"),
-        )
-    } else {
-        (
-            worst.map(Quantity::Seconds),
-            format!("{}{stray}", failures.join("; ")),
-        )
-    };
-    CheckResult {
-        name: NAME.to_owned(),
-        limit: Quantity::Seconds(limit_s),
-        value,
-        pass: failures.is_empty(),
-        detail,
+    let mut notes = String::new();
+    if left > 0 {
+        notes.push_str(&format!(
+            "; {left} signed off for good while away (not expected back)"
+        ));
     }
+    if unexplained > 0 {
+        notes.push_str(&format!(
+            "; {unexplained} losses outside any fault (not judged)"
+        ));
+    }
+    if judged == 0 {
+        let breaking: Vec<String> = faults
+            .iter()
+            .filter(|f| breaks(f))
+            .map(Fault::label)
+            .collect();
+        return if breaking.is_empty() {
+            CheckResult::not_applicable(
+                NAME,
+                limit_q,
+                format!("no action broke a player connection{notes}"),
+            )
+        } else {
+            CheckResult::unknown(
+                NAME,
+                limit_q,
+                format!(
+                    "no player lost its connection to {} ({} actions that break connections){notes}",
+                    super::some(&breaking, 3),
+                    breaking.len()
+                ),
+            )
+        };
+    }
+    let detail = if failures.is_empty() {
+        format!("{judged} faults broke {players} connections, every player back in time{notes}")
+    } else {
+        format!("{}{notes}", failures.join("; "))
+    };
+    CheckResult::new(
+        NAME,
+        limit_q,
+        worst.map(Quantity::Seconds),
+        Verdict::of(failures.is_empty()),
+        detail,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::Event;
-    use crate::plan::ActionKind;
+    use crate::checks::testing::*;
 
-    fn drop_at(t: f64) -> Vec<(f64, Event)> {
-        vec![
-            (
-                t,
-                Event::ActionStart {
-                    action: ActionKind::Drop,
-                    target: "players".into(),
-                    at: t,
-                },
-            ),
-            (
-                t,
-                Event::ActionEnd {
-                    action: ActionKind::Drop,
-                    target: "players".into(),
-                    at: t,
-                    error: None,
-                },
-            ),
-        ]
+    fn judge(events: Vec<At>) -> CheckResult {
+        check(&events.into_iter().collect(), Duration::from_secs(5))
     }
 
-    fn lost(t: f64, account: u64) -> (f64, Event) {
-        (
-            t,
-            Event::PlayerLost {
-                account,
-                node: "node-1".into(),
-                reason: "reset".into(),
-            },
-        )
-    }
-
-    fn back(t: f64, account: u64) -> (f64, Event) {
-        (
-            t,
-            Event::PlayerBack {
-                account,
-                node: "node-1".into(),
-            },
-        )
+    fn drop_at(t: f64) -> Vec<At> {
+        action(t, t, ActionKind::Drop, "players")
     }
 
     #[test]
     fn everyone_back_in_time_passes() {
         let mut events = drop_at(10.0);
-        events.extend([lost(10.0, 1), lost(10.0, 2), back(11.0, 1), back(13.5, 2)]);
-        let result = check(&events.into_iter().collect(), Duration::from_secs(5));
-        assert!(result.pass, "{result:?}");
+        events.extend([
+            lost(10.0, 1, "node-1"),
+            lost(10.0, 2, "node-1"),
+            back(11.0, 1, "node-1"),
+            back(13.5, 2, "node-1"),
+        ]);
+        let result = judge(events);
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
         assert_eq!(result.value, Some(Quantity::Seconds(3.5)));
+        assert!(
+            result.detail.contains("1 faults broke 2 connections"),
+            "{}",
+            result.detail
+        );
     }
 
     #[test]
     fn a_player_never_back_fails() {
         let mut events = drop_at(10.0);
-        events.extend([lost(10.0, 1), lost(10.0, 2), back(11.0, 1)]);
-        let result = check(&events.into_iter().collect(), Duration::from_secs(5));
-        assert!(!result.pass);
+        events.extend([
+            lost(10.0, 1, "node-1"),
+            lost(10.0, 2, "node-1"),
+            back(11.0, 1, "node-1"),
+        ]);
+        let result = judge(events);
+        assert_eq!(result.result, Verdict::Fail);
         assert_eq!(result.value, None);
         assert!(
             result.detail.contains("1 of 2 players never back"),
@@ -146,16 +192,73 @@ mod tests {
     #[test]
     fn a_player_back_too_late_fails() {
         let mut events = drop_at(10.0);
-        events.extend([lost(10.0, 1), back(18.0, 1)]);
-        let result = check(&events.into_iter().collect(), Duration::from_secs(5));
-        assert!(!result.pass);
+        events.extend([lost(10.0, 1, "node-1"), back(18.0, 1, "node-1")]);
+        let result = judge(events);
+        assert_eq!(result.result, Verdict::Fail);
         assert_eq!(result.value, Some(Quantity::Seconds(8.0)));
     }
 
     #[test]
-    fn no_losses_pass_with_nothing_to_judge() {
-        let result = check(&drop_at(10.0).into_iter().collect(), Duration::from_secs(5));
-        assert!(result.pass);
-        assert!(result.detail.starts_with("no fault broke"));
+    fn a_player_that_signed_off_for_good_while_away_is_not_expected() {
+        let mut events = drop_at(10.0);
+        events.extend([
+            lost(10.0, 1, "node-1"),
+            lost(10.0, 2, "node-1"),
+            back(11.0, 1, "node-1"),
+            sign_off(11.5, 2, true),
+        ]);
+        let result = judge(events);
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
+        assert!(
+            result.detail.contains("1 signed off for good"),
+            "{}",
+            result.detail
+        );
+        // Signing off for a while is no excuse.
+        let mut events = drop_at(10.0);
+        events.extend([lost(10.0, 2, "node-1"), sign_off(11.5, 2, false)]);
+        assert_eq!(judge(events).result, Verdict::Fail);
+    }
+
+    #[test]
+    fn a_breaking_action_that_lost_nobody_is_unknown() {
+        let result = judge(action(10.0, 10.0, ActionKind::Kill, "node-1"));
+        assert_eq!(result.result, Verdict::Unknown);
+        assert!(
+            result.detail.contains("kill node-1 at 10s"),
+            "{}",
+            result.detail
+        );
+        assert_eq!(judge(drop_at(10.0)).result, Verdict::Unknown);
+    }
+
+    #[test]
+    fn no_breaking_action_is_not_applicable() {
+        let mut events = action(10.0, 15.0, ActionKind::Pause, "nats");
+        events.extend(action(
+            20.0,
+            30.0,
+            ActionKind::Partition,
+            "node-1<->players",
+        ));
+        events.extend(action(40.0, 41.0, ActionKind::Kill, "postgres"));
+        let result = judge(events);
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
+        assert_eq!(result.value, None);
+        assert!(
+            result.detail.starts_with("no action broke"),
+            "{}",
+            result.detail
+        );
+        assert_eq!(judge(Vec::new()).result, Verdict::Pass);
+    }
+
+    #[test]
+    fn a_partition_of_the_players_that_broke_connections_is_judged() {
+        let mut events = action(20.0, 30.0, ActionKind::Partition, "players<->node-1");
+        events.extend([lost(28.0, 1, "node-1")]);
+        let result = judge(events);
+        assert_eq!(result.result, Verdict::Fail);
+        assert!(result.detail.contains("never back"), "{}", result.detail);
     }
 }

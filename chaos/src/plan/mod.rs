@@ -155,6 +155,12 @@ pub struct Limits {
     pub lost_writes: u64,
     pub http_error_ratio: f64,
     pub failover: Duration,
+    /// Friends shown online when they hold no connection, or offline when they do, at the end.
+    pub stale_online: u64,
+    /// Connections whose `seq` ran with a gap or repeat, plus events older than their welcome.
+    pub event_order: u64,
+    /// Session views over their size, without their leader, or disagreeing at the end.
+    pub session_integrity: u64,
 }
 
 impl Default for Limits {
@@ -166,6 +172,9 @@ impl Default for Limits {
             lost_writes: 0,
             http_error_ratio: 0.001,
             failover: Duration::from_secs(7),
+            stale_online: 0,
+            event_order: 0,
+            session_integrity: 0,
         }
     }
 }

@@ -145,6 +145,9 @@ pub struct RawChecks {
     pub lost_writes: Option<u64>,
     pub http_error_ratio: Option<f64>,
     pub failover: Option<String>,
+    pub stale_online: Option<u64>,
+    pub event_order: Option<u64>,
+    pub session_integrity: Option<u64>,
 }
 
 fn declared<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
@@ -460,6 +463,9 @@ impl From<&Plan> for RawPlan {
                 lost_writes: Some(checks.lost_writes),
                 http_error_ratio: Some(checks.http_error_ratio),
                 failover: Some(duration::format(checks.failover)),
+                stale_online: Some(checks.stale_online),
+                event_order: Some(checks.event_order),
+                session_integrity: Some(checks.session_integrity),
             }),
         }
     }

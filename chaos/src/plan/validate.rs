@@ -313,6 +313,9 @@ impl Cx<'_> {
             lost_writes: raw.lost_writes.unwrap_or(defaults.lost_writes),
             http_error_ratio,
             failover: duration_or(&raw.failover, "failover", defaults.failover)?,
+            stale_online: raw.stale_online.unwrap_or(defaults.stale_online),
+            event_order: raw.event_order.unwrap_or(defaults.event_order),
+            session_integrity: raw.session_integrity.unwrap_or(defaults.session_integrity),
         })
     }
 
@@ -677,6 +680,27 @@ mod tests {
         let src = format!("{SINGLE}clients:\n  - {{name: a, cmd: x}}\n  - {{name: a, cmd: y}}\n");
         let (line, key, _) = refused(&src);
         assert_eq!((line, key.as_str()), (5, "clients[1].name"));
+    }
+
+    #[test]
+    fn the_v1_1_check_limits_are_read_and_unknown_check_keys_refused() {
+        let src = format!(
+            "{SINGLE}checks:\n  stale_online: 2\n  event_order: 3\n  session_integrity: 4\n"
+        );
+        let plan = check(&src).unwrap();
+        let limits = &plan.checks;
+        assert_eq!(
+            (
+                limits.stale_online,
+                limits.event_order,
+                limits.session_integrity
+            ),
+            (2, 3, 4)
+        );
+        // The resolved plan writes them back, so a rerun holds the run to the same limits.
+        assert_eq!(check(&plan.to_yaml()).unwrap().checks, plan.checks);
+        let (line, key, _) = refused(&format!("{SINGLE}checks:\n  stale_onlin: 0\n"));
+        assert_eq!((line, key.as_str()), (4, "checks.stale_onlin"));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::checks::Quantity;
+use crate::checks::{Quantity, Verdict};
 use crate::events::Tool;
 use crate::plan::ActionKind;
 use crate::report::json::SCHEMA;
@@ -58,8 +58,22 @@ pub struct StoredCheck {
     pub limit: f64,
     pub value: Option<f64>,
     pub pass: bool,
+    /// Absent in v1 reports, which knew only pass and fail.
+    #[serde(default)]
+    pub result: Option<Verdict>,
     #[serde(default)]
     pub detail: String,
+}
+
+impl StoredCheck {
+    /// `pass`, `FAIL` or `UNKNOWN` (unknown counts as not passing).
+    fn outcome(&self) -> &'static str {
+        match self.result {
+            Some(Verdict::Unknown) => "UNKNOWN",
+            _ if self.pass => "pass",
+            _ => "FAIL",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -389,7 +403,7 @@ pub fn render(a: &Stored, b: &Stored, comparison: &Comparison) -> String {
                     "{} {}",
                     x.value
                         .map_or_else(|| "—".to_owned(), |v| measure.quantity(v).to_string()),
-                    if x.pass { "pass" } else { "FAIL" }
+                    x.outcome()
                 ),
             };
             let change = if c.regression() {
@@ -482,6 +496,7 @@ mod tests {
             limit,
             value,
             pass,
+            result: Some(Verdict::of(pass)),
             detail: String::new(),
         }
     }
@@ -556,6 +571,25 @@ mod tests {
         );
         assert!(
             text.contains("| players_back     | 20s   | 8.5s pass | 8.7s pass"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_check_counts_as_not_passing_and_shows_as_unknown() {
+        let a = stored(
+            vec![check("presence_missing", 0.0, Some(0.0), true)],
+            vec![],
+        );
+        let mut unknown = check("presence_missing", 0.0, None, false);
+        unknown.result = Some(Verdict::Unknown);
+        let b = stored(vec![unknown], vec![]);
+        let cmp = compare(&a, &b);
+        assert_eq!(cmp.regressions(), vec!["presence_missing"]);
+        let text = render(&a, &b, &cmp);
+        assert!(text.contains("| — UNKNOWN |"), "{text}");
+        assert!(
+            text.contains("B: r.json — p, seed 1, 0 of 1 checks passed"),
             "{text}"
         );
     }

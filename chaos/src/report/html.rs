@@ -41,6 +41,7 @@ table{border-collapse:collapse;margin:4px 0 8px}
 th,td{border:1px solid #d5dae3;padding:3px 9px;text-align:left;vertical-align:top}
 th{background:#f1f3f7}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}
 tr.failed td{background:#fdecea}td.result-fail{color:#b3261e;font-weight:600}
+td.result-unknown{color:#8a5a00;font-weight:600}
 svg.figure{display:block;max-width:100%;height:auto;font:11px system-ui,sans-serif}
 svg .title{font-size:13px;font-weight:600;fill:#1d2433}svg .legend,svg .tick{fill:#4a5568}
 svg .empty{fill:#8a93a5;text-anchor:middle}
@@ -271,6 +272,8 @@ fn table(headers: &[&str], numeric: &[bool], rows: &[(bool, Vec<String>)]) -> St
                 " class=\"num\""
             } else if *failed && cell == "FAIL" {
                 " class=\"result-fail\""
+            } else if *failed && cell == "UNKNOWN" {
+                " class=\"result-unknown\""
             } else {
                 ""
             };
@@ -436,6 +439,16 @@ mod tests {
         ] {
             assert!(html.contains(part), "{part} missing");
         }
+    }
+
+    #[test]
+    fn an_unknown_check_is_marked_apart_from_a_failure() {
+        let (report, history) = run();
+        let html = page(&report, &history);
+        assert!(
+            html.contains("<td>duplicate_sessions</td><td class=\"num\">0</td><td class=\"num\">—</td><td class=\"result-unknown\">UNKNOWN</td>"),
+            "{html}"
+        );
     }
 
     #[test]

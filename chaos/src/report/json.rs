@@ -16,6 +16,17 @@ pub enum Verdict {
     Fail,
 }
 
+impl Verdict {
+    /// The run's verdict: a pass only when every check passed; unknown is no pass.
+    pub fn of(checks: &[CheckResult]) -> Verdict {
+        if checks.iter().all(|c| c.result == checks::Verdict::Pass) {
+            Verdict::Pass
+        } else {
+            Verdict::Fail
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
     pub schema: &'static str,
@@ -48,11 +59,7 @@ impl Report {
     pub fn build(plan: &Plan, history: &History, load: serde_json::Value) -> Report {
         let grace = plan.checks.players_back.as_secs_f64();
         let checks = checks::run_all(history, &plan.checks, &plan.clients);
-        let verdict = if checks.iter().all(|c| c.pass) {
-            Verdict::Pass
-        } else {
-            Verdict::Fail
-        };
+        let verdict = Verdict::of(&checks);
         let meta = history.meta();
         Report {
             schema: SCHEMA,
@@ -153,5 +160,19 @@ mod tests {
         let report = Report::build(&plan(), &History::default(), serde_json::Value::Null);
         assert_eq!(report.verdict, Verdict::Fail);
         assert_eq!(serde_json::to_value(report.verdict).unwrap(), "fail");
+    }
+
+    #[test]
+    fn an_unknown_check_alone_fails_the_run_and_each_check_writes_its_result() {
+        let count = |name: &str| CheckResult::count(name, 0, 0, "");
+        let mut checks = vec![count("a"), count("b")];
+        assert_eq!(Verdict::of(&checks), Verdict::Pass);
+        checks[1] = CheckResult::unknown("b", checks::Quantity::Count(0), "no samples");
+        assert_eq!(Verdict::of(&checks), Verdict::Fail);
+        let json = serde_json::to_string(&checks[1]).unwrap();
+        assert_eq!(
+            json,
+            r#"{"name":"b","limit":0,"value":null,"pass":false,"result":"unknown","detail":"no samples"}"#
+        );
     }
 }

@@ -4,6 +4,7 @@
 
 use std::fmt::Write as _;
 
+use crate::checks::Verdict;
 use crate::report::json::Report;
 
 /// The whole XML document.
@@ -47,10 +48,15 @@ pub fn junit(report: &Report) -> String {
         let value = check
             .value
             .map_or_else(|| "none".to_owned(), |v| v.to_string());
+        // Too little evidence is no pass either, but CI shows it apart from a breach.
+        let message = match check.result {
+            Verdict::Unknown => format!("unknown: {}", check.detail),
+            _ => check.detail.clone(),
+        };
         let _ = writeln!(
             out,
             "{case}>\n      <failure message=\"{}\" type=\"{}\">limit {}, value {}\n{}</failure>\n    </testcase>",
-            xml(&check.detail),
+            xml(&message),
             xml(&check.name),
             xml(&check.limit.to_string()),
             xml(&value),
@@ -93,7 +99,9 @@ mod tests {
         let plan = Plan::from_yaml("name: tiny\nseed: 4\nload: {players: 2}\n").unwrap();
         let mut report = Report::build(&plan, &History::default(), serde_json::Value::Null);
         report.checks[0].pass = true;
+        report.checks[0].result = Verdict::Pass;
         report.checks[1].detail = "a <b> & \"c\" 'd'\u{1}".into();
+        report.checks[1].result = Verdict::Fail;
         report
     }
 
@@ -146,6 +154,22 @@ mod tests {
         let detail = "a <b> & \"c\" 'd'\u{FFFD}";
         assert_eq!(failure.attribute("message"), Some(detail));
         assert!(failure.text().unwrap().ends_with(detail));
+    }
+
+    #[test]
+    fn an_unknown_check_is_a_failure_whose_message_says_unknown() {
+        let report = report();
+        let text = junit(&report);
+        let doc = roxmltree::Document::parse(&text).unwrap();
+        let case = doc
+            .descendants()
+            .find(|n| n.attribute("name") == Some("lost_writes"))
+            .unwrap();
+        let failure = case.children().find(|n| n.has_tag_name("failure")).unwrap();
+        assert_eq!(
+            failure.attribute("message"),
+            Some("unknown: no friend or session write was recorded")
+        );
     }
 
     #[test]

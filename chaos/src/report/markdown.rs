@@ -47,9 +47,18 @@ pub(crate) fn check_row(c: &crate::checks::CheckResult) -> Vec<String> {
         c.name.clone(),
         c.limit.to_string(),
         c.value.map_or_else(|| "—".to_owned(), |v| v.to_string()),
-        if c.pass { "pass" } else { "FAIL" }.to_owned(),
+        result_cell(c.result).to_owned(),
         c.detail.clone(),
     ]
+}
+
+/// A check's result as the tables show it: what needs a look in capitals.
+pub(crate) fn result_cell(result: crate::checks::Verdict) -> &'static str {
+    match result {
+        crate::checks::Verdict::Pass => "pass",
+        crate::checks::Verdict::Fail => "FAIL",
+        crate::checks::Verdict::Unknown => "UNKNOWN",
+    }
 }
 
 /// One fault as the tables show it (summary.md and report.html alike).
@@ -188,6 +197,20 @@ mod tests {
             let widths: Vec<usize> = block.lines().map(|l| l.chars().count()).collect();
             assert!(widths.windows(2).all(|w| w[0] == w[1]), "{block}");
         }
+    }
+
+    #[test]
+    fn an_unknown_check_shows_as_unknown_not_as_a_failure() {
+        let plan = Plan::from_yaml("name: tiny\nload: {players: 2}\n").unwrap();
+        let report = Report::build(&plan, &History::default(), serde_json::Value::Null);
+        let text = summary(&report);
+        let row = text
+            .lines()
+            .find(|l| l.starts_with("| duplicate_sessions "))
+            .unwrap();
+        assert!(row.contains("| UNKNOWN "), "{row}");
+        assert!(row.contains("no connection samples recorded"), "{row}");
+        assert!(text.starts_with("# anyplay-chaos: tiny — FAIL"), "{text}");
     }
 
     #[test]

@@ -1,0 +1,174 @@
+//! event_order: on each connection the events' `seq` runs 1, 2, 3 … in arrival order, with
+//! no gap, no repeat and none missing; and no connection receives an event older than itself.
+//!
+//! Older than the connection: a presence event (of X at version v) whose change was
+//! acknowledged before the connection was opened, while X neither connected nor lost a
+//! connection between that acknowledgement and the receipt (so no online or offline
+//! announcement could carry v again). The acknowledgement must precede the opening by more
+//! than the delivery window: a fan-out still in flight when the connection subscribes may
+//! reach it in a correct cloud.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::conns::Conns;
+use super::presence::DELIVERY_WINDOW;
+use super::{some, CheckResult, Quantity};
+use crate::events::{Event, History};
+
+pub const NAME: &str = "event_order";
+
+pub fn check(history: &History, limit: u64) -> CheckResult {
+    let conns = Conns::of(history);
+    let mut acks: HashMap<(u64, u64), f64> = HashMap::new();
+    // Each account's welcomes and closes, to see whether it announced itself again.
+    let mut comings: HashMap<u64, Vec<f64>> = HashMap::new();
+    // Per connection: the seq expected next, and whether it went wrong.
+    let mut next: BTreeMap<u64, (u64, bool)> = BTreeMap::new();
+    let mut received = 0u64;
+    let mut broken = Vec::new();
+    let mut old = Vec::new();
+    for (t, event) in history.iter() {
+        match event {
+            Event::PresenceChange {
+                account, version, ..
+            } => {
+                acks.entry((*account, *version)).or_insert(t);
+            }
+            Event::Welcome { account, .. } | Event::Closed { account, .. } => {
+                comings.entry(*account).or_default().push(t)
+            }
+            Event::Received {
+                conn,
+                seq,
+                from,
+                version,
+                ..
+            } => {
+                received += 1;
+                let (expected, wrong) = next.entry(*conn).or_insert((1, false));
+                if *seq != Some(*expected) && !*wrong {
+                    *wrong = true;
+                    let got = seq.map_or_else(|| "none".to_owned(), |s| s.to_string());
+                    broken.push(format!("conn {conn}: seq {got} where {expected} was due"));
+                }
+                *expected = seq.unwrap_or(*expected) + 1;
+                let (Some(from), Some(version), Some(c)) = (from, version, conns.get(*conn)) else {
+                    continue;
+                };
+                let Some(&ack) = acks.get(&(*from, *version)) else {
+                    continue;
+                };
+                let announced = comings
+                    .get(from)
+                    .is_some_and(|ts| ts.iter().any(|&u| u > ack && u <= t));
+                if ack + DELIVERY_WINDOW < c.opened && !announced {
+                    old.push(format!("conn {conn}: {from} v{version}"));
+                }
+            }
+            _ => {}
+        }
+    }
+    let limit_q = Quantity::Count(limit);
+    if received == 0 {
+        return CheckResult::unknown(NAME, limit_q, "no event received");
+    }
+    let count = (broken.len() + old.len()) as u64;
+    let mut detail = format!("{received} events on {} connections judged", next.len());
+    if !broken.is_empty() {
+        detail.push_str(&format!(
+            "; {} connections with a gap, repeat or missing seq ({})",
+            broken.len(),
+            some(&broken, 3)
+        ));
+    }
+    if !old.is_empty() {
+        detail.push_str(&format!(
+            "; {} events older than their connection ({})",
+            old.len(),
+            some(&old, 3)
+        ));
+    }
+    CheckResult::count(NAME, limit, count, detail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::testing::*;
+    use crate::checks::Verdict;
+
+    fn judge(events: Vec<At>) -> CheckResult {
+        check(&events.into_iter().collect(), 0)
+    }
+
+    #[test]
+    fn seq_running_1_2_3_on_each_connection_passes() {
+        let result = judge(vec![
+            received(1.0, 1, 1, Some(1)),
+            received(1.1, 2, 2, Some(1)),
+            received(1.2, 1, 1, Some(2)),
+            received(1.3, 1, 1, Some(3)),
+            received(1.4, 2, 2, Some(2)),
+        ]);
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
+        assert_eq!(result.detail, "5 events on 2 connections judged");
+    }
+
+    #[test]
+    fn a_gap_a_repeat_or_a_missing_seq_fails_once_per_connection() {
+        let result = judge(vec![
+            received(1.0, 1, 1, Some(1)),
+            received(1.1, 1, 1, Some(3)),
+            received(1.2, 1, 1, Some(5)),
+            received(1.0, 2, 2, Some(1)),
+            received(1.1, 2, 2, Some(1)),
+            received(1.0, 3, 3, None),
+            received(1.0, 4, 4, Some(2)),
+        ]);
+        assert_eq!(result.result, Verdict::Fail);
+        assert_eq!(result.value, Some(Quantity::Count(4)));
+        assert!(
+            result.detail.contains("conn 1: seq 3 where 2 was due"),
+            "{}",
+            result.detail
+        );
+    }
+
+    #[test]
+    fn an_event_older_than_its_connection_fails() {
+        let result = judge(vec![
+            welcome(0.0, 5, 50, "node-1"),
+            change(2.0, 5, 7, 1.9, "node-1"),
+            welcome(10.0, 1, 1, "node-1"),
+            presence(10.1, 1, 1, 1, 5, 7),
+        ]);
+        assert_eq!(result.result, Verdict::Fail);
+        assert!(result.detail.contains("conn 1: 5 v7"), "{}", result.detail);
+    }
+
+    #[test]
+    fn an_old_version_announced_again_or_still_in_flight_is_no_old_event() {
+        let result = judge(vec![
+            welcome(0.0, 5, 50, "node-1"),
+            change(2.0, 5, 7, 1.9, "node-1"),
+            // 5 reconnects: its online announcement carries v7 again.
+            closed(8.0, 5, 50, None, crate::events::CloseCause::NoCloseFrame),
+            welcome(9.0, 5, 51, "node-2"),
+            welcome(10.0, 1, 1, "node-1"),
+            presence(10.1, 1, 1, 1, 5, 7),
+            // A change acknowledged just before 2's connection opened may still reach it.
+            change(19.0, 6, 3, 18.9, "node-1"),
+            welcome(20.0, 2, 2, "node-1"),
+            presence(20.1, 2, 2, 1, 6, 3),
+        ]);
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
+    }
+
+    #[test]
+    fn no_event_received_is_unknown() {
+        assert_eq!(
+            judge(vec![welcome(0.0, 1, 1, "node-1")]).result,
+            Verdict::Unknown
+        );
+    }
+}
