@@ -60,6 +60,9 @@ pub struct Config {
     pub outbound_queue: usize,
     pub lease_renew: Duration,
     pub lease_expiry: Duration,
+    /// A defect built in on purpose, for `anyplay-chaos selftest`.
+    #[cfg(feature = "seeded-defects")]
+    pub seeded_defect: Option<crate::defects::SeededDefect>,
 }
 
 impl Default for Config {
@@ -90,6 +93,8 @@ impl Default for Config {
             outbound_queue: 256,
             lease_renew: Duration::from_secs(3),
             lease_expiry: Duration::from_secs(10),
+            #[cfg(feature = "seeded-defects")]
+            seeded_defect: None,
         }
     }
 }
@@ -257,11 +262,22 @@ pub struct Args {
     /// Events a connection may have queued before it is closed as a slow consumer (1013) [default: 256].
     #[arg(long, env = "ANYPLAY_OUTBOUND_QUEUE")]
     pub outbound_queue: Option<usize>,
+
+    /// Runs with a defect built in on purpose (self-test only; not in the TOML file).
+    #[cfg(feature = "seeded-defects")]
+    #[arg(long, env = "ANYPLAY_SEEDED_DEFECT", value_enum, hide = true)]
+    #[serde(skip)]
+    pub seeded_defect: Option<crate::defects::SeededDefect>,
 }
 
 macro_rules! overlay {
     ($low:ident, $high:ident; $($field:ident),* $(,)?) => {
-        Args { config: $high.config.or($low.config), $($field: $high.$field.or($low.$field)),* }
+        Args {
+            config: $high.config.or($low.config),
+            #[cfg(feature = "seeded-defects")]
+            seeded_defect: $high.seeded_defect.or($low.seeded_defect),
+            $($field: $high.$field.or($low.$field)),*
+        }
     };
 }
 
@@ -331,6 +347,8 @@ impl Args {
             outbound_queue: args.outbound_queue.unwrap_or(d.outbound_queue),
             lease_renew: d.lease_renew,
             lease_expiry: d.lease_expiry,
+            #[cfg(feature = "seeded-defects")]
+            seeded_defect: args.seeded_defect,
         };
         config.validate()?;
         Ok(config)

@@ -5,6 +5,8 @@
 //! The upkeep task renews this node's leases and retires records whose node
 //! stopped renewing them (a crash), so no one stays online forever.
 
+#[cfg(feature = "seeded-defects")]
+use crate::defects::SeededDefect;
 use crate::events::Event;
 use crate::state::AppState;
 use crate::store::StoreResult;
@@ -78,11 +80,21 @@ pub async fn upkeep(state: AppState) {
                 }
             }
             Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "could not renew connection leases"),
+            Err(e) => {
+                #[cfg(feature = "seeded-defects")]
+                crate::defects::fault_seen();
+                tracing::warn!(error = %e, "could not renew connection leases");
+            }
+        }
+        #[cfg(feature = "seeded-defects")]
+        if crate::defects::active(SeededDefect::LeasesNeverExpire) {
+            continue;
         }
         match state.store.expire_leases().await {
             Ok(gone) => {
                 if !gone.is_empty() {
+                    #[cfg(feature = "seeded-defects")]
+                    crate::defects::fault_seen();
                     tracing::info!(
                         count = gone.len(),
                         "expired connection records of a silent node"
