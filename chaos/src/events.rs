@@ -142,23 +142,12 @@ pub enum Event {
         account: u64,
         for_good: bool,
     },
-    /// Transitional (removed with the v1.1 checks): the warm-up's friendships and the writes
-    /// rebuilt from ledgers.
-    PresenceSeen {
-        observer: u64,
-        account: u64,
-        version: u64,
-    },
-    WriteAck(LegacyWrite),
-    WriteUnknown(LegacyWrite),
     /// The final reads, after the settle: each player's `GET /v1/friends`, each (account,
     /// session) pair a write touched, and which accounts held a connection all through the
     /// reads (`connected`) or none (`offline`); an account that connected or lost its connection
     /// meanwhile is in neither. An account or a pair missing here could not be read.
     FinalState {
         friends: Vec<FriendList>,
-        #[serde(default)]
-        sessions: Vec<SessionMembers>,
         #[serde(default)]
         memberships: Vec<Membership>,
         #[serde(default)]
@@ -179,22 +168,6 @@ pub enum Event {
 
 /// The id a node gives itself in its welcome (the service name, `node-1`, under chaos).
 pub use anyplay_load::wire::NodeId;
-
-/// Transitional: removed with the v1.1 checks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum LegacyWrite {
-    FriendAdd { a: u64, b: u64 },
-    FriendRemove { a: u64, b: u64 },
-    SessionJoin { a: u64, session: u64 },
-    SessionLeave { a: u64, session: u64 },
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SessionMembers {
-    pub session: u64,
-    pub members: Vec<u64>,
-}
 
 pub use anyplay_load::facts::CloseCause;
 
@@ -636,11 +609,19 @@ mod tests {
         );
         let write = Record {
             t: 1.0,
-            event: Event::WriteAck(LegacyWrite::SessionJoin { a: 4, session: 9 }),
+            event: Event::Write(Write {
+                op: WriteOp::SessionJoin,
+                account: 4,
+                other: None,
+                session: Some("9".into()),
+                outcome: WriteOutcome::Unknown,
+                befriended: false,
+                sent: 0.5,
+            }),
         };
         assert_eq!(
             write.to_line().unwrap(),
-            r#"{"t":1.0,"kind":"write_ack","op":"session_join","a":4,"session":9}"#
+            r#"{"t":1.0,"kind":"write","op":"session_join","account":4,"session":"9","outcome":"unknown","sent":0.5}"#
         );
     }
 
@@ -697,19 +678,65 @@ mod tests {
                 sent: 1.25,
                 node: NodeId("node-1".into()),
             },
-            Event::PresenceSeen {
-                observer: 2,
+            Event::TimelineStart,
+            Event::Welcome {
                 account: 1,
-                version: 10,
+                conn: 3,
+                node: NodeId("node-2".into()),
+                device: 2,
+                opened: 1.2,
             },
-            Event::WriteUnknown(LegacyWrite::FriendRemove { a: 1, b: 2 }),
+            Event::Closed {
+                account: 1,
+                conn: 3,
+                code: Some(4001),
+                cause: CloseCause::CloseFrame,
+            },
+            Event::Received {
+                account: 2,
+                conn: 4,
+                seq: Some(7),
+                event: "presence".into(),
+                from: Some(1),
+                version: Some(10),
+                online: Some(true),
+            },
+            Event::Write(Write {
+                op: WriteOp::FriendRequest,
+                account: 1,
+                other: Some(2),
+                session: None,
+                outcome: WriteOutcome::Ok,
+                befriended: true,
+                sent: 1.0,
+            }),
+            Event::Resync {
+                account: 2,
+                conn: 4,
+                sent: 1.3,
+                friends: vec![FriendPresence {
+                    account: 1,
+                    online: true,
+                    version: 10,
+                }],
+            },
+            Event::SessionView(SessionView {
+                account: 1,
+                session: "9".into(),
+                leader: 1,
+                members: vec![1],
+                max_members: 4,
+            }),
+            Event::SignOff {
+                account: 1,
+                for_good: true,
+            },
             Event::FinalState {
                 friends: vec![FriendList {
                     account: 1,
                     friends: vec![2],
                     online: vec![2],
                 }],
-                sessions: Vec::new(),
                 memberships: vec![Membership {
                     account: 1,
                     session: "9".into(),

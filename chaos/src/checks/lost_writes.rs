@@ -19,21 +19,29 @@ pub const NAME: &str = "lost_writes";
 struct May {
     yes: bool,
     no: bool,
+    /// The latest ok write: its result and when it was answered.
+    last_ok: Option<(bool, f64)>,
 }
 
 impl May {
     const START: May = May {
         yes: false,
         no: true,
+        last_ok: None,
     };
 
-    fn apply(&mut self, outcome: WriteOutcome, result: bool) {
+    /// A write sent at `sent`, answered at `t`.
+    fn apply(&mut self, outcome: WriteOutcome, result: bool, sent: f64, t: f64) {
         match outcome {
             WriteOutcome::Ok => {
-                *self = May {
-                    yes: result,
-                    no: !result,
-                }
+                // Two ok writes in flight together may have landed in either order.
+                let other = self
+                    .last_ok
+                    .filter(|&(_, answered)| answered > sent)
+                    .map(|(r, _)| r);
+                self.yes = result || other == Some(true);
+                self.no = !result || other == Some(false);
+                self.last_ok = Some((result, t));
             }
             WriteOutcome::Unknown if result => self.yes = true,
             WriteOutcome::Unknown => self.no = true,
@@ -93,7 +101,7 @@ pub fn check(history: &History, limit: u64, grace: f64) -> CheckResult {
                         .or_insert(May::START),
                     (None, None) => continue,
                 };
-                may.apply(w.outcome, result);
+                may.apply(w.outcome, result, w.sent, t);
             }
             Event::FinalState {
                 friends,
@@ -317,6 +325,28 @@ mod tests {
                 .at(100.0),
         ]);
         assert_eq!(result.result, Verdict::Fail);
+    }
+
+    #[test]
+    fn two_ok_writes_in_flight_together_may_land_in_either_order() {
+        let mut overlapping = befriend(5.0, 1, 2);
+        if let Event::Write(w) = &mut overlapping.1 {
+            w.sent = 4.0;
+        }
+        let events = vec![
+            friend(4.5, Unfriend, 2, 1, Ok),
+            overlapping,
+            Final::default()
+                .list(1, &[], &[])
+                .list(2, &[], &[])
+                .at(100.0),
+        ];
+        let result = judge(events.clone());
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
+        // One after the other, the later one decides.
+        let mut after = events;
+        after[1] = befriend(5.0, 1, 2);
+        assert_eq!(judge(after).result, Verdict::Fail);
     }
 
     #[test]

@@ -293,7 +293,6 @@ impl Final {
             t,
             Event::FinalState {
                 friends: self.friends,
-                sessions: Vec::new(),
                 memberships: self.memberships,
                 connected: self.connected,
                 offline: self.offline,
