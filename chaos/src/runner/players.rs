@@ -461,7 +461,6 @@ pub async fn record_final_state(log: &EventLog, recorder: &Recorder, fleet: &Fle
     connected.sort_unstable();
     offline.sort_unstable();
     let _ = log.record(Event::FinalState {
-        sessions: Vec::new(),
         friends,
         memberships,
         connected,
