@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::conns::Conns;
 use super::presence::DELIVERY_WINDOW;
 use super::{some, CheckResult, Quantity};
-use crate::events::{Event, History};
+use crate::events::{Event, History, WriteOp, WriteOutcome};
 
 pub const NAME: &str = "event_order";
 
@@ -22,6 +22,9 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
     let mut acks: HashMap<(u64, u64), f64> = HashMap::new();
     // Each account's welcomes and closes, to see whether it announced itself again.
     let mut comings: HashMap<u64, Vec<f64>> = HashMap::new();
+    // When each pair (lower id first) may have become friends: the cloud then tells each
+    // the other's presence at its current version, however old.
+    let mut befriended: HashMap<(u64, u64), Vec<f64>> = HashMap::new();
     // Per connection: the seq expected next, and whether it went wrong.
     let mut next: BTreeMap<u64, (u64, bool)> = BTreeMap::new();
     let mut received = 0u64;
@@ -37,7 +40,17 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
             Event::Welcome { account, .. } | Event::Closed { account, .. } => {
                 comings.entry(*account).or_default().push(t)
             }
+            Event::Write(w)
+                if w.outcome != WriteOutcome::Refused
+                    && (w.op == WriteOp::FriendAccept || w.befriended) =>
+            {
+                if let Some(other) = w.other {
+                    let pair = (w.account.min(other), w.account.max(other));
+                    befriended.entry(pair).or_default().push(t);
+                }
+            }
             Event::Received {
+                account,
                 conn,
                 seq,
                 from,
@@ -58,9 +71,10 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
                 let Some(&ack) = acks.get(&(*from, *version)) else {
                     continue;
                 };
-                let announced = comings
-                    .get(from)
-                    .is_some_and(|ts| ts.iter().any(|&u| u > ack && u <= t));
+                let since_ack = |ts: &Vec<f64>| ts.iter().any(|&u| u > ack && u <= t);
+                let pair = ((*from).min(*account), (*from).max(*account));
+                let announced = comings.get(from).is_some_and(since_ack)
+                    || befriended.get(&pair).is_some_and(since_ack);
                 if ack + DELIVERY_WINDOW < c.opened && !announced {
                     old.push(format!("conn {conn}: {from} v{version}"));
                 }
@@ -160,6 +174,20 @@ mod tests {
             change(19.0, 6, 3, 18.9, "node-1"),
             welcome(20.0, 2, 2, "node-1"),
             presence(20.1, 2, 2, 1, 6, 3),
+        ]);
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
+    }
+
+    /// The cloud tells new friends each other's presence, at its current (old) version:
+    /// seen in the self-test's clean run.
+    #[test]
+    fn a_new_friend_s_presence_at_its_old_version_is_no_old_event() {
+        let result = judge(vec![
+            welcome(0.0, 5, 50, "node-1"),
+            change(2.0, 5, 7, 1.9, "node-1"),
+            welcome(10.0, 1, 1, "node-1"),
+            befriend(10.05, 1, 5),
+            presence(10.1, 1, 1, 1, 5, 7),
         ]);
         assert_eq!(result.result, Verdict::Pass, "{result:?}");
     }
