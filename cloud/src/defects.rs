@@ -20,7 +20,7 @@ pub enum SeededDefect {
     /// One acknowledged session join in four is undone right after its 200.
     UndoSessionJoin,
     /// Every second friend accept acknowledged within a while of a fault the node saw
-    /// (a store error, a peer's records expired) is undone.
+    /// (a store error or out of reach, a peer's records expired) is undone.
     UndoFriendshipInFault,
     /// Expiry does nothing: a crashed node's connection records stay for good.
     LeasesNeverExpire,
@@ -97,7 +97,7 @@ pub fn every(defect: SeededDefect, every: u64) -> bool {
     active(defect) && (REACHED[defect.index()].fetch_add(1, Ordering::Relaxed) + 1) % every == 0
 }
 
-/// The node saw a fault (a store error, a peer's records expired).
+/// The node saw a fault (a store error or out of reach, a peer's records expired).
 pub fn fault_seen() {
     FAULT_SEEN_MS.store(crate::store::now_ms(), Ordering::Relaxed);
 }

@@ -54,11 +54,18 @@ pub async fn upkeep(state: AppState) {
     loop {
         tick.tick().await;
         let node = &state.config.node_id;
-        match state
+        #[cfg(feature = "seeded-defects")]
+        let renewing = std::time::Instant::now();
+        let renewed = state
             .store
             .renew_leases(node, state.config.lease_expiry)
-            .await
-        {
+            .await;
+        // A renewal that hangs for a second is a store out of reach (a cut link), not an error.
+        #[cfg(feature = "seeded-defects")]
+        if renewing.elapsed() > std::time::Duration::from_secs(1) {
+            crate::defects::fault_seen();
+        }
+        match renewed {
             // Fewer records than live connections: some expired while the store was out
             // of reach, and friends were told those players left. Put them back.
             Ok(renewed) if (renewed as usize) < state.hub.len() => {
