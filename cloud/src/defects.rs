@@ -123,4 +123,15 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn the_hidden_flag_reaches_the_config_and_stays_out_of_the_help() {
+        use clap::{CommandFactory as _, Parser as _};
+        let config = crate::Args::parse_from(["anyplay-cloud", "--seeded-defect", "skip-seq"])
+            .into_config()
+            .unwrap();
+        assert_eq!(config.seeded_defect, Some(SeededDefect::SkipSeq));
+        let help = crate::Args::command().render_long_help().to_string();
+        assert!(!help.contains("seeded"), "{help}");
+    }
 }
