@@ -22,9 +22,22 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
     let mut acks: HashMap<(u64, u64), f64> = HashMap::new();
     // Each account's welcomes and closes, to see whether it announced itself again.
     let mut comings: HashMap<u64, Vec<f64>> = HashMap::new();
-    // When each pair (lower id first) may have become friends: the cloud then tells each
-    // the other's presence at its current version, however old.
+    // When each pair (lower id first) may have become friends (the write's sending: the
+    // cloud tells each the other's presence, at its current version however old, before
+    // it answers).
+    // First, as the answer may be recorded after the event it caused.
     let mut befriended: HashMap<(u64, u64), Vec<f64>> = HashMap::new();
+    for (_, event) in history.iter() {
+        if let Event::Write(w) = event {
+            if let Some(other) = w.other.filter(|_| {
+                w.outcome != WriteOutcome::Refused
+                    && (w.op == WriteOp::FriendAccept || w.befriended)
+            }) {
+                let pair = (w.account.min(other), w.account.max(other));
+                befriended.entry(pair).or_default().push(w.sent);
+            }
+        }
+    }
     // Per connection: the seq expected next, and whether it went wrong.
     let mut next: BTreeMap<u64, (u64, bool)> = BTreeMap::new();
     let mut received = 0u64;
@@ -39,15 +52,6 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
             }
             Event::Welcome { account, .. } | Event::Closed { account, .. } => {
                 comings.entry(*account).or_default().push(t)
-            }
-            Event::Write(w)
-                if w.outcome != WriteOutcome::Refused
-                    && (w.op == WriteOp::FriendAccept || w.befriended) =>
-            {
-                if let Some(other) = w.other {
-                    let pair = (w.account.min(other), w.account.max(other));
-                    befriended.entry(pair).or_default().push(t);
-                }
             }
             Event::Received {
                 account,
@@ -186,8 +190,9 @@ mod tests {
             welcome(0.0, 5, 50, "node-1"),
             change(2.0, 5, 7, 1.9, "node-1"),
             welcome(10.0, 1, 1, "node-1"),
-            befriend(10.05, 1, 5),
+            // The event goes out before the accept's answer: from the moment it was sent.
             presence(10.1, 1, 1, 1, 5, 7),
+            befriend(10.15, 1, 5),
         ]);
         assert_eq!(result.result, Verdict::Pass, "{result:?}");
     }
