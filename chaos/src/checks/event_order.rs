@@ -17,11 +17,16 @@ use crate::events::{Event, History, WriteOp, WriteOutcome};
 
 pub const NAME: &str = "event_order";
 
+/// How long after a connection dies without a close the cloud may still announce the
+/// account offline, at its version of that moment: the record's lease (10 s) and a renewal.
+const EXPIRY_BOUND: f64 = 15.0;
+
 pub fn check(history: &History, limit: u64) -> CheckResult {
     let conns = Conns::of(history);
     let mut acks: HashMap<(u64, u64), f64> = HashMap::new();
     // Each account's welcomes and closes, to see whether it announced itself again.
     let mut comings: HashMap<u64, Vec<f64>> = HashMap::new();
+    let mut closes: HashMap<u64, Vec<f64>> = HashMap::new();
     // When each pair (lower id first) may have become friends (the write's sending: the
     // cloud tells each the other's presence, at its current version however old, before
     // it answers).
@@ -50,8 +55,10 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
             } => {
                 acks.entry((*account, *version)).or_insert(t);
             }
-            Event::Welcome { account, .. } | Event::Closed { account, .. } => {
-                comings.entry(*account).or_default().push(t)
+            Event::Welcome { account, .. } => comings.entry(*account).or_default().push(t),
+            Event::Closed { account, .. } => {
+                comings.entry(*account).or_default().push(t);
+                closes.entry(*account).or_default().push(t);
             }
             Event::Received {
                 account,
@@ -77,7 +84,10 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
                 };
                 let since_ack = |ts: &Vec<f64>| ts.iter().any(|&u| u > ack && u <= t);
                 let pair = ((*from).min(*account), (*from).max(*account));
+                let expired_since =
+                    |ts: &Vec<f64>| ts.iter().any(|&u| u <= t && u + EXPIRY_BOUND >= ack);
                 let announced = comings.get(from).is_some_and(since_ack)
+                    || closes.get(from).is_some_and(expired_since)
                     || befriended.get(&pair).is_some_and(since_ack);
                 if ack + DELIVERY_WINDOW < c.opened && !announced {
                     old.push(format!("conn {conn}: {from} v{version}"));
@@ -193,6 +203,20 @@ mod tests {
             // The event goes out before the accept's answer: from the moment it was sent.
             presence(10.1, 1, 1, 1, 5, 7),
             befriend(10.15, 1, 5),
+        ]);
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
+    }
+
+    /// A player whose node crashed, seen in the self-test's clean run: its change after its
+    /// connection died is announced again by the expiry of its record (offline, same version).
+    #[test]
+    fn an_expiry_announcement_after_a_crash_is_no_old_event() {
+        let result = judge(vec![
+            welcome(0.0, 5, 50, "node-1"),
+            closed(8.0, 5, 50, None, crate::events::CloseCause::NoCloseFrame),
+            change(10.0, 5, 7, 9.9, "node-2"),
+            welcome(14.0, 1, 1, "node-2"),
+            presence(19.0, 1, 1, 1, 5, 7),
         ]);
         assert_eq!(result.result, Verdict::Pass, "{result:?}");
     }
