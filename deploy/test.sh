@@ -34,4 +34,12 @@ deploy/images/build.sh
 
 source deploy/test-services.sh
 # Every test binary runs even after a failure, so one run shows everything that fails.
-cargo test --release --workspace --locked --no-fail-fast
+status=0
+cargo test --release --workspace --locked --no-fail-fast || status=$?
+
+# The checks proven against defects seeded into the cloud: the feature build recompiles only
+# anyplay-cloud and anyplay-chaos (their default artifacts stay beside, so nothing after
+# this rebuilds), then one short plan runs clean and once per defect (a few minutes).
+cargo run --release --locked -p anyplay-chaos --features seeded-defects -- \
+    selftest --out "$(mktemp -d -t anyplay-selftest.XXXXXX)" || status=$?
+exit "$status"

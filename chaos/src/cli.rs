@@ -57,6 +57,17 @@ pub enum Command {
     /// Compare run B with run A (run directories or report.json files): exit 1 when B fails
     /// a check that A passed, 2 when either cannot be read.
     Compare { a: PathBuf, b: PathBuf },
+    /// Proves the checks: a short plan against the cloud as it is (every check must pass) and
+    /// once per defect built into it (the check named for the defect must fail).
+    #[cfg(feature = "seeded-defects")]
+    Selftest {
+        /// Runs only these cases (repeatable): `clean` or a defect's name; default all.
+        #[arg(long = "defect", value_name = "NAME")]
+        cases: Vec<anyplay_chaos::selftest::Case>,
+        /// Directory of the runs and the summary; default results/runs/selftest-<UTC time>.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Runs one cloud node (what a run's node processes are): takes `anyplay-cloud`'s flags.
     #[command(hide = true)]
     Node {
@@ -273,6 +284,39 @@ pub fn up(path: &Path, overrides: Overrides) -> anyhow::Result<Outcome> {
 pub fn rerun(dir: &Path, junit: Option<&Path>) -> anyhow::Result<Outcome> {
     raise_fd_limit();
     finished(runtime()?.block_on(runner::rerun(dir)), junit)
+}
+
+/// `selftest`: exit 0 only when the clean run passed and every defect was caught.
+#[cfg(feature = "seeded-defects")]
+pub fn selftest(
+    cases: Vec<anyplay_chaos::selftest::Case>,
+    out: Option<PathBuf>,
+) -> anyhow::Result<Outcome> {
+    use anyplay_chaos::selftest;
+    let cases = if cases.is_empty() {
+        selftest::Case::all()
+    } else {
+        cases
+    };
+    let out = out.unwrap_or_else(|| {
+        PathBuf::from("results/runs").join(format!("selftest-{}", runner::utc_stamp()))
+    });
+    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    raise_fd_limit();
+    let summary = runtime()?.block_on(selftest::run(&cases, &out, command))?;
+    print!("{}", selftest::table(&summary.rows));
+    println!(
+        "\nself-test {}; wrote {} and {}",
+        if summary.passed { "passed" } else { "FAILED" },
+        out.join(selftest::JSON_FILE).display(),
+        out.join(selftest::MARKDOWN_FILE).display()
+    );
+    Ok(if summary.passed {
+        Outcome::Pass
+    } else {
+        Outcome::Fail
+    })
 }
 
 /// `node ARGS`: one cloud node until SIGTERM (drain) — the same as the `anyplay-cloud` binary.

@@ -11,6 +11,7 @@
 //! - `checks`: pure invariant checks over the history, and the faults table.
 //! - `report`: `report.json` and `summary.md`, rendered from a run directory.
 //! - `runner`: a whole run: up, players, timeline, heal, check, report.
+//! - `selftest` (feature `seeded-defects`): the checks proven against defects built into the cloud.
 
 pub mod backend;
 pub mod checks;
@@ -20,5 +21,7 @@ pub mod ports;
 pub mod proxy;
 pub mod report;
 pub mod runner;
+#[cfg(feature = "seeded-defects")]
+pub mod selftest;
 pub mod supervisor;
 mod sync;

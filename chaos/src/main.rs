@@ -44,6 +44,8 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Up { plan, overrides } => cli::up(&plan, overrides),
         Command::Rerun { dir, junit } => cli::rerun(&dir, junit.as_deref()),
         Command::Compare { a, b } => cli::compare(&a, &b),
+        #[cfg(feature = "seeded-defects")]
+        Command::Selftest { cases, out } => cli::selftest(cases, out),
         Command::Node { args } => cli::node(args),
     }
 }

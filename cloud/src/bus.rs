@@ -25,6 +25,8 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
+#[cfg(feature = "seeded-defects")]
+use crate::defects::SeededDefect;
 use crate::events::{CloseCode, Hub, Payload};
 use crate::metrics::{BusMetrics, Metrics};
 use crate::store::Store;
@@ -262,6 +264,10 @@ async fn receive(client: async_nats::Client, node: String, hub: Arc<Hub>, metric
             Ok(Wire::Event { to, event, made_us }) => {
                 if let Some(payload) = Payload::from_json(&event, made_us) {
                     for account in to {
+                        #[cfg(feature = "seeded-defects")]
+                        if crate::defects::every(SeededDefect::DropCrossNodeEvents, 100) {
+                            continue;
+                        }
                         hub.deliver(account, &payload);
                     }
                 }

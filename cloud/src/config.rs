@@ -102,6 +102,9 @@ pub struct Config {
     pub bus_queue: usize,
     pub lease_renew: Duration,
     pub lease_expiry: Duration,
+    /// A defect built in on purpose, for `anyplay-chaos selftest`.
+    #[cfg(feature = "seeded-defects")]
+    pub seeded_defect: Option<crate::defects::SeededDefect>,
 }
 
 impl Default for Config {
@@ -140,6 +143,8 @@ impl Default for Config {
             bus_queue: 4096,
             lease_renew: Duration::from_secs(3),
             lease_expiry: Duration::from_secs(10),
+            #[cfg(feature = "seeded-defects")]
+            seeded_defect: None,
         }
     }
 }
@@ -339,11 +344,22 @@ pub struct Args {
     /// Events for other nodes that may queue while NATS is slow or away; more are shed (counted) [default: 4096].
     #[arg(long, env = "ANYPLAY_BUS_QUEUE")]
     pub bus_queue: Option<usize>,
+
+    /// Runs with a defect built in on purpose (self-test only; not in the TOML file).
+    #[cfg(feature = "seeded-defects")]
+    #[arg(long, env = "ANYPLAY_SEEDED_DEFECT", value_enum, hide = true)]
+    #[serde(skip)]
+    pub seeded_defect: Option<crate::defects::SeededDefect>,
 }
 
 macro_rules! overlay {
     ($low:ident, $high:ident; $($field:ident),* $(,)?) => {
-        Args { config: $high.config.or($low.config), $($field: $high.$field.or($low.$field)),* }
+        Args {
+            config: $high.config.or($low.config),
+            #[cfg(feature = "seeded-defects")]
+            seeded_defect: $high.seeded_defect.or($low.seeded_defect),
+            $($field: $high.$field.or($low.$field)),*
+        }
     };
 }
 
@@ -433,6 +449,8 @@ impl Args {
             bus_queue: args.bus_queue.unwrap_or(d.bus_queue),
             lease_renew: d.lease_renew,
             lease_expiry: d.lease_expiry,
+            #[cfg(feature = "seeded-defects")]
+            seeded_defect: args.seeded_defect,
         };
         config.validate()?;
         Ok(config)

@@ -12,10 +12,13 @@
 //! - [`bus`]: delivery to accounts on other nodes of a cluster (NATS).
 //! - [`store`]: every durable fact, on SQLite or PostgreSQL, one transaction per write.
 //! - [`error`], [`extract`]: the contract's error shape and the extractors that use it.
+//! - `defects` (feature `seeded-defects` only): defects built in on purpose for the self-test.
 //! - [`mail`], [`ratelimit`], [`metrics`], [`drain`]: the node's supporting parts.
 
 pub mod bus;
 pub mod config;
+#[cfg(feature = "seeded-defects")]
+pub mod defects;
 pub mod drain;
 pub mod error;
 pub mod events;

@@ -5,6 +5,8 @@
 //! The upkeep task renews this node's leases and retires records whose node
 //! stopped renewing them (a crash), so no one stays online forever.
 
+#[cfg(feature = "seeded-defects")]
+use crate::defects::SeededDefect;
 use crate::events::Event;
 use crate::state::AppState;
 use crate::store::StoreResult;
@@ -54,11 +56,19 @@ pub async fn upkeep(state: AppState) {
         tick.tick().await;
         let node = &state.config.node_id;
         let live = state.hub.accounts();
-        match state
+        #[cfg(feature = "seeded-defects")]
+        let renewing = std::time::Instant::now();
+        let renewed = state
             .store
             .renew_leases(node, &live, state.config.lease_expiry)
-            .await
-        {
+            .await;
+        // A renewal that hangs a whole period is a store out of reach (a cut link hangs, it
+        // does not error); a busy pool only delays it.
+        #[cfg(feature = "seeded-defects")]
+        if renewing.elapsed() > state.config.lease_renew {
+            crate::defects::fault_seen();
+        }
+        match renewed {
             // Fewer records than live connections: some expired while the store was out
             // of reach, and friends were told those players left. Put them back.
             Ok(renewed) if (renewed as usize) < live.len() => {
@@ -80,11 +90,21 @@ pub async fn upkeep(state: AppState) {
                 }
             }
             Ok(_) => {}
-            Err(e) => tracing::warn!(error = %e, "could not renew connection leases"),
+            Err(e) => {
+                #[cfg(feature = "seeded-defects")]
+                crate::defects::fault_seen();
+                tracing::warn!(error = %e, "could not renew connection leases");
+            }
+        }
+        #[cfg(feature = "seeded-defects")]
+        if crate::defects::active(SeededDefect::LeasesNeverExpire) {
+            continue;
         }
         match state.store.expire_leases().await {
             Ok(gone) => {
                 if !gone.is_empty() {
+                    #[cfg(feature = "seeded-defects")]
+                    crate::defects::fault_seen();
                     tracing::info!(
                         count = gone.len(),
                         "expired connection records of a silent node"

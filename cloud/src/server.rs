@@ -57,6 +57,8 @@ pub struct Node {
 impl Node {
     /// Opens the store, binds both listeners and starts serving.
     pub async fn start(config: Config) -> Result<Node, NodeError> {
+        #[cfg(feature = "seeded-defects")]
+        crate::defects::install(config.seeded_defect);
         let metrics = Arc::new(Metrics::default());
         let store = Store::open(
             &StoreOptions {

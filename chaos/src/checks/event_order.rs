@@ -17,24 +17,31 @@ use crate::events::{Event, History, WriteOp, WriteOutcome};
 
 pub const NAME: &str = "event_order";
 
+/// How long after a connection dies without a close the cloud may still announce the
+/// account offline, at its version of that moment: the record's lease (10 s) and a renewal.
+const EXPIRY_BOUND: f64 = 15.0;
+
 pub fn check(history: &History, limit: u64) -> CheckResult {
     let conns = Conns::of(history);
     let mut acks: HashMap<(u64, u64), f64> = HashMap::new();
     // When each account connected (its upgrade went out: the cloud announces it online before
     // the welcome reaches it) or lost a connection, to see whether it announced itself again.
     let mut comings: HashMap<u64, Vec<f64>> = HashMap::new();
-    // When two accounts may have become friends: the cloud then tells each the other's
-    // current presence, with the version it has, however old.
+    let mut closes: HashMap<u64, Vec<f64>> = HashMap::new();
+    // When each pair (lower id first) may have become friends (the write's sending: the
+    // cloud tells each the other's presence, at its current version however old, before
+    // it answers).
+    // First, as the answer may be recorded after the event it caused.
     let mut befriended: HashMap<(u64, u64), Vec<f64>> = HashMap::new();
     for (t, event) in history.iter() {
         match event {
-            Event::Write(w)
-                if w.outcome != WriteOutcome::Refused
-                    && (w.op == WriteOp::FriendAccept
-                        || (w.op == WriteOp::FriendRequest
-                            && (w.befriended || w.outcome == WriteOutcome::Unknown))) =>
-            {
-                if let Some(other) = w.other {
+            Event::Write(w) => {
+                let may_befriend = w.op == WriteOp::FriendAccept
+                    || w.befriended
+                    || (w.op == WriteOp::FriendRequest && w.outcome == WriteOutcome::Unknown);
+                if let Some(other) =
+                    w.other.filter(|_| w.outcome != WriteOutcome::Refused && may_befriend)
+                {
                     let pair = (w.account.min(other), w.account.max(other));
                     befriended.entry(pair).or_default().push(w.sent);
                 }
@@ -42,7 +49,10 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
             Event::Welcome {
                 account, opened, ..
             } => comings.entry(*account).or_default().push(*opened),
-            Event::Closed { account, .. } => comings.entry(*account).or_default().push(t),
+            Event::Closed { account, .. } => {
+                comings.entry(*account).or_default().push(t);
+                closes.entry(*account).or_default().push(t);
+            }
             _ => {}
         }
     }
@@ -59,6 +69,7 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
                 acks.entry((*account, *version)).or_insert(t);
             }
             Event::Received {
+                account,
                 conn,
                 seq,
                 from,
@@ -80,8 +91,11 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
                     continue;
                 };
                 let since_ack = |ts: &Vec<f64>| ts.iter().any(|&u| u > ack && u <= t);
-                let pair = (c.account.min(*from), c.account.max(*from));
+                let pair = ((*from).min(*account), (*from).max(*account));
+                let expired_since =
+                    |ts: &Vec<f64>| ts.iter().any(|&u| u <= t && u + EXPIRY_BOUND >= ack);
                 let announced = comings.get(from).is_some_and(since_ack)
+                    || closes.get(from).is_some_and(expired_since)
                     || befriended.get(&pair).is_some_and(since_ack);
                 if ack + DELIVERY_WINDOW < c.opened && !announced {
                     old.push(format!("conn {conn}: {from} v{version}"));
@@ -168,19 +182,6 @@ mod tests {
         assert!(result.detail.contains("conn 1: 5 v7"), "{}", result.detail);
     }
 
-    /// Regression: a new friendship brings the new friend's presence, with its old version.
-    #[test]
-    fn a_new_friends_presence_is_no_old_event() {
-        let result = judge(vec![
-            welcome(0.0, 5, 50, "node-1"),
-            change(2.0, 5, 7, 1.9, "node-1"),
-            welcome(10.0, 1, 1, "node-1"),
-            befriend(12.0, 1, 5),
-            presence(12.1, 1, 1, 1, 5, 7),
-        ]);
-        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
-    }
-
     /// Regression: the cloud tells friends before the welcome goes out, so a friend may read the
     /// announcement (with an old version) before the newcomer reads its welcome.
     #[test]
@@ -189,9 +190,9 @@ mod tests {
             welcome(0.0, 5, 50, "node-1"),
             change(2.0, 5, 7, 1.9, "node-1"),
             closed(8.0, 5, 50, None, crate::events::CloseCause::NoCloseFrame),
-            welcome(10.0, 1, 1, "node-1"),
-            presence(20.0, 1, 1, 1, 5, 7),
-            welcome(20.01, 5, 51, "node-1"),
+            welcome(30.0, 1, 1, "node-1"),
+            presence(40.0, 1, 1, 1, 5, 7),
+            welcome(40.01, 5, 51, "node-1"),
         ]);
         assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
     }
@@ -210,6 +211,35 @@ mod tests {
             change(19.0, 6, 3, 18.9, "node-1"),
             welcome(20.0, 2, 2, "node-1"),
             presence(20.1, 2, 2, 1, 6, 3),
+        ]);
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
+    }
+
+    /// The cloud tells new friends each other's presence, at its current (old) version:
+    /// seen in the self-test's clean run.
+    #[test]
+    fn a_new_friend_s_presence_at_its_old_version_is_no_old_event() {
+        let result = judge(vec![
+            welcome(0.0, 5, 50, "node-1"),
+            change(2.0, 5, 7, 1.9, "node-1"),
+            welcome(10.0, 1, 1, "node-1"),
+            // The event goes out before the accept's answer: from the moment it was sent.
+            presence(10.1, 1, 1, 1, 5, 7),
+            befriend(10.15, 1, 5),
+        ]);
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
+    }
+
+    /// A player whose node crashed, seen in the self-test's clean run: its change after its
+    /// connection died is announced again by the expiry of its record (offline, same version).
+    #[test]
+    fn an_expiry_announcement_after_a_crash_is_no_old_event() {
+        let result = judge(vec![
+            welcome(0.0, 5, 50, "node-1"),
+            closed(8.0, 5, 50, None, crate::events::CloseCause::NoCloseFrame),
+            change(10.0, 5, 7, 9.9, "node-2"),
+            welcome(14.0, 1, 1, "node-2"),
+            presence(19.0, 1, 1, 1, 5, 7),
         ]);
         assert_eq!(result.result, Verdict::Pass, "{result:?}");
     }

@@ -176,9 +176,10 @@ pub fn check(history: &History, limit: Duration, grace: f64) -> CheckResult {
                 .of_account(account)
                 .find(|c| c.welcomed > lost_t && c.node != name)
                 .map(|c| c.welcomed);
+            // From the outage's start: a client may sign off before it notices the loss.
             let signed_off = gone_for_good
                 .get(&account)
-                .and_then(|ts| ts.iter().copied().find(|&t| t >= lost_t));
+                .and_then(|ts| ts.iter().copied().find(|&t| t >= outage.start));
             match (elsewhere, signed_off) {
                 (Some(w), Some(s)) if s < w => left += 1,
                 (None, Some(_)) => left += 1,
@@ -338,6 +339,22 @@ mod tests {
             "{}",
             result.detail
         );
+    }
+
+    /// The self-test's last kill: the settle's sign-offs for good start while some clients
+    /// have not yet noticed that the kill broke their connection.
+    #[test]
+    fn a_player_that_signed_off_for_good_before_it_noticed_the_loss_is_not_expected() {
+        let mut events = cluster(2);
+        events.extend(kill_node_1(30.0));
+        events.extend([
+            lost(30.1, 1, "node-1"),
+            welcome(31.0, 1, 11, "node-2"),
+            sign_off(30.2, 2, true),
+            lost(30.3, 2, "node-1"),
+        ]);
+        let result = judge(events);
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
     }
 
     #[test]

@@ -477,6 +477,17 @@ fn expand(action: &Action, at: Duration, count: u32) -> Vec<TimedOp> {
     }
 }
 
+impl Timeline {
+    /// When the last op is due at the earliest.
+    pub fn length(&self) -> Duration {
+        self.steps
+            .iter()
+            .flat_map(|s| s.ops.iter().map(|o| o.at + o.after.unwrap_or_default()))
+            .max()
+            .unwrap_or_default()
+    }
+}
+
 impl fmt::Display for Timeline {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(

@@ -74,10 +74,10 @@ fn files(path: &Path) -> impl Fn(std::io::Error) -> RunError + '_ {
     move |e| RunError::Files(format!("{}: {e}", path.display()))
 }
 
-/// The default run directory: `results/runs/<plan name>-<UTC time>`.
-fn default_dir(plan: &Plan) -> PathBuf {
+/// Now, as run directories name it: `20261201T081500Z`.
+pub fn utc_stamp() -> String {
     let now = time::OffsetDateTime::now_utc();
-    let stamp = format!(
+    format!(
         "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
         now.year(),
         u8::from(now.month()),
@@ -85,8 +85,12 @@ fn default_dir(plan: &Plan) -> PathBuf {
         now.hour(),
         now.minute(),
         now.second()
-    );
-    PathBuf::from("results/runs").join(format!("{}-{stamp}", plan.name))
+    )
+}
+
+/// The default run directory: `results/runs/<plan name>-<UTC time>`.
+fn default_dir(plan: &Plan) -> PathBuf {
+    PathBuf::from("results/runs").join(format!("{}-{}", plan.name, utc_stamp()))
 }
 
 /// Prepares the run directory and the plan as it will run (seed and backend applied).
@@ -143,7 +147,7 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
         );
     }
 
-    let length = timeline::length(&timeline);
+    let length = timeline.length();
     let settings = players::settings(&plan, length + plan.settle);
     let target = players::target(&dir, &topology.nodes)?;
     let load_run = match Run::start(&settings, target, Progress::stderr()).await {

@@ -3,7 +3,6 @@
 //! with `action_start` and `action_end` in the history.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::future::join_all;
 use indicatif::ProgressBar;
@@ -59,14 +58,4 @@ async fn fire_step(
         }
     }
     None
-}
-
-/// When the last op of the timeline is due at the earliest.
-pub fn length(timeline: &Timeline) -> Duration {
-    timeline
-        .steps
-        .iter()
-        .flat_map(|s| s.ops.iter().map(|o| o.at + o.after.unwrap_or_default()))
-        .max()
-        .unwrap_or_default()
 }

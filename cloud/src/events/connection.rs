@@ -9,6 +9,8 @@ use futures_util::{Sink, SinkExt, Stream, StreamExt};
 use tokio::time::{interval_at, Instant, MissedTickBehavior};
 
 use super::hub::{CloseCode, Closing, Mailbox};
+#[cfg(feature = "seeded-defects")]
+use crate::defects::SeededDefect;
 
 /// Largest client message the server reads; a bigger one closes with 1009.
 pub const MAX_CLIENT_MESSAGE: usize = 4 * 1024;
@@ -84,6 +86,10 @@ where
             payload = mailbox.queue.recv() => {
                 let Some(payload) = payload else { break Ended::Gone };
                 seq += 1;
+                #[cfg(feature = "seeded-defects")]
+                if crate::defects::every(SeededDefect::SkipSeq, 50) {
+                    seq += 1;
+                }
                 if let Err(failed) = write(&mut tx, Message::Text(payload.with_seq(seq).into()), write_timeout).await {
                     break ended(failed);
                 }

@@ -11,6 +11,8 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::drain::SocketGuard;
+#[cfg(feature = "seeded-defects")]
+use crate::defects::SeededDefect;
 use crate::error::{ApiError, ApiResult};
 use crate::events::connection::{self, Ended};
 use crate::events::CloseCode;
@@ -93,7 +95,10 @@ async fn serve(state: AppState, account_id: i64, socket: WebSocket, _open: Socke
         }
     };
     let came_online = registered.previous.is_none();
-    if let Some(previous) = registered.previous.filter(|p| p.node != node) {
+    let previous = registered.previous.filter(|p| p.node != node);
+    #[cfg(feature = "seeded-defects")]
+    let previous = previous.filter(|_| !crate::defects::active(SeededDefect::NoCrossNodeReplace));
+    if let Some(previous) = previous {
         state
             .bus
             .close_remote(

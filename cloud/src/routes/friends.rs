@@ -6,6 +6,8 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 
 use super::auth::normalize_handle;
+#[cfg(feature = "seeded-defects")]
+use crate::defects::SeededDefect;
 use crate::error::{ApiError, ApiResult};
 use crate::events::{AccountRef, Event};
 use crate::extract::{Auth, IdPath, Json};
@@ -97,6 +99,10 @@ pub async fn accept(
         .accept_friend_request(auth.account_id, from, limits)
         .await?;
     became_friends(&state, accepter, from).await;
+    #[cfg(feature = "seeded-defects")]
+    if crate::defects::in_fault() && crate::defects::every(SeededDefect::UndoFriendshipInFault, 2) {
+        let _ = state.store.unfriend(auth.account_id, from).await;
+    }
     Ok(status(StatusCode::OK, FriendStatus::Friends))
 }
 

@@ -5,6 +5,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde::Deserialize;
 
+#[cfg(feature = "seeded-defects")]
+use crate::defects::SeededDefect;
 use crate::error::{ApiError, ApiResult};
 use crate::events::Event;
 use crate::extract::{Auth, IdPath, Json};
@@ -84,6 +86,10 @@ pub async fn join(
             account_id: auth.account_id,
         },
     );
+    #[cfg(feature = "seeded-defects")]
+    if crate::defects::every(SeededDefect::UndoSessionJoin, 4) {
+        let _ = state.store.leave_session(id, auth.account_id).await;
+    }
     Ok(axum::Json(session))
 }
 

@@ -16,6 +16,8 @@ use serde::Serialize;
 use sqlx::Row;
 
 use super::{now_ms, rfc3339, Store, StoreError, WriteTx};
+#[cfg(feature = "seeded-defects")]
+use crate::defects::SeededDefect;
 
 /// How many members a session may hold: 2 to 16.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,7 +159,10 @@ impl Store {
             return Err(SessionError::NotAllowed);
         }
         let mut members = members_of(&mut tx, session_id).await?;
-        if members.len() as i64 >= max_members {
+        let seats = max_members;
+        #[cfg(feature = "seeded-defects")]
+        let seats = seats + i64::from(crate::defects::active(SeededDefect::SessionOneTooMany));
+        if members.len() as i64 >= seats {
             return Err(SessionError::Full);
         }
         add_member(&mut tx, session_id, account_id, now).await?;

@@ -1,0 +1,355 @@
+//! `anyplay-chaos selftest` (cargo feature `seeded-defects`): proves the checks by running
+//! one short plan against the cloud as it is (every check must pass) and once per defect
+//! built into the cloud on purpose (the check named for the defect must fail).
+//!
+//! The defect reaches the nodes through the plan's node environment
+//! (`ANYPLAY_SEEDED_DEFECT`); the nodes are this binary, built with the same feature.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use anyplay_cloud::defects::SeededDefect;
+use serde::Serialize;
+
+use crate::checks::{self, Verdict as CheckVerdict};
+use crate::events::{Machine, Tool};
+use crate::plan::Plan;
+use crate::report::Verdict;
+use crate::runner::{self, RunError, RunOptions};
+
+/// The shared plan: two nodes on PostgreSQL + NATS, churn, second devices, friend writes,
+/// sessions raced for their last seat, a node killed and restarted, a node cut from
+/// PostgreSQL, and a last kill with no restart before a settle longer than a lease.
+pub const PLAN_PATH: &str = "plans/selftest/selftest.yaml";
+const PLAN_YAML: &str = include_str!("../../plans/selftest/selftest.yaml");
+
+/// The file names the self-test writes beside its runs.
+pub const JSON_FILE: &str = "selftest.json";
+pub const MARKDOWN_FILE: &str = "selftest.md";
+
+/// One run of the self-test: the cloud as it is, or with one defect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Case {
+    Clean,
+    Defect(SeededDefect),
+}
+
+impl Case {
+    /// The clean run first, then every defect.
+    pub fn all() -> Vec<Case> {
+        std::iter::once(Case::Clean)
+            .chain(SeededDefect::ALL.into_iter().map(Case::Defect))
+            .collect()
+    }
+
+    /// The check that must fail (`None`: the clean run, where every check must pass).
+    pub fn expected_check(self) -> Option<&'static str> {
+        let Case::Defect(defect) = self else {
+            return None;
+        };
+        Some(match defect {
+            SeededDefect::NoCrossNodeReplace => checks::duplicates::NAME,
+            SeededDefect::DropCrossNodeEvents => checks::presence::NAME,
+            SeededDefect::UndoSessionJoin | SeededDefect::UndoFriendshipInFault => {
+                checks::lost_writes::NAME
+            }
+            SeededDefect::LeasesNeverExpire => checks::stale_online::NAME,
+            SeededDefect::SkipSeq => checks::event_order::NAME,
+            SeededDefect::SessionOneTooMany => checks::session_integrity::NAME,
+        })
+    }
+
+    /// The plan this case runs: the shared one, with the defect in the nodes' environment.
+    pub fn plan(self, base: &Plan) -> Plan {
+        let mut plan = base.clone();
+        if let Case::Defect(defect) = self {
+            plan.name = format!("{}-{defect}", plan.name);
+            plan.services
+                .nodes
+                .env
+                .insert("ANYPLAY_SEEDED_DEFECT".into(), defect.name().into());
+        }
+        plan
+    }
+}
+
+impl fmt::Display for Case {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Case::Clean => f.write_str("clean"),
+            Case::Defect(defect) => write!(f, "{defect}"),
+        }
+    }
+}
+
+impl FromStr for Case {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Case, String> {
+        if s == "clean" {
+            return Ok(Case::Clean);
+        }
+        SeededDefect::ALL
+            .into_iter()
+            .find(|d| d.name() == s)
+            .map(Case::Defect)
+            .ok_or_else(|| {
+                let names: Vec<&str> = SeededDefect::ALL.iter().map(|d| d.name()).collect();
+                format!("{s:?}: not clean or a defect ({})", names.join(", "))
+            })
+    }
+}
+
+/// How one case ended, as the table shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// Clean run: every check passed.
+    Pass,
+    /// Clean run: a check failed.
+    Fail,
+    /// The defect made its check fail.
+    Caught,
+    /// The defect's check passed (or could not judge).
+    Missed,
+}
+
+impl Outcome {
+    pub fn expected(self) -> bool {
+        matches!(self, Outcome::Pass | Outcome::Caught)
+    }
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Outcome::Pass => "pass",
+            Outcome::Fail => "fail",
+            Outcome::Caught => "caught",
+            Outcome::Missed => "missed",
+        })
+    }
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub defect: String,
+    pub plan: String,
+    /// `every check passes` for the clean run.
+    pub expected_check: String,
+    pub result: Outcome,
+    /// The expected check's detail; for the clean run, the failed checks' (if any).
+    pub detail: String,
+    /// Other checks that failed in this run, beside the expected one.
+    pub also_failed: Vec<String>,
+    pub run_dir: PathBuf,
+}
+
+/// What `selftest.json` holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub passed: bool,
+    pub seed: u64,
+    pub tool: Tool,
+    pub machine: Machine,
+    /// The command line that produced it.
+    pub command: String,
+    pub rows: Vec<Row>,
+}
+
+/// Judges one finished run of `case`.
+pub fn judge(case: Case, report: &crate::report::Report, dir: &Path) -> Row {
+    let failed: Vec<&checks::CheckResult> = report
+        .checks
+        .iter()
+        .filter(|c| c.result != CheckVerdict::Pass)
+        .collect();
+    let (expected_check, result, detail, also_failed) = match case.expected_check() {
+        None => (
+            "every check passes".to_owned(),
+            if report.verdict == Verdict::Pass {
+                Outcome::Pass
+            } else {
+                Outcome::Fail
+            },
+            failed
+                .iter()
+                .map(|c| format!("{}: {}", c.name, c.detail))
+                .collect::<Vec<_>>()
+                .join("; "),
+            failed.iter().map(|c| c.name.clone()).collect(),
+        ),
+        Some(name) => {
+            let check = report.checks.iter().find(|c| c.name == name);
+            let caught = check.is_some_and(|c| c.result == CheckVerdict::Fail);
+            (
+                name.to_owned(),
+                if caught {
+                    Outcome::Caught
+                } else {
+                    Outcome::Missed
+                },
+                check.map_or_else(|| "the check did not run".to_owned(), |c| c.detail.clone()),
+                failed
+                    .iter()
+                    .filter(|c| c.name != name)
+                    .map(|c| c.name.clone())
+                    .collect(),
+            )
+        }
+    };
+    Row {
+        defect: match case {
+            Case::Clean => "(none)".to_owned(),
+            Case::Defect(d) => d.name().to_owned(),
+        },
+        plan: PLAN_PATH.to_owned(),
+        expected_check,
+        result,
+        detail,
+        also_failed,
+        run_dir: dir.to_owned(),
+    }
+}
+
+/// The table, as printed and as `selftest.md` holds it.
+pub fn table(rows: &[Row]) -> String {
+    let mut out = String::from(
+        "| defect | plan | expected check | result | also failed |\n|---|---|---|---|---|\n",
+    );
+    for row in rows {
+        let also = if row.also_failed.is_empty() {
+            "-".to_owned()
+        } else {
+            row.also_failed.join(", ")
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            row.defect, row.plan, row.expected_check, row.result, also
+        ));
+    }
+    out
+}
+
+/// `selftest.md`: the table, then each row's detail.
+pub fn markdown(summary: &Summary) -> String {
+    let mut out = format!(
+        "# Self-test: {}\n\nCommand: `{}`  \nCommit: {} (anyplay {})  \nMachine: {}, {} cores, {} MB, {}  \nSeed: {}\n\n",
+        if summary.passed { "passed" } else { "FAILED" },
+        summary.command,
+        summary.tool.commit,
+        summary.tool.version,
+        summary.machine.cpu,
+        summary.machine.cores,
+        summary.machine.memory_mb,
+        summary.machine.os,
+        summary.seed,
+    );
+    out.push_str(&table(&summary.rows));
+    out.push_str("\n## Details\n\n");
+    for row in &summary.rows {
+        out.push_str(&format!(
+            "- **{}** ({}, {}): {}  \n  run: `{}`\n",
+            row.defect,
+            row.expected_check,
+            row.result,
+            if row.detail.is_empty() {
+                "-"
+            } else {
+                &row.detail
+            },
+            row.run_dir.display()
+        ));
+    }
+    out
+}
+
+/// The shared plan.
+pub fn base_plan() -> Result<Plan, crate::plan::PlanError> {
+    Plan::from_yaml(PLAN_YAML)
+}
+
+/// Runs each case in turn, each into `out/<case>`, and writes the summary files there.
+pub async fn run(cases: &[Case], out: &Path, command: String) -> Result<Summary, RunError> {
+    let base = base_plan()?;
+    let mut rows = Vec::new();
+    for &case in cases {
+        let dir = out.join(case.to_string());
+        eprintln!("anyplay-chaos selftest: {case}");
+        let finished = runner::run(RunOptions {
+            plan: case.plan(&base),
+            out: Some(dir),
+            seed: None,
+            backend: None,
+            images: Vec::new(),
+        })
+        .await?;
+        let row = judge(case, &finished.report, &finished.dir);
+        eprintln!("anyplay-chaos selftest: {case}: {}", row.result);
+        rows.push(row);
+        if finished.interrupted {
+            break;
+        }
+    }
+    let summary = Summary {
+        passed: rows.len() == cases.len() && rows.iter().all(|r| r.result.expected()),
+        seed: base.seed,
+        tool: Tool::current(),
+        machine: Machine::current(),
+        command,
+        rows,
+    };
+    let write = |name: &str, text: String| {
+        let path = out.join(name);
+        std::fs::write(&path, text).map_err(|e| RunError::Files(format!("{}: {e}", path.display())))
+    };
+    write(
+        JSON_FILE,
+        serde_json::to_string_pretty(&summary).expect("the summary serializes"),
+    )?;
+    write(MARKDOWN_FILE, markdown(&summary))?;
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shared_plan_is_valid_and_short() {
+        let plan = base_plan().expect("plans/selftest/selftest.yaml is valid");
+        let timeline = plan.resolve(plan.seed).unwrap();
+        let length = timeline.length();
+        assert!(
+            length + plan.settle <= std::time::Duration::from_secs(60),
+            "timeline {length:?} + settle {:?}",
+            plan.settle
+        );
+    }
+
+    #[test]
+    fn every_defect_names_a_check_and_parses_back() {
+        for case in Case::all() {
+            assert_eq!(case.to_string().parse::<Case>(), Ok(case));
+            assert_eq!(case.expected_check().is_none(), case == Case::Clean);
+        }
+    }
+
+    #[test]
+    fn a_defect_reaches_the_nodes_through_their_environment() {
+        let base = base_plan().unwrap();
+        let plan = Case::Defect(SeededDefect::SkipSeq).plan(&base);
+        assert_eq!(
+            plan.services.nodes.env.get("ANYPLAY_SEEDED_DEFECT"),
+            Some(&"skip-seq".to_owned())
+        );
+        assert!(!Case::Clean
+            .plan(&base)
+            .services
+            .nodes
+            .env
+            .contains_key("ANYPLAY_SEEDED_DEFECT"));
+    }
+}

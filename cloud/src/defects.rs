@@ -1,0 +1,137 @@
+//! Defects seeded on purpose (cargo feature `seeded-defects`, never in a default build):
+//! `anyplay-chaos selftest` starts nodes with one of them to prove that the check named for
+//! it fails. Each defect is a few lines at the place it breaks, behind
+//! `#[cfg(feature = "seeded-defects")]` and a test of [`active`].
+//!
+//! The node's [`Config`](crate::Config) carries the defect; [`Node::start`](crate::Node)
+//! installs it here, process-wide, so that the hub's socket loop and the store can test it
+//! without a parameter through every signature. A self-test runs each node as a process
+//! of its own, so one defect per process is all it needs.
+
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
+
+/// A named defect, and (in the self-test's table) the check that must catch it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SeededDefect {
+    /// A new connection never closes the account's older one on another node (no 4001).
+    NoCrossNodeReplace,
+    /// One event in a hundred that arrives from another node is dropped.
+    DropCrossNodeEvents,
+    /// One acknowledged session join in four is undone right after its 200.
+    UndoSessionJoin,
+    /// Every second friend accept acknowledged within a while of a fault the node saw
+    /// (a store error or out of reach, a peer's records expired) is undone.
+    UndoFriendshipInFault,
+    /// Expiry does nothing: a crashed node's connection records stay for good.
+    LeasesNeverExpire,
+    /// A connection skips a `seq` number every 50th event.
+    SkipSeq,
+    /// A session admits one member more than its `max_members`.
+    SessionOneTooMany,
+}
+
+impl SeededDefect {
+    pub const ALL: [SeededDefect; 7] = [
+        SeededDefect::NoCrossNodeReplace,
+        SeededDefect::DropCrossNodeEvents,
+        SeededDefect::UndoSessionJoin,
+        SeededDefect::UndoFriendshipInFault,
+        SeededDefect::LeasesNeverExpire,
+        SeededDefect::SkipSeq,
+        SeededDefect::SessionOneTooMany,
+    ];
+
+    /// The flag's spelling (`skip-seq`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SeededDefect::NoCrossNodeReplace => "no-cross-node-replace",
+            SeededDefect::DropCrossNodeEvents => "drop-cross-node-events",
+            SeededDefect::UndoSessionJoin => "undo-session-join",
+            SeededDefect::UndoFriendshipInFault => "undo-friendship-in-fault",
+            SeededDefect::LeasesNeverExpire => "leases-never-expire",
+            SeededDefect::SkipSeq => "skip-seq",
+            SeededDefect::SessionOneTooMany => "session-one-too-many",
+        }
+    }
+
+    fn index(self) -> usize {
+        SeededDefect::ALL
+            .iter()
+            .position(|d| *d == self)
+            .expect("every defect is in ALL")
+    }
+}
+
+impl std::fmt::Display for SeededDefect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// 0: none; else the index in `ALL` plus one.
+static ACTIVE: AtomicU8 = AtomicU8::new(0);
+/// How often each defect's place was reached, for the "now and then" ones.
+static REACHED: [AtomicU64; 7] = [const { AtomicU64::new(0) }; 7];
+/// When this node last saw a fault, in ms since the epoch (0: never).
+static FAULT_SEEN_MS: AtomicI64 = AtomicI64::new(0);
+
+/// How long after a fault the node counts as "in a fault" for `undo-friendship-in-fault`.
+const FAULT_WINDOW_MS: i64 = 15_000;
+
+/// Makes `defect` the process's defect (`None`: the cloud as it is).
+pub fn install(defect: Option<SeededDefect>) {
+    let code = defect.map_or(0, |d| d.index() as u8 + 1);
+    ACTIVE.store(code, Ordering::Relaxed);
+    if defect.is_some() {
+        tracing::warn!(defect = %defect.map_or("", |d| d.name()), "running with a seeded defect");
+    }
+}
+
+/// True when `defect` is the installed one.
+pub fn active(defect: SeededDefect) -> bool {
+    ACTIVE.load(Ordering::Relaxed) as usize == defect.index() + 1
+}
+
+/// True when `defect` is installed and this is the `every`-th time its place is reached.
+pub fn every(defect: SeededDefect, every: u64) -> bool {
+    active(defect) && (REACHED[defect.index()].fetch_add(1, Ordering::Relaxed) + 1) % every == 0
+}
+
+/// The node saw a fault (a store error or out of reach, a peer's records expired).
+pub fn fault_seen() {
+    FAULT_SEEN_MS.store(crate::store::now_ms(), Ordering::Relaxed);
+}
+
+/// True when the node saw a fault within the last [`FAULT_WINDOW_MS`].
+pub fn in_fault() -> bool {
+    let seen = FAULT_SEEN_MS.load(Ordering::Relaxed);
+    seen > 0 && crate::store::now_ms() - seen <= FAULT_WINDOW_MS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_the_flag_spellings() {
+        use clap::ValueEnum as _;
+        for defect in SeededDefect::ALL {
+            assert_eq!(
+                SeededDefect::from_str(defect.name(), false),
+                Ok(defect),
+                "{defect}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_hidden_flag_reaches_the_config_and_stays_out_of_the_help() {
+        use clap::{CommandFactory as _, Parser as _};
+        let config = crate::Args::parse_from(["anyplay-cloud", "--seeded-defect", "skip-seq"])
+            .into_config()
+            .unwrap();
+        assert_eq!(config.seeded_defect, Some(SeededDefect::SkipSeq));
+        let help = crate::Args::command().render_long_help().to_string();
+        assert!(!help.contains("seeded"), "{help}");
+    }
+}
