@@ -74,6 +74,7 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
                 seq,
                 from,
                 version,
+                online,
                 ..
             } => {
                 received += 1;
@@ -94,8 +95,12 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
                 let pair = ((*from).min(*account), (*from).max(*account));
                 let expired_since =
                     |ts: &Vec<f64>| ts.iter().any(|&u| u <= t && u + EXPIRY_BOUND >= ack);
+                // The cloud may end a connection (its pings unanswered behind a cut link)
+                // before its client notices: an offline announcement can come first.
+                let ended_later = |ts: &Vec<f64>| ts.iter().any(|&u| u > ack);
                 let announced = comings.get(from).is_some_and(since_ack)
                     || closes.get(from).is_some_and(expired_since)
+                    || (*online == Some(false) && closes.get(from).is_some_and(ended_later))
                     || befriended.get(&pair).is_some_and(since_ack);
                 if ack + DELIVERY_WINDOW < c.opened && !announced {
                     old.push(format!("conn {conn}: {from} v{version}"));
@@ -180,6 +185,25 @@ mod tests {
         ]);
         assert_eq!(result.result, Verdict::Fail);
         assert!(result.detail.contains("conn 1: 5 v7"), "{}", result.detail);
+    }
+
+    /// Regression: behind a cut link the cloud ends a connection whose pings go unanswered
+    /// and announces the account offline, at its old version, before the client itself notices.
+    #[test]
+    fn an_offline_announcement_before_the_client_notices_is_no_old_event() {
+        let mut history = vec![
+            welcome(0.0, 5, 50, "node-1"),
+            change(2.0, 5, 7, 1.9, "node-1"),
+            welcome(30.0, 1, 1, "node-1"),
+        ];
+        let (t, mut event) = presence(60.0, 1, 1, 1, 5, 7);
+        if let Event::Received { online, .. } = &mut event {
+            *online = Some(false);
+        }
+        history.push((t, event));
+        history.push(closed(64.0, 5, 50, None, crate::events::CloseCause::Silent));
+        let result = judge(history);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
     }
 
     /// Regression: the cloud tells friends before the welcome goes out, so a friend may read the
