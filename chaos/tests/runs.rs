@@ -290,7 +290,10 @@ fn ctrl_c_in_a_lasting_partition_ends_soon_and_a_second_one_at_once() {
     std::thread::sleep(Duration::from_secs(2));
     interrupt(&supervisor);
     let took = ends_within(&mut supervisor, Duration::from_secs(90));
-    assert!(out.join("report.json").is_file(), "no report after {took:?}");
+    assert!(
+        out.join("report.json").is_file(),
+        "no report after {took:?}"
+    );
 
     let out = dir.join("twice");
     let mut supervisor = start_until_the_first_action(&plan, &out);
@@ -299,7 +302,14 @@ fn ctrl_c_in_a_lasting_partition_ends_soon_and_a_second_one_at_once() {
     std::thread::sleep(Duration::from_millis(300));
     interrupt(&supervisor);
     ends_within(&mut supervisor, Duration::from_secs(15));
-    assert!(out.join("report.json").is_file(), "no report after a second interrupt");
-    assert!(processes_under(&out).is_empty(), "{:?}", processes_under(&out));
+    assert!(
+        out.join("report.json").is_file(),
+        "no report after a second interrupt"
+    );
+    assert!(
+        processes_under(&out).is_empty(),
+        "{:?}",
+        processes_under(&out)
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -39,8 +39,9 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
                 let may_befriend = w.op == WriteOp::FriendAccept
                     || w.befriended
                     || (w.op == WriteOp::FriendRequest && w.outcome == WriteOutcome::Unknown);
-                if let Some(other) =
-                    w.other.filter(|_| w.outcome != WriteOutcome::Refused && may_befriend)
+                if let Some(other) = w
+                    .other
+                    .filter(|_| w.outcome != WriteOutcome::Refused && may_befriend)
                 {
                     let pair = (w.account.min(other), w.account.max(other));
                     befriended.entry(pair).or_default().push(w.sent);

@@ -10,9 +10,9 @@ use rand::RngCore;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::drain::SocketGuard;
 #[cfg(feature = "seeded-defects")]
 use crate::defects::SeededDefect;
+use crate::drain::SocketGuard;
 use crate::error::{ApiError, ApiResult};
 use crate::events::connection::{self, Ended};
 use crate::events::CloseCode;
