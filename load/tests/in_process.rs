@@ -112,7 +112,12 @@ async fn a_run_in_process_reports_every_scenario_the_contract_names() {
     let sessions = scenario(&report, "sessions");
     for op in [Op::SessionCreate, Op::SessionJoin, Op::SessionLeave] {
         let stats = &sessions.ops[&op];
-        assert_eq!(stats.ok, stats.count, "{op}: {:?}", stats.status);
+        // One joiner more than the seats races for the last one: its 409 is the cloud's rule.
+        let full = match op {
+            Op::SessionJoin => stats.status.get(&Status::Http(409)).copied().unwrap_or(0),
+            _ => 0,
+        };
+        assert_eq!(stats.ok + full, stats.count, "{op}: {:?}", stats.status);
     }
     let (created, joined) = (
         sessions.ops[&Op::SessionCreate].ok,

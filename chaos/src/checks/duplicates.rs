@@ -11,6 +11,10 @@
 //!
 //! Each account counts the larger of its two sides' episodes, so one episode both sides saw
 //! counts once.
+//!
+//! Not judged: what happens while the bus between nodes is out (NATS paused, or a link to it
+//! cut or slowed) and for a moment after: the close of an older connection on another node
+//! travels on it, so the cloud cannot replace across nodes then. The detail counts them.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -20,12 +24,23 @@ use crate::events::{Event, History};
 
 pub const NAME: &str = "duplicate_sessions";
 
+/// How long after the bus is back the closes it held may still be on their way.
+const BUS_CATCH_UP: f64 = 2.0;
+
 pub fn check(history: &History, limit: u64) -> CheckResult {
+    let bus_out: Vec<(f64, f64)> = super::faults::faults(history)
+        .iter()
+        .filter(|f| f.lasts() && f.touches("nats"))
+        .map(|f| (f.start, f.end + BUS_CATCH_UP))
+        .collect();
+    let in_bus_outage = |t: f64| bus_out.iter().any(|&(s, e)| (s..=e).contains(&t));
     let mut rounds = 0usize;
+    let mut unjudged_rounds = 0usize;
     let mut seen: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
     let mut made: HashMap<(u64, u64), f64> = HashMap::new();
-    for (_, event) in history.iter() {
+    for (t, event) in history.iter() {
         match event {
+            Event::CheckSample { .. } if in_bus_outage(t) => unjudged_rounds += 1,
             Event::CheckSample { round, duplicates } => {
                 rounds += 1;
                 for account in duplicates {
@@ -71,9 +86,14 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
     let conns = Conns::of(history);
     let mut client: BTreeMap<u64, u64> = BTreeMap::new();
     let mut pairs = 0u64;
+    let mut unjudged_welcomes = 0u64;
     let (mut replaced, mut by_second, mut of_second) = (0u64, 0u64, 0u64);
     for (account, list) in conns.accounts() {
         for (k, b) in list.iter().enumerate() {
+            if in_bus_outage(b.welcomed) {
+                unjudged_welcomes += 1;
+                continue;
+            }
             let older_up: Vec<_> = list[..k]
                 .iter()
                 .filter(|a| !a.closed_by(b.welcomed))
@@ -112,6 +132,11 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
         conns.count(),
         client.values().sum::<u64>(),
     );
+    if unjudged_rounds > 0 || unjudged_welcomes > 0 {
+        detail.push_str(&format!(
+            "; {unjudged_rounds} rounds and {unjudged_welcomes} welcomes while the bus was out not judged"
+        ));
+    }
     if episodes > 0 {
         detail.push_str(&format!(
             "; {episodes} duplicates (accounts {})",
@@ -171,6 +196,38 @@ mod tests {
 
     fn judge(events: Vec<At>) -> CheckResult {
         check(&events.into_iter().collect(), 0)
+    }
+
+    /// Replacement across nodes travels on the bus: while NATS is paused the cloud cannot
+    /// close the older connection, and what the samples see then is not judged.
+    #[test]
+    fn duplicates_while_the_bus_is_out_are_not_judged() {
+        let mut history = action(10.0, 15.0, crate::plan::ActionKind::Pause, "nats");
+        for (t, round) in [(11.0, 1), (11.2, 2), (11.4, 3)] {
+            history.push((
+                t,
+                Event::CheckSample {
+                    round,
+                    duplicates: vec![7],
+                },
+            ));
+        }
+        history.push((
+            30.0,
+            Event::CheckSample {
+                round: 4,
+                duplicates: vec![],
+            },
+        ));
+        let result = check(&History::from_iter(history), 0);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        assert!(
+            result
+                .detail
+                .contains("3 rounds and 0 welcomes while the bus was out"),
+            "{}",
+            result.detail
+        );
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! Friends: made by an ok accept or an ok request answered `friends`, before the change was
 //! sent; an unfriend of the pair (ok or unknown) sent before the window ended makes the pair
 //! not judged. Deliveries in the window of a fault that holds delivery up by design (a pause,
-//! or a partition or latency of nats or the players' links) are judged only by resync.
+//! or a partition or latency of nats, of postgres — routing looks recipients up in the store —
+//! or of the players' links) are judged only by resync.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -157,7 +158,8 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
         .iter()
         .filter(|f| {
             f.action == crate::plan::ActionKind::Pause
-                || (f.lasts() && (f.touches("nats") || f.touches("players")))
+                || (f.lasts()
+                    && (f.touches("nats") || f.touches("players") || f.touches("postgres")))
         })
         .map(|f| (f.start, f.end))
         .collect();
@@ -257,7 +259,7 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
         ),
         (
             tally.held_up,
-            "deliveries in a pause or a partition/latency of nats or players".to_owned(),
+            "deliveries in a pause or a partition/latency of nats, postgres or players".to_owned(),
         ),
         (
             tally.no_resync,
