@@ -404,7 +404,9 @@ impl Player {
     ) {
         self.online_flag(device).store(false, Ordering::Release);
         self.conn_events.fetch_add(1, Ordering::AcqRel);
-        if device == Device::Primary {
+        // The player's own leaving, or the run's end, is no loss.
+        let lost = !matches!(cause, CloseCause::ClientClose | CloseCause::Shutdown);
+        if device == Device::Primary && lost {
             self.losses.fetch_add(1, Ordering::AcqRel);
         }
         self.shared.emit(

@@ -244,8 +244,10 @@ async fn a_library_caller_sees_player_events_drops_and_ledgers() {
     }
     let accounts: BTreeSet<_> = fleet.players().iter().filter_map(|p| p.account()).collect();
     assert_eq!(accounts.len(), 8, "one account per player");
+    let losses: Vec<u64> = fleet.players().iter().map(|p| p.losses()).collect();
     fleet.shutdown().await;
-    assert_eq!(fleet.online_count(), 8, "a shutdown is not a loss");
+    let after: Vec<u64> = fleet.players().iter().map(|p| p.losses()).collect();
+    assert_eq!(after, losses, "a shutdown is not a loss");
     cloud.shutdown().await;
 }
 
