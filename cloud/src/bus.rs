@@ -34,6 +34,9 @@ use crate::store::Store;
 /// Largest number of queued deliveries a router handles per store lookup.
 const BATCH: usize = 256;
 
+/// Longest a replacing node waits for the old node to say it closed the old connection.
+const CLOSE_ANSWER_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Longest a router waits for the store to say where recipients are connected.
 const LOOKUP_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -167,6 +170,11 @@ impl Bus {
         }))
     }
 
+    /// True when other nodes may hold this cloud's accounts.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self, Bus::Nats(_))
+    }
+
     /// True when delivery to other nodes works (always, for one node).
     pub fn is_connected(&self) -> bool {
         match self {
@@ -216,23 +224,51 @@ impl Bus {
         }
     }
 
-    /// Tells `node` to close a connection that a newer one replaced.
+    /// Tells `node` to close a connection that a newer one replaced, and says whether it
+    /// did (see [`RemoteClose`]).
     pub async fn close_remote(
         &self,
         node: &str,
         account_id: i64,
         connection_id: &str,
         code: CloseCode,
-    ) {
-        if let Bus::Nats(n) = self {
-            let wire = Wire::Close {
-                account_id,
-                connection_id: Some(connection_id.to_string()),
-                code: code.code(),
-            };
-            publish(&n.client, &n.metrics, node, &wire).await;
+    ) -> RemoteClose {
+        let Bus::Nats(n) = self else {
+            return RemoteClose::Done;
+        };
+        let wire = Wire::Close {
+            account_id,
+            connection_id: Some(connection_id.to_string()),
+            code: code.code(),
+        };
+        let Ok(body) = serde_json::to_vec(&wire) else {
+            return RemoteClose::NoAnswer;
+        };
+        n.metrics.messages_out.inc();
+        let asked = n.client.request(subject(node), body.into());
+        match tokio::time::timeout(CLOSE_ANSWER_LIMIT, asked).await {
+            Ok(Ok(_)) => RemoteClose::Done,
+            Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
+                RemoteClose::NoNode
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(node, error = %e, "could not ask a node to close a replaced connection");
+                RemoteClose::NoAnswer
+            }
+            Err(_) => RemoteClose::NoAnswer,
         }
     }
+}
+
+/// What the node holding an older connection answered its replacement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RemoteClose {
+    /// It closed the connection.
+    Done,
+    /// Nobody listens under that node's name: the node is gone, and its sockets with it.
+    NoNode,
+    /// No answer in time: the bus, or the node, is out of reach.
+    NoAnswer,
 }
 
 async fn publish(client: &async_nats::Client, metrics: &BusMetrics, node: &str, wire: &Wire) {
@@ -279,6 +315,12 @@ async fn receive(client: async_nats::Client, node: String, hub: Arc<Hub>, metric
             }) => {
                 if let Some(code) = CloseCode::from_code(code) {
                     hub.close_account(account_id, connection_id.as_deref(), code);
+                }
+                // The replacing node sends its welcome once it hears this.
+                if let Some(reply) = msg.reply {
+                    if let Err(e) = client.publish(reply, Vec::new().into()).await {
+                        tracing::warn!(error = %e, "could not answer a close");
+                    }
                 }
             }
             Err(e) => tracing::warn!(error = %e, "unreadable message on the bus"),

@@ -23,6 +23,7 @@ pub mod drain;
 pub mod error;
 pub mod events;
 pub mod extract;
+pub mod fence;
 mod http;
 pub mod mail;
 pub mod metrics;

@@ -7,9 +7,10 @@
 
 #[cfg(feature = "seeded-defects")]
 use crate::defects::SeededDefect;
-use crate::events::Event;
+use crate::events::{CloseCode, Event};
+use crate::fence::Fence;
 use crate::state::AppState;
-use crate::store::StoreResult;
+use crate::store::{now_ms, Reasserted, StoreResult};
 
 /// Tells the account's friends its presence now.
 pub async fn announce(state: &AppState, account_id: i64) -> StoreResult<()> {
@@ -48,8 +49,13 @@ pub async fn clear_own_records(state: &AppState) -> StoreResult<()> {
 }
 
 /// Renews the leases of this node's live connections and expires everyone's stale
-/// ones, forever.
+/// ones, forever; lets the connections go when the leases cannot be renewed in time.
 pub async fn upkeep(state: AppState) {
+    let fence = Fence::new(now_ms());
+    tokio::join!(renew(&state, &fence), fence.watch(&state));
+}
+
+async fn renew(state: &AppState, fence: &Fence) {
     let mut tick = tokio::time::interval(state.config.lease_renew);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -58,10 +64,14 @@ pub async fn upkeep(state: AppState) {
         let live = state.hub.accounts();
         #[cfg(feature = "seeded-defects")]
         let renewing = std::time::Instant::now();
+        let started_ms = now_ms();
         let renewed = state
             .store
             .renew_leases(node, &live, state.config.lease_expiry)
             .await;
+        if renewed.is_ok() {
+            fence.renewed(started_ms);
+        }
         // A renewal that hangs a whole period is a store out of reach (a cut link hangs, it
         // does not error); a busy pool only delays it.
         #[cfg(feature = "seeded-defects")]
@@ -77,14 +87,29 @@ pub async fn upkeep(state: AppState) {
                     .reassert_connections(node, &live, state.config.lease_expiry)
                     .await
                 {
-                    Ok(back) => {
+                    Ok(Reasserted { back, taken }) => {
                         if !back.is_empty() {
                             tracing::info!(
                                 count = back.len(),
                                 "restored connection records that had expired"
                             );
                         }
-                        announce_all(&state, &back).await;
+                        announce_all(state, &back).await;
+                        // Replaced on another node while the bus could not tell this one: the
+                        // new node's welcome waits for this renewal (`routes::events`).
+                        for (account, connection) in &taken {
+                            state.hub.close_account(
+                                *account,
+                                Some(connection),
+                                CloseCode::Replaced,
+                            );
+                        }
+                        if !taken.is_empty() {
+                            tracing::info!(
+                                count = taken.len(),
+                                "closed connections replaced on another node unheard"
+                            );
+                        }
                     }
                     Err(e) => tracing::warn!(error = %e, "could not restore connection records"),
                 }
@@ -110,7 +135,7 @@ pub async fn upkeep(state: AppState) {
                         "expired connection records of a silent node"
                     );
                 }
-                announce_all(&state, &gone).await;
+                announce_all(state, &gone).await;
             }
             Err(e) => tracing::warn!(error = %e, "could not expire connection leases"),
         }

@@ -23,6 +23,8 @@ pub enum CloseCode {
     Replaced,
     /// Signed out or token revoked.
     SignedOut,
+    /// The node cannot renew its leases in the store: another node may take its accounts.
+    StoreLost,
     /// A client message over the size limit.
     TooBig,
     /// A text message that is not UTF-8.
@@ -37,6 +39,7 @@ impl CloseCode {
             CloseCode::SlowConsumer => 1013,
             CloseCode::Replaced => 4001,
             CloseCode::SignedOut => 4003,
+            CloseCode::StoreLost => 1011,
             CloseCode::TooBig => 1009,
             CloseCode::InvalidData => 1007,
         }
@@ -49,6 +52,7 @@ impl CloseCode {
             CloseCode::SlowConsumer => "slow consumer",
             CloseCode::Replaced => "replaced",
             CloseCode::SignedOut => "signed out",
+            CloseCode::StoreLost => "store out of reach",
             CloseCode::TooBig => "message too big",
             CloseCode::InvalidData => "text is not UTF-8",
         }
@@ -61,6 +65,7 @@ impl CloseCode {
             CloseCode::SlowConsumer,
             CloseCode::Replaced,
             CloseCode::SignedOut,
+            CloseCode::StoreLost,
             CloseCode::TooBig,
             CloseCode::InvalidData,
         ]

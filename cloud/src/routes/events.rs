@@ -2,6 +2,8 @@
 //! the socket loop — registration (replacing any older connection of the
 //! account, on any node), the welcome, presence, and clean-up.
 
+use std::time::Duration;
+
 use axum::extract::ws::{WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
@@ -10,6 +12,8 @@ use rand::RngCore;
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::bus::RemoteClose;
+use crate::config::Config;
 #[cfg(feature = "seeded-defects")]
 use crate::defects::SeededDefect;
 use crate::drain::SocketGuard;
@@ -19,7 +23,7 @@ use crate::events::CloseCode;
 use crate::metrics::CloseLabels;
 use crate::presence;
 use crate::state::AppState;
-use crate::store::{now_ms, rfc3339};
+use crate::store::{now_ms, rfc3339, ConnectionRecord};
 
 #[derive(Deserialize, Default)]
 pub struct TokenQuery {
@@ -61,6 +65,18 @@ pub async fn upgrade(
         .on_upgrade(move |socket| serve(state, account_id, socket, open)))
 }
 
+/// Room for the old node's renewal to run and close what it finds taken.
+const RENEWAL_MARGIN: Duration = Duration::from_secs(2);
+
+/// How long until the node of `previous` has renewed its leases once more since it last
+/// renewed that record (never past the record's lease: by then a live node has renewed).
+fn renewal_seen(previous: &ConnectionRecord, config: &Config) -> Duration {
+    let renewed_ms = previous.lease_until_ms - config.lease_expiry.as_millis() as i64;
+    let due_ms = (renewed_ms + (config.lease_renew + RENEWAL_MARGIN).as_millis() as i64)
+        .min(previous.lease_until_ms);
+    Duration::from_millis(u64::try_from(due_ms - now_ms()).unwrap_or(0))
+}
+
 fn new_connection_id() -> String {
     let mut bytes = [0u8; 12];
     rand::rng().fill_bytes(&mut bytes);
@@ -99,7 +115,7 @@ async fn serve(state: AppState, account_id: i64, socket: WebSocket, _open: Socke
     #[cfg(feature = "seeded-defects")]
     let previous = previous.filter(|_| !crate::defects::active(SeededDefect::NoCrossNodeReplace));
     if let Some(previous) = previous {
-        state
+        let answer = state
             .bus
             .close_remote(
                 &previous.node,
@@ -108,6 +124,11 @@ async fn serve(state: AppState, account_id: i64, socket: WebSocket, _open: Socke
                 CloseCode::Replaced,
             )
             .await;
+        if answer == RemoteClose::NoAnswer {
+            // The old node learns it at its next lease renewal, which finds the record
+            // taken and closes the old connection with 4001: the welcome waits for it.
+            tokio::time::sleep(renewal_seen(&previous, &state.config)).await;
+        }
     }
     state.hub.established(account_id, &connection_id);
     state.metrics.connections_open.inc();

@@ -13,6 +13,8 @@ use super::{now_ms, Serial, Store, StoreResult};
 pub struct ConnectionRecord {
     pub connection_id: String,
     pub node: String,
+    /// When its lease runs out (ms since the epoch): its node renewed it `lease` before.
+    pub lease_until_ms: i64,
 }
 
 /// The result of registering a connection.
@@ -20,6 +22,15 @@ pub struct ConnectionRecord {
 pub struct Registered {
     /// The connection this one replaces, if its lease was still alive.
     pub previous: Option<ConnectionRecord>,
+}
+
+/// What [`Store::reassert_connections`] found of this node's live connections.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Reasserted {
+    /// Accounts whose record was put back: online again for their friends.
+    pub back: Vec<i64>,
+    /// Connections (account, connection id) whose account another connection holds now.
+    pub taken: Vec<(i64, String)>,
 }
 
 impl Store {
@@ -46,6 +57,7 @@ impl Store {
             Some(row) if row.try_get::<i64, _>("lease_until")? >= now => Some(ConnectionRecord {
                 connection_id: row.try_get("connection_id")?,
                 node: row.try_get("node")?,
+                lease_until_ms: row.try_get("lease_until")?,
             }),
             _ => None,
         };
@@ -130,16 +142,16 @@ impl Store {
 
     /// Puts back the records of live connections that are missing (their lease ran out
     /// while this node could not reach the store, and another node retired them).
-    /// A record another connection of the account holds now is left alone. Returns the
-    /// accounts put back: online again for their friends.
+    /// A record another connection of the account holds now is left alone: that
+    /// connection replaced this node's one while the bus could not say so.
     pub async fn reassert_connections(
         &self,
         node: &str,
         live: &[(i64, String, i64)],
         lease: Duration,
-    ) -> StoreResult<Vec<i64>> {
+    ) -> StoreResult<Reasserted> {
         let until = now_ms() + lease.as_millis() as i64;
-        let mut back = Vec::new();
+        let mut found = Reasserted::default();
         for chunk in live.chunks(500) {
             let sql = format!(
                 "SELECT connection_id FROM connections WHERE connection_id IN ({})",
@@ -168,12 +180,14 @@ impl Store {
                 .await?
                 .rows_affected();
                 if inserted > 0 {
-                    back.push(*account_id);
+                    found.back.push(*account_id);
+                } else {
+                    found.taken.push((*account_id, connection_id.clone()));
                 }
             }
             tx.commit().await?;
         }
-        Ok(back)
+        Ok(found)
     }
 
     /// Deletes records whose lease ran out (their node stopped renewing) and

@@ -27,7 +27,7 @@ mod sessions;
 pub use accounts::{Account, Privacy};
 pub use auth::{ChallengeIssue, CodeCheck, IssuedTokens, Signup};
 pub use cards::{Card, Relation, Trophies, True};
-pub use connections::{ConnectionRecord, Registered};
+pub use connections::{ConnectionRecord, Reasserted, Registered};
 pub use friends::{
     BlockOutcome, Friend, FriendError, FriendsOverview, LimitKind, PendingRequest, RequestOutcome,
 };

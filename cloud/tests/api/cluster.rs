@@ -105,6 +105,39 @@ async fn a_connection_on_node_b_replaces_one_on_node_a_with_4001() {
     );
 }
 
+/// Issue 11: while NATS was paused, a connection on B was welcomed at once and ann's
+/// older one on A stayed open until NATS came back (its 4001 waited on the bus). Now A
+/// finds the record taken at its next lease renewal and closes with 4001, and B's
+/// welcome waits for that renewal.
+#[tokio::test]
+async fn with_nats_paused_the_old_connection_closes_4001_before_the_new_welcome() {
+    let nats = TestNats::start().await;
+    let cloud = TestCloud::pair_builder().nats(&nats.url).start(&[]).await;
+    let ann = cloud.signup("ann").await;
+    let (a, b) = (cloud.node(0), cloud.node(1));
+    let (mut first, _) = a.connect(&ann).await;
+    nats.pause();
+    let closed = async {
+        let end = first.closed().await;
+        (end, Instant::now())
+    };
+    let welcomed = async {
+        let (events, welcome) = b.connect(&ann).await;
+        (events, welcome, Instant::now())
+    };
+    let ((end, closed_at), (_second, welcome, welcomed_at)) = tokio::join!(closed, welcomed);
+    nats.resume();
+    assert_eq!(end, End::Close(4001));
+    assert_eq!(welcome["node"], b.id.as_str());
+    assert!(
+        closed_at <= welcomed_at,
+        "the new connection was welcomed {:?} before the old one was closed",
+        closed_at - welcomed_at
+    );
+    let on_a = listed(a, ann.id).await;
+    assert!(on_a.is_empty(), "A still lists {on_a:?}");
+}
+
 #[tokio::test]
 async fn presence_from_a_socket_on_node_a_reaches_a_friend_on_node_b() {
     let cloud = TestCloud::pair(&[]).await;

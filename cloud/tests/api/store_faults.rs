@@ -207,3 +207,61 @@ async fn cut_off_mid_transaction_then_write(
     }
     eprintln!("A's writes succeeded {:?} after the cut", cut.elapsed());
 }
+
+/// Issue 11: a node cut off from PostgreSQL kept its players connected while the
+/// other node expired their records and told friends they had left; a second device
+/// on the other node was then welcomed beside the first, and events routed by the
+/// store never reached them. The node now lets its connections go (1011) before its
+/// leases can run out, so friends hear "offline" only for players who are gone.
+#[tokio::test]
+async fn a_node_cut_off_from_the_store_closes_its_connections_before_its_leases_run_out() {
+    let postgres = std::env::var("ANYPLAY_TEST_POSTGRES_URL").unwrap_or_default();
+    let proxy = TcpProxy::start(address_of(&postgres)).await;
+    let cloud = TestCloud::pair_builder()
+        .database_url_of(|i, url| {
+            if i == 0 {
+                via(url, proxy.addr)
+            } else {
+                url.to_string()
+            }
+        })
+        .start(&[])
+        .await;
+    let (a, b) = (cloud.node(0), cloud.node(1));
+    let ann = cloud.signup("ann").await;
+    let bob = cloud.signup("bob").await;
+    cloud.befriend(&ann, &bob).await;
+    let (mut bob_ev, _) = b.connect(&bob).await;
+    let (mut ann_ev, _) = a.connect(&ann).await;
+    let e = bob_ev.next_of("presence").await;
+    assert_eq!(
+        (e["account_id"].as_i64(), e["online"].as_bool()),
+        (Some(ann.id), Some(true))
+    );
+
+    proxy.pause();
+    let cut = Instant::now();
+    assert_eq!(ann_ev.closed().await, End::Close(1011));
+    let closed = Instant::now();
+    // Before the leases could run out: the last renewal was at most 3 s before the cut.
+    assert!(
+        closed - cut < Duration::from_secs(10),
+        "closed {:?} after the cut",
+        closed - cut
+    );
+    let offline = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            let e = bob_ev.next_of("presence").await;
+            if e["account_id"] == ann.id && e["online"] == false {
+                return Instant::now();
+            }
+        }
+    })
+    .await
+    .expect("bob hears that ann left once her record expires");
+    assert!(
+        offline >= closed,
+        "bob heard ann left before her connection closed"
+    );
+    proxy.resume();
+}

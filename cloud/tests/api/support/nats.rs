@@ -3,6 +3,9 @@
 
 use std::process::{Child, Command, Stdio};
 
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
+
 pub struct TestNats {
     child: Child,
     pub url: String,
@@ -33,6 +36,22 @@ impl TestNats {
             child,
             url: format!("nats://127.0.0.1:{port}"),
         }
+    }
+
+    /// Stops the server (SIGSTOP): its sockets stay open and nothing moves, as in a
+    /// chaos plan's `pause: nats`.
+    pub fn pause(&self) {
+        self.signal(Signal::SIGSTOP);
+    }
+
+    /// Lets a paused server go on (SIGCONT).
+    pub fn resume(&self) {
+        self.signal(Signal::SIGCONT);
+    }
+
+    fn signal(&self, signal: Signal) {
+        let pid = Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, signal).expect("signal the NATS server");
     }
 
     /// Kills the server: the nodes lose NATS until the test ends.
