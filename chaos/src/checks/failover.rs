@@ -3,10 +3,7 @@
 //! another node within the limit, counted from the node's going out. A player that signed
 //! off for good meanwhile is not expected.
 //!
-//! When a node went out is the action's start; a rolling records one action for all its
-//! nodes, so a later node's step is taken to start at its first lost player or its exit,
-//! whichever came first (the node drains before it exits). A node's losses are those from
-//! its going out until `grace` after its exit, or its start again if sooner.
+//! When a node went out, and which losses are its, is [`super::outages`]'s to say.
 //!
 //! Not applicable with fewer than two nodes, or when no node went out; an outage while no
 //! other node was up has nowhere to fail over to and is not judged.
@@ -16,111 +13,12 @@ use std::time::Duration;
 
 use super::conns::Conns;
 use super::faults::{self, fmt_num};
+use super::outages::{outages, states, up_at};
 use super::{some, CheckResult, Quantity, Verdict};
 use crate::events::{Event, History};
-use crate::plan::{ActionKind, Service, Target};
+use crate::plan::Service;
 
 pub const NAME: &str = "failover";
-
-/// A node out of the cloud for a while.
-#[derive(Debug, Clone, PartialEq)]
-struct Outage {
-    label: String,
-    node: u32,
-    start: f64,
-    exit: f64,
-    /// The end of the span its losses are laid to.
-    until: f64,
-}
-
-/// Each node's `(t, up?)` in time order.
-type States = BTreeMap<u32, Vec<(f64, bool)>>;
-
-fn states(history: &History) -> States {
-    let mut states = States::new();
-    for (t, event) in history.iter() {
-        match event {
-            Event::ServiceUp {
-                service: Service::Node(n),
-                ..
-            } => states.entry(*n).or_default().push((t, true)),
-            Event::ServiceExit {
-                service: Service::Node(n),
-                ..
-            } => states.entry(*n).or_default().push((t, false)),
-            _ => {}
-        }
-    }
-    states
-}
-
-fn up_at(states: &States, node: u32, t: f64) -> bool {
-    states
-        .get(&node)
-        .and_then(|log| log.iter().take_while(|(u, _)| *u <= t).last())
-        .is_some_and(|(_, up)| *up)
-}
-
-fn outages(history: &History, states: &States, grace: f64) -> Vec<Outage> {
-    // A node's first loss after `t`, to date a rolling step.
-    let first_loss = |node: &str, after: f64, by: f64| {
-        history.iter().find_map(|(t, e)| match e {
-            Event::PlayerLost { node: n, .. } if n == node && t > after && t <= by => Some(t),
-            _ => None,
-        })
-    };
-    let mut out = Vec::new();
-    for fault in faults::faults(history) {
-        if !matches!(
-            fault.action,
-            ActionKind::Kill | ActionKind::Stop | ActionKind::Restart | ActionKind::Rolling
-        ) {
-            continue;
-        }
-        let targets: Vec<u32> = match fault.target.parse::<Target>() {
-            Ok(Target::Node(n)) => vec![n],
-            Ok(Target::Nodes) => states.keys().copied().collect(),
-            _ => continue,
-        };
-        // The exits it caused, in time order (an exit may be written just after the end).
-        let mut exits: Vec<(f64, u32)> = targets
-            .iter()
-            .filter_map(|&n| {
-                let log = states.get(&n)?;
-                let exit = log
-                    .iter()
-                    .find(|(t, up)| !up && *t >= fault.start && *t <= fault.end + 1.0)?;
-                Some((exit.0, n))
-            })
-            .collect();
-        exits.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut lower = fault.start;
-        for (k, &(exit, n)) in exits.iter().enumerate() {
-            let name = Service::Node(n).to_string();
-            let start = if fault.action == ActionKind::Rolling && k > 0 {
-                first_loss(&name, lower, exit).unwrap_or(exit)
-            } else {
-                fault.start
-            };
-            let back_up = states[&n]
-                .iter()
-                .find(|(t, up)| *up && *t > exit)
-                .map_or(f64::INFINITY, |(t, _)| *t);
-            out.push(Outage {
-                label: match fault.action {
-                    ActionKind::Rolling => format!("{} ({name})", fault.label()),
-                    _ => fault.label(),
-                },
-                node: n,
-                start,
-                exit,
-                until: (exit + grace).min(back_up),
-            });
-            lower = back_up.min(fault.end).max(exit);
-        }
-    }
-    out
-}
 
 pub fn check(history: &History, limit: Duration, grace: f64) -> CheckResult {
     let limit_s = limit.as_secs_f64();
@@ -134,7 +32,7 @@ pub fn check(history: &History, limit: Duration, grace: f64) -> CheckResult {
         );
     }
     let states = states(history);
-    let outages = outages(history, &states, grace);
+    let outages = outages(history, &faults::faults(history), &states, grace);
     if outages.is_empty() {
         return CheckResult::not_applicable(NAME, limit_q, "no node was taken out");
     }
@@ -264,6 +162,7 @@ pub fn check(history: &History, limit: Duration, grace: f64) -> CheckResult {
 mod tests {
     use super::*;
     use crate::checks::testing::*;
+    use crate::plan::ActionKind;
 
     fn cluster(n: u32) -> Vec<At> {
         (1..=n).map(|k| node_up(-5.0, k)).collect()

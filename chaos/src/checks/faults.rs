@@ -8,6 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::{Serialize, Serializer};
 
+use super::outages;
 use crate::events::{Event, History};
 use crate::plan::{ActionKind, Service};
 
@@ -126,6 +127,8 @@ pub struct Hit {
     pub account: u64,
     /// The node it was on when it lost the connection (its last loss in this fault).
     pub node: String,
+    /// When its node went out: the fault's start, or for a rolling its node's own step.
+    pub from: f64,
     pub lost_t: f64,
     /// `t` of the first welcome after that loss.
     pub back_t: Option<f64>,
@@ -143,6 +146,15 @@ pub fn hits(history: &History, faults: &[Fault], grace: f64) -> (Vec<Vec<Hit>>, 
             backs.entry(*account).or_default().push((i, record.t, node));
         }
     }
+    let outages = outages::outages(history, faults, &outages::states(history), grace);
+    let step_start = |fault: usize, node: &str, lost_t: f64| {
+        outages
+            .iter()
+            .filter(|o| o.fault == fault && o.start <= lost_t)
+            .filter(|o| Service::Node(o.node).to_string() == node)
+            .map(|o| o.start)
+            .reduce(f64::max)
+    };
     let mut per_fault: Vec<Vec<Hit>> = vec![Vec::new(); faults.len()];
     let mut unexplained = 0;
     for (i, record) in records.iter().enumerate() {
@@ -163,9 +175,15 @@ pub fn hits(history: &History, faults: &[Fault], grace: f64) -> (Vec<Vec<Hit>>, 
             Some(list) => &list[list.partition_point(|(j, _, _)| *j < i)..],
             None => &[],
         };
+        let fault = &faults[owner];
+        let from = match fault.action {
+            ActionKind::Rolling => step_start(owner, node, record.t).unwrap_or(fault.start),
+            _ => fault.start,
+        };
         let hit = Hit {
             account: *account,
             node: node.clone(),
+            from,
             lost_t: record.t,
             back_t: later.first().map(|(_, t, _)| *t),
             back_elsewhere_t: later
@@ -183,7 +201,7 @@ pub fn hits(history: &History, faults: &[Fault], grace: f64) -> (Vec<Vec<Hit>>, 
     (per_fault, unexplained)
 }
 
-/// Seconds from a fault's start until 50/90/95/99/100 % of its players were back
+/// Seconds from their node's going out until 50/90/95/99/100 % of a fault's players were back
 /// (`null` when that share never came back, or nobody was hit).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct BackSeconds {
@@ -208,10 +226,10 @@ fn secs<S: Serializer>(value: &Option<f64>, serializer: S) -> Result<S::Ok, S::E
 
 impl BackSeconds {
     /// Nearest-rank percentiles over the times back (`None` = never back, ranked last).
-    pub fn of(start: f64, hits: &[Hit]) -> BackSeconds {
+    pub fn of(hits: &[Hit]) -> BackSeconds {
         let mut times: Vec<Option<f64>> = hits
             .iter()
-            .map(|h| h.back_t.map(|t| (t - start).max(0.0)))
+            .map(|h| h.back_t.map(|t| (t - h.from).max(0.0)))
             .collect();
         times.sort_by(|a, b| match (a, b) {
             (Some(a), Some(b)) => a.total_cmp(b),
@@ -267,7 +285,7 @@ pub fn table(history: &History, grace: f64) -> Vec<FaultRow> {
                 target: fault.target.clone(),
                 at: fault.at,
                 players_hit: hits.len() as u64,
-                back_s: BackSeconds::of(fault.start, &hits),
+                back_s: BackSeconds::of(&hits),
                 errors: errors_between(
                     history,
                     fault.start,
@@ -363,7 +381,7 @@ mod tests {
         let faults = faults(&history);
         let (hits, unexplained) = hits(&history, &faults, 5.0);
         assert_eq!((hits[0].len(), unexplained), (10, 1));
-        let back = BackSeconds::of(faults[0].start, &hits[0]);
+        let back = BackSeconds::of(&hits[0]);
         assert_eq!(back.p50, Some(5.0));
         assert_eq!(back.p90, Some(9.0));
         assert_eq!(back.p100, Some(10.0));

@@ -14,6 +14,7 @@ pub mod failover;
 pub mod faults;
 pub mod http_errors;
 pub mod lost_writes;
+pub mod outages;
 pub mod players_back;
 pub mod presence;
 pub mod session_integrity;

@@ -1,6 +1,7 @@
 //! players_back: after every fault that broke connections, the players who lost theirs must
 //! all have a welcome again within the limit, counted from the fault's start (so a fault
-//! that lasts, like a partition, counts its own duration). Sign-offs and 4001 replacements
+//! that lasts, like a partition, counts its own duration); in a rolling, from the step that
+//! took their node out, as each step is a node outage of its own. Sign-offs and 4001 replacements
 //! are no losses (the recorder writes no `player_lost` for them), and a player that signed off
 //! for good after its loss is not expected back.
 //!
@@ -68,7 +69,7 @@ pub fn check(history: &History, limit: Duration) -> CheckResult {
         }
         judged += 1;
         players += hits.len();
-        let back = BackSeconds::of(fault.start, &hits);
+        let back = BackSeconds::of(&hits);
         worst = match (worst, back.p100) {
             (Some(w), Some(p)) => Some(w.max(p)),
             _ => None,
@@ -170,6 +171,27 @@ mod tests {
             "{}",
             result.detail
         );
+    }
+
+    /// Each node of a rolling is an outage of its own: node-2 went out 10 s into the
+    /// rolling, and its player, back 6 s after that, is in time for a 8 s limit.
+    #[test]
+    fn a_rolling_counts_each_node_from_its_own_step() {
+        let mut events = vec![node_up(0.0, 1), node_up(0.0, 2)];
+        events.extend(action(10.0, 25.0, ActionKind::Rolling, "nodes"));
+        events.extend([
+            lost(10.5, 1, "node-1"),
+            node_exit(11.0, 1),
+            back(13.0, 1, "node-2"),
+            node_up(14.0, 1),
+            lost(20.0, 2, "node-2"),
+            node_exit(20.5, 2),
+            back(26.0, 2, "node-1"),
+            node_up(24.0, 2),
+        ]);
+        let result = check(&events.into_iter().collect(), Duration::from_secs(8));
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
+        assert_eq!(result.value, Some(Quantity::Seconds(6.0)));
     }
 
     #[test]
