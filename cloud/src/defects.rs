@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64, AtomicU8, Ordering};
 /// A named defect, and (in the self-test's table) the check that must catch it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum SeededDefect {
-    /// A new connection never closes the account's older one on another node (no 4001).
+    /// A new connection never closes the account's older one on another node (no 4001),
+    /// neither over the bus nor when the old node finds its record taken.
     NoCrossNodeReplace,
     /// One event in a hundred that arrives from another node is dropped.
     DropCrossNodeEvents,

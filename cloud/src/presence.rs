@@ -97,6 +97,12 @@ async fn renew(state: &AppState, fence: &Fence) {
                         announce_all(state, &back).await;
                         // Replaced on another node while the bus could not tell this one: the
                         // new node's welcome waits for this renewal (`routes::events`).
+                        #[cfg(feature = "seeded-defects")]
+                        let taken = if crate::defects::active(SeededDefect::NoCrossNodeReplace) {
+                            Vec::new()
+                        } else {
+                            taken
+                        };
                         for (account, connection) in &taken {
                             state.hub.close_account(
                                 *account,
