@@ -221,7 +221,7 @@ impl ScenarioReport {
                     t: t as u64,
                     calls: s.calls,
                     errors: s.errors,
-                    p99_ms: ms(s.latency.value_at_quantile(0.99)),
+                    p99_ms: s.p99_ms().unwrap_or(0.0),
                 })
                 .collect(),
         }
