@@ -20,10 +20,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use anyplay_load::provenance;
 use serde::{Deserialize, Serialize};
 
 use crate::plan::{ActionKind, Service, Step};
 use crate::sync::lock;
+
+/// The machine of a run: the load harness's probe, so load reports and chaos runs say the same.
+pub use anyplay_load::provenance::Machine;
 
 /// The event log's file name in a run directory.
 pub const EVENTS_FILE: &str = "events.jsonl";
@@ -264,15 +268,6 @@ pub struct RunMeta {
     pub tool: Tool,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Machine {
-    pub os: String,
-    pub arch: String,
-    pub cpu: String,
-    pub cores: usize,
-    pub memory_mb: u64,
-}
-
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Tool {
     pub version: String,
@@ -289,56 +284,18 @@ impl RunMeta {
             plan: plan.to_owned(),
             seed,
             started_at,
-            machine: Machine::current(),
+            machine: Machine::detect(),
             tool: Tool::current(),
         }
     }
 }
 
-impl Machine {
-    pub fn current() -> Machine {
-        let mut system = sysinfo::System::new();
-        system.refresh_memory();
-        system.refresh_cpu_list(sysinfo::CpuRefreshKind::nothing());
-        Machine {
-            os: sysinfo::System::long_os_version().unwrap_or_default(),
-            arch: sysinfo::System::cpu_arch(),
-            cpu: system
-                .cpus()
-                .first()
-                .map(|cpu| cpu.brand().trim().to_owned())
-                .unwrap_or_default(),
-            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            memory_mb: system.total_memory() / (1024 * 1024),
-        }
-    }
-}
-
 impl Tool {
-    /// This build's version, and its commit: `ANYPLAY_COMMIT` at build time, else what git
-    /// says about the source tree it was built from, else `unknown`.
+    /// This build's version and the commit it came from.
     pub fn current() -> Tool {
-        let commit = option_env!("ANYPLAY_COMMIT")
-            .map(str::to_owned)
-            .or_else(|| {
-                let out = std::process::Command::new("git")
-                    .args([
-                        "-C",
-                        env!("CARGO_MANIFEST_DIR"),
-                        "rev-parse",
-                        "--short=12",
-                        "HEAD",
-                    ])
-                    .stderr(std::process::Stdio::null())
-                    .output()
-                    .ok()?;
-                let commit = String::from_utf8(out.stdout).ok()?.trim().to_owned();
-                (out.status.success() && !commit.is_empty()).then_some(commit)
-            })
-            .unwrap_or_else(|| "unknown".to_owned());
         Tool {
             version: env!("CARGO_PKG_VERSION").to_owned(),
-            commit,
+            commit: provenance::commit(),
         }
     }
 }

@@ -297,7 +297,7 @@ pub async fn run(cases: &[Case], out: &Path, command: String) -> Result<Summary,
         passed: rows.len() == cases.len() && rows.iter().all(|r| r.result.expected()),
         seed: base.seed,
         tool: Tool::current(),
-        machine: Machine::current(),
+        machine: Machine::detect(),
         command,
         rows,
     };

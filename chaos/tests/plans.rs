@@ -174,6 +174,18 @@ fn the_contract_example_is_valid() {
     assert_eq!(plan.clients[0].name, "headless-1");
 }
 
+/// Plans share the one duration grammar of the workspace: decimals and hours are fine.
+#[test]
+fn decimal_and_hour_durations_are_accepted() {
+    for (text, want) in [("1.5s", 1_500), ("0.5m", 30_000), ("1h", 3_600_000)] {
+        let plan = Plan::from_yaml(&format!(
+            "name: decimals\nload: {{players: 10, through_proxy: true}}\nsettle: {text}\n"
+        ))
+        .unwrap_or_else(|err| panic!("{text}: {err}"));
+        assert_eq!(plan.settle.as_millis(), want, "{text}");
+    }
+}
+
 /// Bad plans: each refusal must name the line and the key.
 mod refused {
     use super::*;
@@ -200,12 +212,19 @@ mod refused {
     #[test]
     fn a_bad_duration() {
         let (line, key, message) = refusal(&format!(
-            "{HEAD}timeline:\n  - {{ at: 1h, drop: players }}\n"
+            "{HEAD}timeline:\n  - {{ at: 1d, drop: players }}\n"
         ));
         assert_eq!((line, key.as_str()), (4, "timeline[0].at"));
-        assert!(message.contains("1h"), "{message}");
+        assert!(
+            message.contains("1d") && message.contains("500ms"),
+            "{message}"
+        );
         let (line, key, _) = refusal(&format!("{HEAD}checks:\n  failover: soon\n"));
         assert_eq!((line, key.as_str()), (4, "checks.failover"));
+        for bad in ["'5 s'", "5sec", "-1s", "0.0001s", "5"] {
+            let (line, key, _) = refusal(&format!("{HEAD}settle: {bad}\n"));
+            assert_eq!((line, key.as_str()), (3, "settle"), "{bad}");
+        }
     }
 
     #[test]

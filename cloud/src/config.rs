@@ -1,14 +1,14 @@
 //! Node configuration: defaults, then a TOML file, then `ANYPLAY_*` environment
 //! variables and flags (a flag wins over its variable, both win over the file).
 
-use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::Duration;
 
 use clap::Parser;
 use serde::Deserialize;
+
+use crate::duration;
 
 /// Where sign-in codes go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -166,49 +166,12 @@ pub enum ConfigError {
     Invalid(String),
 }
 
-/// A duration written as `500ms`, `5s`, `2m` or `1h`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HumanDuration(pub Duration);
-
-impl FromStr for HumanDuration {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        let s = s.trim();
-        let split = s
-            .find(|c: char| !c.is_ascii_digit() && c != '.')
-            .ok_or_else(|| format!("{s:?} has no unit (use ms, s, m or h)"))?;
-        let (number, unit) = s.split_at(split);
-        let n: f64 = number
-            .parse()
-            .map_err(|_| format!("{s:?} is not a duration like 500ms, 5s or 2m"))?;
-        let secs = match unit {
-            "ms" => n / 1000.0,
-            "s" => n,
-            "m" => n * 60.0,
-            "h" => n * 3600.0,
-            _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
-        };
-        Ok(HumanDuration(Duration::from_secs_f64(secs)))
-    }
-}
-
-impl fmt::Display for HumanDuration {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ms = self.0.as_millis();
-        if ms % 1000 == 0 {
-            write!(f, "{}s", ms / 1000)
-        } else {
-            write!(f, "{ms}ms")
-        }
-    }
-}
-
-impl<'de> Deserialize<'de> for HumanDuration {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
-    }
+/// Reads an optional duration of the TOML file in the one grammar of [`duration`].
+fn optional_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    let text = String::deserialize(d)?;
+    duration::parse(&text)
+        .map(Some)
+        .map_err(serde::de::Error::custom)
 }
 
 /// How sign-in codes are delivered.
@@ -266,32 +229,37 @@ pub struct Args {
     pub mail_log: Option<PathBuf>,
 
     /// Longest a graceful drain (SIGTERM or POST /v1/admin/drain) may take before the node exits [default: 5s].
-    #[arg(long, env = "ANYPLAY_DRAIN_TIMEOUT")]
-    pub drain_timeout: Option<HumanDuration>,
+    #[arg(long, env = "ANYPLAY_DRAIN_TIMEOUT", value_parser = duration::parse)]
+    #[serde(deserialize_with = "optional_duration")]
+    pub drain_timeout: Option<Duration>,
 
     /// Store connections this node keeps open [default: 8].
     #[arg(long, env = "ANYPLAY_DB_CONNECTIONS")]
     pub db_connections: Option<u32>,
 
     /// PostgreSQL: longest a statement waits for a lock (0s: no limit) [default: 2s].
-    #[arg(long, env = "ANYPLAY_DB_LOCK_TIMEOUT")]
-    pub db_lock_timeout: Option<HumanDuration>,
+    #[arg(long, env = "ANYPLAY_DB_LOCK_TIMEOUT", value_parser = duration::parse)]
+    #[serde(deserialize_with = "optional_duration")]
+    pub db_lock_timeout: Option<Duration>,
 
     /// PostgreSQL: longest run of one statement (0s: no limit) [default: 5s].
-    #[arg(long, env = "ANYPLAY_DB_STATEMENT_TIMEOUT")]
-    pub db_statement_timeout: Option<HumanDuration>,
+    #[arg(long, env = "ANYPLAY_DB_STATEMENT_TIMEOUT", value_parser = duration::parse)]
+    #[serde(deserialize_with = "optional_duration")]
+    pub db_statement_timeout: Option<Duration>,
 
     /// PostgreSQL: longest a session may idle inside a transaction before the server ends it (0s: no limit) [default: 5s].
-    #[arg(long, env = "ANYPLAY_DB_IDLE_IN_TRANSACTION_TIMEOUT")]
-    pub db_idle_in_transaction_timeout: Option<HumanDuration>,
+    #[arg(long, env = "ANYPLAY_DB_IDLE_IN_TRANSACTION_TIMEOUT", value_parser = duration::parse)]
+    #[serde(deserialize_with = "optional_duration")]
+    pub db_idle_in_transaction_timeout: Option<Duration>,
 
     /// Bearer token required on the /v1/admin/* paths (none: open, for a loopback-only listener).
     #[arg(long, env = "ANYPLAY_ADMIN_TOKEN")]
     pub admin_token: Option<String>,
 
     /// Lifetime of access tokens [default: 15m].
-    #[arg(long, env = "ANYPLAY_ACCESS_TOKEN_TTL")]
-    pub access_token_ttl: Option<HumanDuration>,
+    #[arg(long, env = "ANYPLAY_ACCESS_TOKEN_TTL", value_parser = duration::parse)]
+    #[serde(deserialize_with = "optional_duration")]
+    pub access_token_ttl: Option<Duration>,
 
     /// Lift every per-IP rate limit (load tests from one address).
     #[arg(long, env = "ANYPLAY_NO_RATE_LIMITS", num_args = 0..=1, default_missing_value = "true")]
@@ -318,24 +286,28 @@ pub struct Args {
     pub daily_requests_new: Option<u32>,
 
     /// Interval of WebSocket pings; two unanswered close the connection [default: 20s].
-    #[arg(long, env = "ANYPLAY_PING_INTERVAL")]
-    pub ping_interval: Option<HumanDuration>,
+    #[arg(long, env = "ANYPLAY_PING_INTERVAL", value_parser = duration::parse)]
+    #[serde(deserialize_with = "optional_duration")]
+    pub ping_interval: Option<Duration>,
 
     /// Events a connection may have queued before it is closed as a slow consumer (1013) [default: 256].
     #[arg(long, env = "ANYPLAY_OUTBOUND_QUEUE")]
     pub outbound_queue: Option<usize>,
 
     /// Longest a write to an event socket may take; a client that stops reading is then dropped as a slow consumer [default: 5s].
-    #[arg(long, env = "ANYPLAY_WS_WRITE_TIMEOUT")]
-    pub ws_write_timeout: Option<HumanDuration>,
+    #[arg(long, env = "ANYPLAY_WS_WRITE_TIMEOUT", value_parser = duration::parse)]
+    #[serde(deserialize_with = "optional_duration")]
+    pub ws_write_timeout: Option<Duration>,
 
     /// Time a connection has to send a complete request head, from its opening or its previous response [default: 20s].
-    #[arg(long, env = "ANYPLAY_HTTP_HEADER_TIMEOUT")]
-    pub http_header_timeout: Option<HumanDuration>,
+    #[arg(long, env = "ANYPLAY_HTTP_HEADER_TIMEOUT", value_parser = duration::parse)]
+    #[serde(deserialize_with = "optional_duration")]
+    pub http_header_timeout: Option<Duration>,
 
     /// Time an HTTP connection (not an event socket) may pass without a byte either way [default: 60s].
-    #[arg(long, env = "ANYPLAY_HTTP_IDLE_TIMEOUT")]
-    pub http_idle_timeout: Option<HumanDuration>,
+    #[arg(long, env = "ANYPLAY_HTTP_IDLE_TIMEOUT", value_parser = duration::parse)]
+    #[serde(deserialize_with = "optional_duration")]
+    pub http_idle_timeout: Option<Duration>,
 
     /// Open connections the public listener holds, event sockets included; more are closed at once [default: 50000].
     #[arg(long, env = "ANYPLAY_MAX_CONNECTIONS")]
@@ -406,19 +378,17 @@ impl Args {
             node_id: args.node_id.unwrap_or(d.node_id),
             nats_url: args.nats_url,
             mail,
-            drain_timeout: args.drain_timeout.map_or(d.drain_timeout, |h| h.0),
+            drain_timeout: args.drain_timeout.unwrap_or(d.drain_timeout),
             db_connections: args.db_connections.unwrap_or(d.db_connections),
             db_timeouts: DbTimeouts {
-                lock: args.db_lock_timeout.map_or(d.db_timeouts.lock, |h| h.0),
-                statement: args
-                    .db_statement_timeout
-                    .map_or(d.db_timeouts.statement, |h| h.0),
+                lock: args.db_lock_timeout.unwrap_or(d.db_timeouts.lock),
+                statement: args.db_statement_timeout.unwrap_or(d.db_timeouts.statement),
                 idle_in_transaction: args
                     .db_idle_in_transaction_timeout
-                    .map_or(d.db_timeouts.idle_in_transaction, |h| h.0),
+                    .unwrap_or(d.db_timeouts.idle_in_transaction),
             },
             admin_token: args.admin_token.filter(|t| !t.is_empty()),
-            access_token_ttl: args.access_token_ttl.map_or(d.access_token_ttl, |h| h.0),
+            access_token_ttl: args.access_token_ttl.unwrap_or(d.access_token_ttl),
             rate_limits: RateLimits {
                 enabled: !args.no_rate_limits.unwrap_or(false),
                 auth_email_per_15m: args
@@ -436,14 +406,12 @@ impl Args {
                     .unwrap_or(d.friend_limits.daily_requests_new),
                 new_account_age: d.friend_limits.new_account_age,
             },
-            ping_interval: args.ping_interval.map_or(d.ping_interval, |h| h.0),
+            ping_interval: args.ping_interval.unwrap_or(d.ping_interval),
             outbound_queue: args.outbound_queue.unwrap_or(d.outbound_queue),
-            ws_write_timeout: args.ws_write_timeout.map_or(d.ws_write_timeout, |h| h.0),
+            ws_write_timeout: args.ws_write_timeout.unwrap_or(d.ws_write_timeout),
             http: HttpLimits {
-                header_timeout: args
-                    .http_header_timeout
-                    .map_or(d.http.header_timeout, |h| h.0),
-                idle_timeout: args.http_idle_timeout.map_or(d.http.idle_timeout, |h| h.0),
+                header_timeout: args.http_header_timeout.unwrap_or(d.http.header_timeout),
+                idle_timeout: args.http_idle_timeout.unwrap_or(d.http.idle_timeout),
                 max_connections: args.max_connections.unwrap_or(d.http.max_connections),
             },
             bus_queue: args.bus_queue.unwrap_or(d.bus_queue),
@@ -496,25 +464,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn durations_parse() {
-        assert_eq!(
-            "500ms".parse::<HumanDuration>().unwrap().0,
-            Duration::from_millis(500)
-        );
-        assert_eq!(
-            "5s".parse::<HumanDuration>().unwrap().0,
-            Duration::from_secs(5)
-        );
-        assert_eq!(
-            "2m".parse::<HumanDuration>().unwrap().0,
-            Duration::from_secs(120)
-        );
-        assert!("5".parse::<HumanDuration>().is_err());
-        assert!("5x".parse::<HumanDuration>().is_err());
-        assert!("s".parse::<HumanDuration>().is_err());
-    }
-
-    #[test]
     fn flags_override_the_file() {
         let dir = std::env::temp_dir().join(format!("anyplay-config-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -564,6 +513,25 @@ mod tests {
                 idle_in_transaction: Duration::ZERO,
             }
         );
+    }
+
+    #[test]
+    fn file_durations_follow_the_shared_grammar() {
+        let dir = std::env::temp_dir().join(format!("anyplay-config-dur-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("node.toml");
+        std::fs::write(&file, "ping_interval = \"1.5s\"\n").unwrap();
+        let config = Args::parse_from(["anyplay-cloud", "--config", file.to_str().unwrap()])
+            .into_config()
+            .unwrap();
+        assert_eq!(config.ping_interval, Duration::from_millis(1500));
+        std::fs::write(&file, "ping_interval = \"5\"\n").unwrap();
+        let err = Args::parse_from(["anyplay-cloud", "--config", file.to_str().unwrap()])
+            .into_config()
+            .unwrap_err();
+        assert!(err.to_string().contains("`5` is not a duration"), "{err}");
+        let err = Args::try_parse_from(["anyplay-cloud", "--ping-interval", "5 s"]).unwrap_err();
+        assert!(err.to_string().contains("`5 s` is not a duration"), "{err}");
     }
 
     #[test]

@@ -14,12 +14,14 @@
 //! - [`error`], [`extract`]: the contract's error shape and the extractors that use it.
 //! - `defects` (feature `seeded-defects` only): defects built in on purpose for the self-test.
 //! - [`mail`], [`ratelimit`], [`metrics`], [`drain`]: the node's supporting parts.
+//! - [`duration`]: the one duration grammar (`500ms`, `5s`, `1.5m`, `2h`), shared with load and chaos.
 
 pub mod bus;
 pub mod config;
 #[cfg(feature = "seeded-defects")]
 pub mod defects;
 pub mod drain;
+pub mod duration;
 pub mod error;
 pub mod events;
 pub mod extract;

@@ -25,6 +25,7 @@
 //! - [`server`]: what the nodes' `/metrics` say changed during the run.
 //! - [`scenarios`]: login, friends, presence, sessions, cards, storm, ladder.
 //! - [`report`]: the JSON report and the stdout tables; [`progress`]: progress on stderr.
+//! - [`provenance`]: the machine and the commit a run came from (load reports and chaos runs).
 //! - [`runner`]: a whole run, in the order the contract fixes.
 
 pub mod choices;
@@ -41,6 +42,7 @@ pub mod net;
 pub mod planned;
 pub mod player;
 pub mod progress;
+pub mod provenance;
 pub mod reconnect;
 pub mod report;
 pub mod runner;

@@ -8,6 +8,7 @@ use crate::error::LoadError;
 use crate::fleet::Fleet;
 use crate::generator::Generator;
 use crate::progress::Progress;
+use crate::provenance::{self, Machine};
 use crate::report::{json, Report, ScenarioReport, SCHEMA};
 use crate::scenarios::{cards, friends, ladder, login, presence, sessions, storm, traffic, Ctx};
 use crate::server;
@@ -92,9 +93,9 @@ impl Run {
         let (generator, process) = self.generator.finish(cloud_in_harness).await;
         Report {
             schema: SCHEMA,
-            machine: json::Machine::detect(),
+            machine: Machine::detect(),
             settings,
-            commit: json::commit(),
+            commit: provenance::commit(),
             date: json::now(),
             generator,
             scenarios,

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use anyplay_cloud::duration::parse_seconds;
 use clap::Parser;
 use serde::{Serialize, Serializer};
 
@@ -66,22 +67,6 @@ impl StormKind {
     }
 }
 
-/// `10`, `2.5` (seconds), `500ms`, `5s`, `2m`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (number, unit) = match s.trim() {
-        t if t.ends_with("ms") => (&t[..t.len() - 2], 0.001),
-        t if t.ends_with('s') => (&t[..t.len() - 1], 1.0),
-        t if t.ends_with('m') => (&t[..t.len() - 1], 60.0),
-        t => (t, 1.0),
-    };
-    let value: f64 = number
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (e.g. 10, 2.5, 500ms, 5s, 2m)"))?;
-    Duration::try_from_secs_f64(value * unit)
-        .map_err(|_| format!("{s:?} is not a duration that can be waited"))
-}
-
 /// The raw flags of `anyplay-load` (see `shared/spec/load.md`).
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -114,7 +99,7 @@ pub struct Args {
     #[arg(long, default_value_t = 100.0)]
     pub presence_rate: f64,
     /// How long the presence changes go on.
-    #[arg(long, default_value = "10", value_parser = parse_duration)]
+    #[arg(long, default_value = "10", value_parser = parse_seconds)]
     pub presence_seconds: Duration,
     /// Sessions created per second.
     #[arg(long, default_value_t = 5.0)]
@@ -123,10 +108,10 @@ pub struct Args {
     #[arg(long, default_value_t = 4)]
     pub session_size: u32,
     /// How long a full session is held before everyone leaves.
-    #[arg(long, default_value = "2", value_parser = parse_duration)]
+    #[arg(long, default_value = "2", value_parser = parse_seconds)]
     pub session_hold: Duration,
     /// How long sessions keep being created.
-    #[arg(long, default_value = "10", value_parser = parse_duration)]
+    #[arg(long, default_value = "10", value_parser = parse_seconds)]
     pub session_seconds: Duration,
     /// Friend writes per second (requests, accepts, declines, cancels, unfriends), beside the
     /// presence changes.
@@ -143,7 +128,7 @@ pub struct Args {
     #[arg(long, default_value_t = 50.0)]
     pub cards_rate: f64,
     /// How long the gamer-card calls go on.
-    #[arg(long, default_value = "10", value_parser = parse_duration)]
+    #[arg(long, default_value = "10", value_parser = parse_seconds)]
     pub cards_seconds: Duration,
     /// Accounts per gamer-card call (at most 100), friends first.
     #[arg(long, default_value_t = 20)]
@@ -152,7 +137,7 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "drop")]
     pub storm: StormKind,
     /// How long the storm waits for every broken player to be back.
-    #[arg(long, default_value = "60", value_parser = parse_duration)]
+    #[arg(long, default_value = "60", value_parser = parse_seconds)]
     pub storm_timeout: Duration,
     /// How players reconnect.
     #[arg(long, value_enum, default_value = "spec")]
@@ -161,13 +146,13 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     pub ladder: Vec<usize>,
     /// Each rung's warm-up: measured, reported as the ramp, and left out of the steady figures.
-    #[arg(long, default_value = "5", value_parser = parse_duration)]
+    #[arg(long, default_value = "5", value_parser = parse_seconds)]
     pub ladder_warmup: Duration,
     /// Each rung's steady window.
-    #[arg(long, default_value = "10", value_parser = parse_duration)]
+    #[arg(long, default_value = "10", value_parser = parse_seconds)]
     pub ladder_steady: Duration,
     /// On a rung, each online player makes one call per this interval.
-    #[arg(long, default_value = "10", value_parser = parse_duration)]
+    #[arg(long, default_value = "10", value_parser = parse_seconds)]
     pub ladder_think: Duration,
     /// The latency budget (p99, ms) the ladder's knee is judged against.
     #[arg(long, default_value_t = 100.0)]
@@ -825,12 +810,16 @@ mod tests {
     }
 
     #[test]
-    fn durations_parse_in_seconds_or_with_a_unit() {
-        assert_eq!(parse_duration("10"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("2.5"), Ok(Duration::from_millis(2500)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert!(parse_duration("-1").is_err());
-        assert!(parse_duration("soon").is_err());
+    fn duration_flags_take_seconds_or_a_unit() {
+        let s = settings(&[]).expect("defaults");
+        assert_eq!(s.presence.duration, Duration::from_secs(10));
+        assert_eq!(s.storm.timeout, Duration::from_secs(60));
+        let s = settings(&["--presence-seconds", "2.5", "--storm-timeout", "2m"]).expect("valid");
+        assert_eq!(s.presence.duration, Duration::from_millis(2500));
+        assert_eq!(s.storm.timeout, Duration::from_secs(120));
+        for bad in ["-1", "soon", "5 s"] {
+            let argv = ["anyplay-load", "--presence-seconds", bad];
+            assert!(Args::try_parse_from(argv).is_err(), "{bad:?} was accepted");
+        }
     }
 }

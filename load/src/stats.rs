@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde::{Serialize, Serializer};
 
+use crate::facts::CallClass;
 use crate::sync::lock;
 
 /// What the report measures, with the contract's op names.
@@ -92,17 +93,8 @@ pub enum Status {
 }
 
 impl Status {
-    pub fn is_ok(self) -> bool {
-        match self {
-            Status::Http(code) => (100..400).contains(&code),
-            Status::Done => true,
-            Status::NoAnswer | Status::WrongCount => false,
-        }
-    }
-
     /// Ok, refused or failed: the one rule for error ratios and write outcomes.
-    pub fn class(self) -> crate::facts::CallClass {
-        use crate::facts::CallClass;
+    pub fn class(self) -> CallClass {
         match self {
             Status::Http(code) if code >= 500 => CallClass::Failed,
             Status::Http(code) if code >= 400 => CallClass::Refused,
@@ -172,7 +164,7 @@ impl OpStats {
     fn record(&mut self, latency: Duration, status: Status) {
         self.latency.saturating_record(micros(latency));
         self.count += 1;
-        self.ok += u64::from(status.is_ok());
+        self.ok += u64::from(status.class() == CallClass::Ok);
         *self.status.entry(status).or_default() += 1;
     }
 
@@ -186,7 +178,9 @@ impl OpStats {
     }
 }
 
-/// One second of the series: HTTP calls that completed in it.
+/// One second of a series: the HTTP calls that completed in it, those that failed by the
+/// one error rule ([`Status::class`]: a refusal such as a 404 is an answer, not an error),
+/// and their latency. The load report's series and chaos's `load_tick` are both made of it.
 #[derive(Debug, Clone)]
 pub struct Second {
     pub calls: u64,
@@ -194,14 +188,32 @@ pub struct Second {
     pub latency: Histogram<u64>,
 }
 
+impl Default for Second {
+    fn default() -> Self {
+        Second::new()
+    }
+}
+
 impl Second {
-    fn new() -> Self {
+    pub fn new() -> Self {
         // Two digits are enough for a per-second p99 and keep the series small.
         Second {
             calls: 0,
             errors: 0,
             latency: histogram(2),
         }
+    }
+
+    /// Counts one HTTP call that took `latency` and ended as `status`.
+    pub fn record_call(&mut self, latency: Duration, status: Status) {
+        self.calls += 1;
+        self.errors += u64::from(status.class() == CallClass::Failed);
+        self.latency.saturating_record(micros(latency));
+    }
+
+    /// The p99 latency in milliseconds; none in a second without calls.
+    pub fn p99_ms(&self) -> Option<f64> {
+        (self.calls > 0).then(|| ms(self.latency.value_at_quantile(0.99)))
     }
 
     fn merge(&mut self, other: &Second) {
@@ -330,10 +342,7 @@ impl Recorder {
             if shard.series.len() <= second {
                 shard.series.resize_with(second + 1, Second::new);
             }
-            let bucket = &mut shard.series[second];
-            bucket.calls += 1;
-            bucket.errors += u64::from(!status.is_ok());
-            bucket.latency.saturating_record(micros(latency));
+            shard.series[second].record_call(latency, status);
         }
     }
 
@@ -412,6 +421,30 @@ mod tests {
         // e2e_login is not an HTTP call: it stays out of the call counts and the series.
         assert_eq!(snap.http_calls(), (3, 2));
         assert_eq!(snap.series.iter().map(|s| s.calls).sum::<u64>(), 3);
+    }
+
+    #[test]
+    fn a_second_counts_a_refusal_as_a_call_and_a_failure_as_an_error() {
+        let mut second = Second::new();
+        assert_eq!(second.p99_ms(), None);
+        let ms = Duration::from_millis(1);
+        second.record_call(ms, Status::Http(200));
+        second.record_call(ms, Status::Http(404));
+        second.record_call(ms, Status::Http(409));
+        second.record_call(ms, Status::Http(503));
+        second.record_call(Duration::from_millis(40), Status::NoAnswer);
+        assert_eq!((second.calls, second.errors), (5, 2));
+        let p99 = second.p99_ms().expect("a second with calls has a p99");
+        assert!((39.5..=40.5).contains(&p99), "{p99}");
+    }
+
+    #[test]
+    fn the_series_counts_a_refusal_as_a_call_not_an_error() {
+        let recorder = Recorder::new();
+        recorder.record(Op::Cards, Duration::from_millis(1), Status::Http(404));
+        recorder.record(Op::Cards, Duration::from_millis(1), Status::Http(503));
+        let snap = recorder.snapshot();
+        assert_eq!((snap.series[0].calls, snap.series[0].errors), (2, 1));
     }
 
     #[test]

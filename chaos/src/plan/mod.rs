@@ -6,7 +6,6 @@
 //! refuses what cannot run, naming the line and the key; [`timeline`] then draws the random
 //! targets with the seed and expands every entry into the operations a runner performs.
 
-pub mod duration;
 mod image;
 pub mod raw;
 pub mod timeline;
@@ -18,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+use anyplay_cloud::duration;
 use serde::{Deserialize, Serialize};
 
 pub use image::{ImageOverride, ImageSlot};

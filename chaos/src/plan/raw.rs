@@ -6,10 +6,11 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use anyplay_cloud::duration;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::{duration, Action, Backend, Dependency, Plan, PlanError, Reconnect, Store};
+use super::{Action, Backend, Dependency, Plan, PlanError, Reconnect, Store};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -9,10 +9,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
+use anyplay_cloud::duration;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{duration, Action, Link, Plan, PlanError, Service, Target};
+use super::{Action, Link, Plan, PlanError, Service, Target};
 
 /// A plan's timeline as it will run.
 #[derive(Debug, Clone, PartialEq)]

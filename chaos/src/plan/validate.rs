@@ -8,10 +8,12 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use anyplay_cloud::duration;
+
 use super::raw::{locate, KeyPath, RawDependency, RawEntry, RawNodes, RawPlan};
 use super::{
-    duration, Action, ActionKind, Client, Dependency, Entry, Limits, Link, Load, Nodes, Plan,
-    PlanError, Reconnect, Services, Store, Target,
+    Action, ActionKind, Client, Dependency, Entry, Limits, Link, Load, Nodes, Plan, PlanError,
+    Reconnect, Services, Store, Target,
 };
 
 /// Defaults for keys a plan may leave out.
@@ -138,7 +140,7 @@ impl Cx<'_> {
     }
 
     fn duration(&self, text: &str, path: &KeyPath) -> Result<Duration, PlanError> {
-        duration::parse(text).map_err(|message| self.err(path, message))
+        duration::parse(text).map_err(|e| self.err(path, e.to_string()))
     }
 
     fn nodes(&self, raw: RawNodes) -> Result<Nodes, PlanError> {

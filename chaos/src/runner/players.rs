@@ -7,12 +7,13 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyplay_load::facts::{CallClass, CloseCause, Fact, Stamped};
+use anyplay_load::facts::{CloseCause, Fact, Stamped};
 use anyplay_load::mail_log::{MailLog, DEFAULT_WAIT};
 use anyplay_load::reconnect::{ReconnectMode, REPLACED};
 use anyplay_load::settings::{
     CardSettings, Mode, PresenceSettings, Scenario, SessionSettings, Settings, TrafficSettings,
 };
+use anyplay_load::stats;
 use anyplay_load::wire::{NodeId, Session, SessionId};
 use anyplay_load::{Fleet, NodeEndpoint, Player, Target};
 use futures_util::StreamExt;
@@ -111,9 +112,9 @@ pub fn target(dir: &Path, nodes: &[NodeAddrs]) -> Result<Target, RunError> {
 pub struct Second {
     pub welcomes: u64,
     pub disconnects: u64,
-    pub http_calls: u64,
-    pub http_errors: u64,
-    pub latency: Option<Histogram<u64>>,
+    /// HTTP calls, counted and timed by the load report's own rule.
+    pub calls: stats::Second,
+    /// Presence delivery times (events, not calls).
     pub presence: Option<Histogram<u64>>,
 }
 
@@ -122,7 +123,7 @@ fn record(h: &mut Option<Histogram<u64>>, d: Duration) {
     h.saturating_record(d.as_micros() as u64);
 }
 
-/// p99 in ms of a second's histogram.
+/// p99 in ms of a second's presence histogram.
 pub fn p99_ms(h: &Option<Histogram<u64>>) -> Option<f64> {
     h.as_ref()
         .map(|h| h.value_at_quantile(0.99) as f64 / 1000.0)
@@ -216,12 +217,7 @@ impl Recorder {
         } = &fact
         {
             if op.is_http() {
-                let mut second = lock(&self.second);
-                second.http_calls += 1;
-                if status.class() == CallClass::Failed {
-                    second.http_errors += 1;
-                }
-                record(&mut second.latency, *latency);
+                lock(&self.second).calls.record_call(*latency, *status);
             }
             return;
         }

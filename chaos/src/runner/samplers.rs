@@ -143,9 +143,9 @@ pub async fn ticks(
             online: fleet.online_count() as u64,
             welcomes: second.welcomes,
             disconnects: second.disconnects,
-            http_calls: second.http_calls,
-            http_errors: second.http_errors,
-            p99_ms: p99_ms(&second.latency),
+            http_calls: second.calls.calls,
+            http_errors: second.calls.errors,
+            p99_ms: second.calls.p99_ms(),
             presence_p99_ms: p99_ms(&second.presence),
             nodes,
         }));

@@ -1,62 +1,12 @@
-//! The JSON report: what machine and commit it came from, and writing it to a file.
+//! The JSON report: when it was made, and writing it to a file.
 
 use std::path::Path;
 
-use serde::Serialize;
-use sysinfo::{CpuRefreshKind, MemoryRefreshKind, RefreshKind, System};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
 
 use crate::error::LoadError;
 use crate::report::Report;
-
-/// The machine a run ran on, so figures can be compared.
-#[derive(Debug, Clone, Serialize)]
-pub struct Machine {
-    pub hostname: Option<String>,
-    pub os: Option<String>,
-    pub kernel: Option<String>,
-    pub cpu: Option<String>,
-    pub cores: usize,
-    pub memory_gb: f64,
-}
-
-impl Machine {
-    pub fn detect() -> Machine {
-        let system = System::new_with_specifics(
-            RefreshKind::nothing()
-                .with_cpu(CpuRefreshKind::nothing())
-                .with_memory(MemoryRefreshKind::nothing().with_ram()),
-        );
-        Machine {
-            hostname: System::host_name(),
-            os: System::long_os_version(),
-            kernel: System::kernel_version(),
-            cpu: system
-                .cpus()
-                .first()
-                .map(|cpu| cpu.brand().trim().to_string()),
-            cores: system.cpus().len(),
-            memory_gb: system.total_memory() as f64 / (1024.0 * 1024.0 * 1024.0),
-        }
-    }
-}
-
-/// The commit the harness was built from: `ANYPLAY_COMMIT` when set, else `git rev-parse HEAD`
-/// in the working directory, else `unknown`.
-pub fn commit() -> String {
-    if let Ok(commit) = std::env::var("ANYPLAY_COMMIT") {
-        return commit;
-    }
-    std::process::Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .output()
-        .ok()
-        .filter(|out| out.status.success())
-        .and_then(|out| String::from_utf8(out.stdout).ok())
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
-}
 
 /// Now, as RFC 3339 in UTC.
 pub fn now() -> String {
@@ -78,6 +28,7 @@ pub fn write(report: &Report, path: &Path) -> Result<(), LoadError> {
 mod tests {
     use super::*;
     use crate::generator::{GeneratorReport, LagReport, ProcessReport, ProcessUsage};
+    use crate::provenance::Machine;
     use crate::report::{ScenarioReport, SCHEMA};
     use crate::settings::Settings;
     use crate::stats::Snapshot;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::generator::{GeneratorReport, ProcessReport};
+use crate::provenance::Machine;
 use crate::schedule::{Outcome, Plan};
 use crate::server::Metrics;
 use crate::settings::Settings;
@@ -20,7 +21,7 @@ pub const SCHEMA: &str = "anyplay-load/report/v1";
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub schema: &'static str,
-    pub machine: json::Machine,
+    pub machine: Machine,
     pub settings: Settings,
     pub commit: String,
     pub date: String,
@@ -220,7 +221,7 @@ impl ScenarioReport {
                     t: t as u64,
                     calls: s.calls,
                     errors: s.errors,
-                    p99_ms: ms(s.latency.value_at_quantile(0.99)),
+                    p99_ms: s.p99_ms().unwrap_or(0.0),
                 })
                 .collect(),
         }
