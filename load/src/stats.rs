@@ -168,6 +168,15 @@ impl OpStats {
         *self.status.entry(status).or_default() += 1;
     }
 
+    /// Calls that failed by the one error rule (a refusal is an answer, not an error).
+    pub fn failed(&self) -> u64 {
+        self.status
+            .iter()
+            .filter(|(status, _)| status.class() == CallClass::Failed)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
     fn merge(&mut self, other: &OpStats) {
         add(&mut self.latency, &other.latency);
         self.count += other.count;
@@ -259,7 +268,7 @@ impl Snapshot {
             .iter()
             .filter(|(op, _)| op.is_http())
             .fold((0, 0), |(calls, errors), (_, s)| {
-                (calls + s.count, errors + s.count - s.ok)
+                (calls + s.count, errors + s.failed())
             })
     }
 
@@ -412,15 +421,17 @@ mod tests {
         recorder.record(Op::Cards, ms, Status::Http(200));
         recorder.record(Op::Cards, ms, Status::WrongCount);
         recorder.record(Op::Cards, ms, Status::NoAnswer);
+        recorder.record(Op::FriendsList, ms, Status::Http(404));
         recorder.record(Op::E2eLogin, ms, Status::Done);
         let snap = recorder.snapshot();
         let cards = &snap.ops[&Op::Cards];
         assert_eq!((cards.count, cards.ok), (3, 1));
         let labels: Vec<String> = cards.status.keys().map(|s| s.label()).collect();
         assert_eq!(labels, ["200", "no_answer", "wrong_count"]);
-        // e2e_login is not an HTTP call: it stays out of the call counts and the series.
-        assert_eq!(snap.http_calls(), (3, 2));
-        assert_eq!(snap.series.iter().map(|s| s.calls).sum::<u64>(), 3);
+        // e2e_login is not an HTTP call: it stays out of the call counts and the series; a
+        // 404 is a call that was answered, not an error.
+        assert_eq!(snap.http_calls(), (4, 2));
+        assert_eq!(snap.series.iter().map(|s| s.calls).sum::<u64>(), 4);
     }
 
     #[test]
