@@ -104,6 +104,9 @@ impl NatsBus {
     }
 }
 
+/// Where each node says it renewed its leases; the fences of the others listen.
+const RENEWALS: &str = "anyplay.renewals";
+
 fn subject(node: &str) -> String {
     format!("anyplay.node.{node}")
 }
@@ -168,6 +171,27 @@ impl Bus {
             queue,
             metrics: bus_metrics,
         }))
+    }
+
+    /// Tells the other nodes this one renewed its leases (see [`crate::fence`]).
+    pub async fn announce_renewal(&self, node: &str) {
+        if let Bus::Nats(n) = self {
+            if let Err(e) = n
+                .client
+                .publish(RENEWALS, node.as_bytes().to_vec().into())
+                .await
+            {
+                tracing::debug!(error = %e, "could not announce a lease renewal");
+            }
+        }
+    }
+
+    /// The renewals the nodes announce, each as its node's id; `None` for one node.
+    pub async fn renewals(&self) -> Option<async_nats::Subscriber> {
+        match self {
+            Bus::Nats(n) => n.client.subscribe(RENEWALS).await.ok(),
+            Bus::Local => None,
+        }
     }
 
     /// True when other nodes may hold this cloud's accounts.

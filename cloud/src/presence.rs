@@ -71,6 +71,7 @@ async fn renew(state: &AppState, fence: &Fence) {
             .await;
         if renewed.is_ok() {
             fence.renewed(started_ms);
+            state.bus.announce_renewal(node).await;
         }
         // A renewal that hangs a whole period is a store out of reach (a cut link hangs, it
         // does not error); a busy pool only delays it.

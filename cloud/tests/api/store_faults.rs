@@ -9,7 +9,7 @@ use serde_json::json;
 use sqlx::Executor;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::support::{address_of, via, End, Player, TcpProxy, TestCloud, TestNode, SOON};
+use crate::support::{address_of, via, End, Player, TcpProxy, TestCloud, TestNats, TestNode, SOON};
 
 /// Whether `watcher`'s friend list shows `friend` online.
 async fn shown_online(node: &TestNode, watcher: &Player, friend: &Player) -> bool {
@@ -264,4 +264,29 @@ async fn a_node_cut_off_from_the_store_closes_its_connections_before_its_leases_
         "bob heard ann left before her connection closed"
     );
     proxy.resume();
+}
+
+/// The other side of the fence: with the store out of reach of every node, nobody can
+/// retire a record, so nobody lets its players go either.
+#[tokio::test]
+async fn a_store_out_of_reach_of_every_node_keeps_the_connections() {
+    let postgres = std::env::var("ANYPLAY_TEST_POSTGRES_URL").unwrap_or_default();
+    let proxy = TcpProxy::start(address_of(&postgres)).await;
+    // A NATS of its own: the shared one carries the renewals of every other test's nodes.
+    let nats = TestNats::start().await;
+    let cloud = TestCloud::pair_builder()
+        .nats(&nats.url)
+        .database_url_of(|_, url| via(url, proxy.addr))
+        .start(&[])
+        .await;
+    let ann = cloud.signup("ann").await;
+    let (mut ann_ev, _) = cloud.node(0).connect(&ann).await;
+    proxy.pause();
+    // Past a lease (10 s) and the fence's moment (8 s after the last renewal).
+    let closed = ann_ev.quiet_for(Duration::from_secs(13)).await;
+    proxy.resume();
+    assert!(
+        closed.is_none(),
+        "ann's connection ended while no node could reach the store: {closed:?}"
+    );
 }
