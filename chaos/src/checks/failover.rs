@@ -8,11 +8,11 @@
 //! Not applicable with fewer than two nodes, or when no node went out; an outage while no
 //! other node was up has nowhere to fail over to and is not judged.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::conns::Conns;
-use super::faults::{self, fmt_num};
+use super::faults::{self, fmt_num, Leavers};
 use super::outages::{outages, states, up_at};
 use super::{some, CheckResult, Quantity, Verdict};
 use crate::events::{Event, History};
@@ -37,16 +37,7 @@ pub fn check(history: &History, limit: Duration, grace: f64) -> CheckResult {
         return CheckResult::not_applicable(NAME, limit_q, "no node was taken out");
     }
     let conns = Conns::of(history);
-    let mut gone_for_good: HashMap<u64, Vec<f64>> = HashMap::new();
-    for (t, event) in history.iter() {
-        if let Event::SignOff {
-            account,
-            for_good: true,
-        } = event
-        {
-            gone_for_good.entry(*account).or_default().push(t);
-        }
-    }
+    let leavers = Leavers::of(history);
     let mut worst: Option<f64> = Some(0.0);
     let (mut judged, mut players, mut nowhere, mut left) = (0, 0, 0, 0);
     let mut failures = Vec::new();
@@ -74,10 +65,7 @@ pub fn check(history: &History, limit: Duration, grace: f64) -> CheckResult {
                 .of_account(account)
                 .find(|c| c.welcomed > lost_t && c.node != name)
                 .map(|c| c.welcomed);
-            // From the outage's start: a client may sign off before it notices the loss.
-            let signed_off = gone_for_good
-                .get(&account)
-                .and_then(|ts| ts.iter().copied().find(|&t| t >= outage.start));
+            let signed_off = leavers.left_since(account, outage.start);
             match (elsewhere, signed_off) {
                 (Some(w), Some(s)) if s < w => left += 1,
                 (None, Some(_)) => left += 1,

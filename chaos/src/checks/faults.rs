@@ -271,6 +271,7 @@ pub struct FaultRow {
 pub fn table(history: &History, grace: f64) -> Vec<FaultRow> {
     let faults = faults(history);
     let (hits, _) = hits(history, &faults, grace);
+    let leavers = Leavers::of(history);
     faults
         .iter()
         .zip(hits)
@@ -285,7 +286,8 @@ pub fn table(history: &History, grace: f64) -> Vec<FaultRow> {
                 target: fault.target.clone(),
                 at: fault.at,
                 players_hit: hits.len() as u64,
-                back_s: BackSeconds::of(&hits),
+                // Players that left for good are hit, but not expected back.
+                back_s: BackSeconds::of(&leavers.expected_back(fault, &hits).0),
                 errors: errors_between(
                     history,
                     fault.start,
@@ -305,6 +307,43 @@ fn errors_between(history: &History, from: f64, until: f64) -> u64 {
             _ => None,
         })
         .sum()
+}
+
+/// When each account signed off for good: a player who leaves is not expected back.
+pub struct Leavers(HashMap<u64, Vec<f64>>);
+
+impl Leavers {
+    pub fn of(history: &History) -> Leavers {
+        let mut left: HashMap<u64, Vec<f64>> = HashMap::new();
+        for (t, event) in history.iter() {
+            if let Event::SignOff {
+                account,
+                for_good: true,
+            } = event
+            {
+                left.entry(*account).or_default().push(t);
+            }
+        }
+        Leavers(left)
+    }
+
+    /// The players of `fault` it still expects back, and how many it does not: those that
+    /// signed off for good while away.
+    pub fn expected_back(&self, fault: &Fault, hits: &[Hit]) -> (Vec<Hit>, usize) {
+        let (gone, expected): (Vec<Hit>, Vec<Hit>) = hits
+            .iter()
+            .cloned()
+            .partition(|h| h.back_t.is_none() && self.left_since(h.account, fault.start).is_some());
+        (expected, gone.len())
+    }
+
+    /// When `account` first signed off for good at or after `from`. Judged from a fault's
+    /// start, not a recorded loss: a client may sign off before it notices a broken link.
+    pub fn left_since(&self, account: u64, from: f64) -> Option<f64> {
+        self.0
+            .get(&account)
+            .and_then(|ts| ts.iter().copied().find(|&t| t >= from))
+    }
 }
 
 /// `30`, `92.5`: a number of seconds without noise.
@@ -385,6 +424,29 @@ mod tests {
         assert_eq!(back.p50, Some(5.0));
         assert_eq!(back.p90, Some(9.0));
         assert_eq!(back.p100, Some(10.0));
+    }
+
+    #[test]
+    fn a_player_that_left_for_good_is_hit_but_not_expected_back() {
+        let history: History = [
+            (10.0, start(ActionKind::Kill, "node-1", 10.0)),
+            (10.0, end(ActionKind::Kill, "node-1", 10.0)),
+            (10.1, lost(1, "node-1")),
+            (10.1, lost(2, "node-1")),
+            (
+                11.0,
+                Event::SignOff {
+                    account: 2,
+                    for_good: true,
+                },
+            ),
+            (12.0, back(1, "node-2")),
+        ]
+        .into_iter()
+        .collect();
+        let rows = table(&history, 5.0);
+        assert_eq!(rows[0].players_hit, 2);
+        assert_eq!(rows[0].back_s.p100, Some(2.0));
     }
 
     #[test]

@@ -10,12 +10,11 @@
 //! missing (unknown). A partition or latency on the players' links breaks connections only
 //! when it outlasts the clients' liveness timeout, so it is judged when it did.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
-use super::faults::{self, fmt_num, BackSeconds, Fault};
+use super::faults::{self, fmt_num, BackSeconds, Fault, Leavers};
 use super::{CheckResult, Quantity, Verdict};
-use crate::events::{Event, History};
+use crate::events::History;
 use crate::plan::{ActionKind, Target};
 
 pub const NAME: &str = "players_back";
@@ -36,34 +35,13 @@ pub fn check(history: &History, limit: Duration) -> CheckResult {
     let limit_q = Quantity::Seconds(limit_s);
     let faults = faults::faults(history);
     let (hits, unexplained) = faults::hits(history, &faults, limit_s);
-    let mut gone_for_good: HashMap<u64, Vec<f64>> = HashMap::new();
-    for (t, event) in history.iter() {
-        if let Event::SignOff {
-            account,
-            for_good: true,
-        } = event
-        {
-            gone_for_good.entry(*account).or_default().push(t);
-        }
-    }
+    let leavers = Leavers::of(history);
     let mut worst: Option<f64> = Some(0.0);
     let (mut judged, mut players, mut left) = (0, 0, 0);
     let mut failures = Vec::new();
     for (fault, hits) in faults.iter().zip(&hits) {
-        // Signed off for good while away: not expected back. From the fault's start, not
-        // the recorded loss: a client may sign off before it notices the broken link.
-        let hits: Vec<_> = hits
-            .iter()
-            .filter(|h| {
-                let left_for_good = h.back_t.is_none()
-                    && gone_for_good
-                        .get(&h.account)
-                        .is_some_and(|ts| ts.iter().any(|&t| t >= fault.start));
-                left += usize::from(left_for_good);
-                !left_for_good
-            })
-            .cloned()
-            .collect();
+        let (hits, gone) = leavers.expected_back(fault, hits);
+        left += gone;
         if hits.is_empty() {
             continue;
         }
