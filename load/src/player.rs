@@ -218,6 +218,20 @@ impl Player {
         result.map(|answer| answer.body)
     }
 
+    /// One signed-in call: a valid token, then `call` with it, timed as `op`.
+    async fn authed<T, F>(
+        &self,
+        op: Op,
+        since: Instant,
+        call: impl FnOnce(String) -> F,
+    ) -> Result<T, ClientError>
+    where
+        F: Future<Output = Result<Answer<T>, ClientError>>,
+    {
+        let token = self.token_for(op, since).await?;
+        self.timed(op, since, call(token)).await
+    }
+
     /// A valid access token for `op`; a failure to get one is recorded as the op's failure.
     async fn token_for(&self, op: Op, since: Instant) -> Result<String, ClientError> {
         self.access_token()
@@ -482,9 +496,11 @@ impl Player {
 
     /// `GET /v1/friends`.
     pub async fn list_friends(&self, since: Instant) -> Result<FriendsView, ClientError> {
-        let token = self.token_for(Op::FriendsList, since).await?;
-        self.timed(Op::FriendsList, since, self.api().friends(&token))
-            .await
+        let api = self.api();
+        self.authed(Op::FriendsList, since, |token| async move {
+            api.friends(&token).await
+        })
+        .await
     }
 
     /// Records a write's fact from its answer.
@@ -495,7 +511,8 @@ impl Player {
         session: Option<SessionId>,
         sent: Instant,
         result: &Result<T, ClientError>,
-    ) -> WriteOutcome {
+        befriended: bool,
+    ) {
         let outcome = match result {
             Ok(_) => WriteOutcome::Ok,
             // Not signed in: nothing was sent.
@@ -509,11 +526,10 @@ impl Player {
                 other,
                 session,
                 outcome,
-                befriended: false,
+                befriended,
                 sent,
             }),
         );
-        outcome
     }
 
     /// Asks `to` to be friends; a `200 friends` (they had asked already) makes the friendship.
@@ -523,33 +539,20 @@ impl Player {
         since: Instant,
     ) -> Result<FriendStatus, ClientError> {
         let sent = Instant::now();
-        let result = match self.token_for(Op::FriendRequest, since).await {
-            Ok(token) => {
-                self.timed(
-                    Op::FriendRequest,
-                    since,
-                    self.api().friend_request(&token, &to.handle),
-                )
-                .await
-            }
-            Err(e) => Err(e),
-        };
+        let api = self.api();
+        let result = self
+            .authed(Op::FriendRequest, since, |token| async move {
+                api.friend_request(&token, &to.handle).await
+            })
+            .await;
         let befriended = matches!(result, Ok(FriendStatus::Friends));
-        let outcome = match &result {
-            Ok(_) => WriteOutcome::Ok,
-            Err(ClientError::NotSignedIn) => WriteOutcome::Refused,
-            Err(e) => WriteOutcome::of(e.status()),
-        };
-        self.shared.emit(
-            self.index,
-            Fact::Write(WriteFact {
-                op: WriteOp::FriendRequest,
-                other: to.account(),
-                session: None,
-                outcome,
-                befriended,
-                sent,
-            }),
+        self.wrote(
+            WriteOp::FriendRequest,
+            to.account(),
+            None,
+            sent,
+            &result,
+            befriended,
         );
         if befriended {
             self.befriended(to);
@@ -561,23 +564,19 @@ impl Player {
     pub async fn accept_friend(&self, from: &Player, since: Instant) -> Result<(), ClientError> {
         let from_account = from.account().ok_or(ClientError::NotSignedIn)?;
         let sent = Instant::now();
-        let result = match self.token_for(Op::FriendAccept, since).await {
-            Ok(token) => {
-                self.timed(
-                    Op::FriendAccept,
-                    since,
-                    self.api().friend_accept(&token, from_account),
-                )
-                .await
-            }
-            Err(e) => Err(e),
-        };
+        let api = self.api();
+        let result = self
+            .authed(Op::FriendAccept, since, |token| async move {
+                api.friend_accept(&token, from_account).await
+            })
+            .await;
         self.wrote(
             WriteOp::FriendAccept,
             Some(from_account),
             None,
             sent,
             &result,
+            false,
         );
         result?;
         self.befriended(from);
@@ -593,21 +592,17 @@ impl Player {
             WriteOp::FriendCancel => Op::FriendCancel,
             _ => Op::Unfriend,
         };
-        let result = match self.token_for(call_op, sent).await {
-            Ok(token) => {
-                let api = self.api();
-                let call = async {
-                    match op {
-                        WriteOp::FriendDecline => api.friend_decline(&token, other_account).await,
-                        WriteOp::FriendCancel => api.friend_cancel(&token, other_account).await,
-                        _ => api.unfriend(&token, other_account).await,
-                    }
-                };
-                self.timed(call_op, sent, call).await
-            }
-            Err(e) => Err(e),
-        };
-        self.wrote(op, Some(other_account), None, sent, &result);
+        let api = self.api();
+        let result = self
+            .authed(call_op, sent, |token| async move {
+                match op {
+                    WriteOp::FriendDecline => api.friend_decline(&token, other_account).await,
+                    WriteOp::FriendCancel => api.friend_cancel(&token, other_account).await,
+                    _ => api.unfriend(&token, other_account).await,
+                }
+            })
+            .await;
+        self.wrote(op, Some(other_account), None, sent, &result, false);
         result?;
         if op == WriteOp::Unfriend {
             if let (Some(mine), Some(theirs)) = (self.account(), other.account()) {
@@ -645,12 +640,10 @@ impl Player {
         let version = self.next_version();
         let node_index = self.node();
         let sent = Instant::now();
-        let token = self.token_for(Op::PresenceSet, since).await?;
-        self.timed(
-            Op::PresenceSet,
-            since,
-            self.api().presence_set(&token, activity, version),
-        )
+        let api = self.api();
+        self.authed(Op::PresenceSet, since, |token| async move {
+            api.presence_set(&token, activity, version).await
+        })
         .await?;
         self.shared.emit(
             self.index,
@@ -686,7 +679,7 @@ impl Player {
             Ok(session) => Some(session.id.clone()),
             Err(_) => id.cloned(),
         };
-        self.wrote(op, None, session, sent, result);
+        self.wrote(op, None, session, sent, result, false);
         if let Ok(session) = result {
             lock(&self.ledger).session_acknowledged(session.id.clone());
             self.shared
@@ -700,17 +693,12 @@ impl Player {
         since: Instant,
     ) -> Result<Session, ClientError> {
         let sent = Instant::now();
-        let result = match self.token_for(Op::SessionCreate, since).await {
-            Ok(token) => {
-                self.timed(
-                    Op::SessionCreate,
-                    since,
-                    self.api().session_create(&token, max_members),
-                )
-                .await
-            }
-            Err(e) => Err(e),
-        };
+        let api = self.api();
+        let result = self
+            .authed(Op::SessionCreate, since, |token| async move {
+                api.session_create(&token, max_members).await
+            })
+            .await;
         self.session_answer(WriteOp::SessionCreate, None, sent, &result);
         result
     }
@@ -721,31 +709,32 @@ impl Player {
         since: Instant,
     ) -> Result<Session, ClientError> {
         let sent = Instant::now();
-        let result = match self.token_for(Op::SessionJoin, since).await {
-            Ok(token) => {
-                self.timed(Op::SessionJoin, since, self.api().session_join(&token, id))
-                    .await
-            }
-            Err(e) => Err(e),
-        };
+        let api = self.api();
+        let result = self
+            .authed(Op::SessionJoin, since, |token| async move {
+                api.session_join(&token, id).await
+            })
+            .await;
         self.session_answer(WriteOp::SessionJoin, Some(id), sent, &result);
         result
     }
 
     pub async fn leave_session(&self, id: &SessionId, since: Instant) -> Result<(), ClientError> {
         let sent = Instant::now();
-        let result = match self.token_for(Op::SessionLeave, since).await {
-            Ok(token) => {
-                self.timed(
-                    Op::SessionLeave,
-                    since,
-                    self.api().session_leave(&token, id),
-                )
-                .await
-            }
-            Err(e) => Err(e),
-        };
-        self.wrote(WriteOp::SessionLeave, None, Some(id.clone()), sent, &result);
+        let api = self.api();
+        let result = self
+            .authed(Op::SessionLeave, since, |token| async move {
+                api.session_leave(&token, id).await
+            })
+            .await;
+        self.wrote(
+            WriteOp::SessionLeave,
+            None,
+            Some(id.clone()),
+            sent,
+            &result,
+            false,
+        );
         result?;
         lock(&self.ledger).session_left(id);
         Ok(())
