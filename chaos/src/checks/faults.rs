@@ -94,6 +94,33 @@ impl Fault {
     }
 }
 
+/// How long after a dependency is back the nodes may still be reconnecting to it.
+pub const RECONNECT: f64 = 2.0;
+
+/// When `service` was down by an action that takes it down (a restart; a stop or kill until
+/// its next start), and the nodes' reconnect after.
+pub fn service_down(faults: &[Fault], service: &str) -> Vec<(f64, f64)> {
+    let on = |f: &&Fault| f.target == service;
+    faults
+        .iter()
+        .filter(on)
+        .filter_map(|f| match f.action {
+            ActionKind::Restart => Some((f.start, f.end + RECONNECT)),
+            ActionKind::Stop | ActionKind::Kill => {
+                let back = faults
+                    .iter()
+                    .filter(on)
+                    .filter(|s| s.action == ActionKind::Start && s.start >= f.start)
+                    .map(|s| s.end)
+                    .reduce(f64::min)
+                    .unwrap_or(f64::INFINITY);
+                Some((f.start, back + RECONNECT))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
 /// The fault windows of the run (see [`Fault::window`]).
 pub fn windows(history: &History, grace: f64) -> Vec<(f64, f64)> {
     faults(history)

@@ -8,9 +8,11 @@
 //!
 //! Friends: made by an ok accept or an ok request answered `friends`, before the change was
 //! sent; an unfriend of the pair (ok or unknown) sent before the window ended makes the pair
-//! not judged. Deliveries in the window of a fault that holds delivery up by design (a pause,
-//! or a partition or latency of nats, of postgres — routing looks recipients up in the store —
-//! or of the players' links) are judged only by resync.
+//! not judged. Deliveries in the window of a fault that holds delivery up by design (a pause;
+//! a partition or latency of nats, of postgres — routing looks recipients up in the store —
+//! or of the players' links; nats or postgres down, from a restart, stop or kill until the
+//! nodes are back on it) are judged only by resync: core NATS keeps nothing for a node that
+//! is reconnecting.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -154,7 +156,8 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
             _ => {}
         }
     }
-    let held_up: Vec<(f64, f64)> = faults::faults(history)
+    let faults = faults::faults(history);
+    let mut held_up: Vec<(f64, f64)> = faults
         .iter()
         .filter(|f| {
             f.action == crate::plan::ActionKind::Pause
@@ -163,6 +166,8 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
         })
         .map(|f| (f.start, f.end))
         .collect();
+    held_up.extend(faults::service_down(&faults, "nats"));
+    held_up.extend(faults::service_down(&faults, "postgres"));
 
     let mut tally = Tally::default();
     let mut tail = 0;
@@ -259,7 +264,8 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
         ),
         (
             tally.held_up,
-            "deliveries in a pause or a partition/latency of nats, postgres or players".to_owned(),
+            "deliveries in a pause, a partition/latency of nats, postgres or players, or while nats or postgres was down"
+                .to_owned(),
         ),
         (
             tally.no_resync,
@@ -382,6 +388,30 @@ mod tests {
             "{}",
             result.detail
         );
+    }
+
+    /// Core NATS keeps nothing for a node that is reconnecting: what a restart of it loses
+    /// is owed by resync only, until the nodes are back on it; a change after that is owed.
+    #[test]
+    fn what_a_nats_restart_holds_up_is_not_judged_by_event() {
+        let mut events = action(9.8, 10.0, crate::plan::ActionKind::Restart, "nats");
+        events.extend([
+            change(10.0, 1, 100, 9.9, "node-1"),
+            presence(10.1, 3, 3, 1, 1, 100),
+            change(20.0, 1, 101, 19.9, "node-1"),
+            presence(20.1, 2, 2, 1, 1, 101),
+            presence(20.1, 3, 3, 2, 1, 101),
+        ]);
+        let result = judge(events.clone());
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
+        assert!(
+            result.detail.contains("while nats or postgres was down"),
+            "{}",
+            result.detail
+        );
+        events.push(change(25.0, 1, 102, 24.9, "node-1"));
+        let result = judge(events);
+        assert_eq!(result.result, Verdict::Fail, "{result:?}");
     }
 
     #[test]
