@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs every shipped plan (plans/*.yaml) at full size on the cloud as it is, one after the
 # other, and publishes their verdicts under results/plans/: each plan's report.json and
-# summary.md as the tool wrote them, and a README.md naming the machine, the commit and
-# the exact commands, with one table over all plans made from the report.json files.
-# The runs' histories and logs stay in a scratch directory (named in the README).
+# summary.md as the tool wrote them, RUNS.md naming the machine, the commit and the exact
+# commands, and README.md made from them by deploy/plans-readme.sh. The runs' histories
+# and logs stay in a scratch directory (named in RUNS.md).
 #   deploy/record-plans.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +14,7 @@ mkdir -p "$out"
 cargo build --release -q -p anyplay-chaos
 commit=$(git rev-parse HEAD)
 dirty=$(git status --porcelain --untracked-files=no | wc -l)
-rows=()
+codes=()
 for plan in plans/*.yaml; do
     name=$(basename "$plan" .yaml)
     echo "record-plans.sh: $plan" >&2
@@ -23,33 +23,17 @@ for plan in plans/*.yaml; do
         >"$scratch/$name.stdout" 2>"$scratch/$name.stderr" || code=$?
     mkdir -p "$out/$name"
     cp "$scratch/$name/report.json" "$scratch/$name/summary.md" "$out/$name/"
-    rows+=("$(jq -r --arg name "$name" --arg code "$code" -f deploy/plan-row.jq "$out/$name/report.json")")
+    codes+=("$name $code")
 done
 {
-    echo "# Every shipped plan, at full size, on the cloud as it is"
+    echo "## $(date -u +%Y-%m-%dT%H:%M:%SZ): every plan"
     echo
     echo "| | |"
     echo "|---|---|"
     echo "| command | \`deploy/record-plans.sh\`: for each \`plans/NAME.yaml\`, \`cargo run --release -p anyplay-chaos -- run plans/NAME.yaml --out $scratch/NAME\` |"
     echo "| commit | \`$commit\`$( ((dirty)) && echo " (with $dirty uncommitted changes)") |"
-    echo "| date | $(date -u +%Y-%m-%dT%H:%M:%SZ) |"
     echo "| machine | $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(. /etc/os-release; echo "$PRETTY_NAME") |"
-    echo
-    echo "Each folder holds the run's \`report.json\` and \`summary.md\` as anyplay-chaos wrote them."
-    echo "The table is \`jq -f deploy/plan-row.jq\` over each \`report.json\`: the exit code, the"
-    echo "verdict, every check's result, and from the checks' details the presence deliveries"
-    echo "that crossed nodes, the 4001 replacements that involved a second device, and the"
-    echo "writes made inside fault windows."
-    echo
-    echo "| plan | exit | verdict | checks passed | unknown | cross-node deliveries judged | second-device replacements | writes in fault windows |"
-    echo "|---|---:|---|---:|---:|---:|---:|---:|"
-    printf '%s\n' "${rows[@]}"
-    for plan in plans/*.yaml; do
-        name=$(basename "$plan" .yaml)
-        echo
-        echo "## $name"
-        echo
-        sed -n '/^## Checks/,$p' "$out/$name/summary.md" | sed 's/^## /### /'
-    done
-} >"$out/README.md"
+    echo "| exit codes | $(IFS=,; echo "${codes[*]}" | sed 's/,/, /g') |"
+} >"$out/RUNS.md"
+deploy/plans-readme.sh
 echo "results: $out (runs in $scratch)"
