@@ -12,7 +12,9 @@
 //! a partition or latency of nats, of postgres — routing looks recipients up in the store —
 //! or of the players' links; nats or postgres down, from a restart, stop or kill until the
 //! nodes are back on it) are judged only by resync: core NATS keeps nothing for a node that
-//! is reconnecting.
+//! is reconnecting. A change answered from half a second before its node's SIGKILL until
+//! the node's exit is owed nothing on other nodes: its fan-out to them follows the answer
+//! and dies with the node.
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -25,6 +27,10 @@ pub const NAME: &str = "presence_missing";
 
 /// The cloud's bounded delivery time after a change is acknowledged.
 pub const DELIVERY_WINDOW: f64 = 3.0;
+
+/// How long after its answer a change's fan-out to other nodes may still be on its way
+/// (the router batches and looks recipients up in the store).
+const FAN_OUT: f64 = 0.5;
 
 /// One acknowledged change.
 #[derive(Debug, Clone)]
@@ -91,6 +97,7 @@ struct Tally {
     late: u64,
     unsure: u64,
     held_up: u64,
+    died_with_origin: u64,
     no_resync: u64,
 }
 
@@ -168,6 +175,27 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
         .collect();
     held_up.extend(faults::service_down(&faults, "nats"));
     held_up.extend(faults::service_down(&faults, "postgres"));
+    // SIGKILLs of nodes, from the order to the exit: a change acknowledged in between (or
+    // just before) may die with its node on its way to the others (the fan-out follows
+    // the answer).
+    let states = super::outages::states(history);
+    let kills: Vec<(&str, f64, f64)> = faults
+        .iter()
+        .filter(|f| f.action == crate::plan::ActionKind::Kill)
+        .map(|f| {
+            let exit = f
+                .target
+                .parse::<crate::plan::Target>()
+                .ok()
+                .and_then(|target| match target {
+                    crate::plan::Target::Node(n) => states.get(&n),
+                    _ => None,
+                })
+                .and_then(|log| log.iter().find(|(t, up)| !up && *t >= f.start))
+                .map_or(f.end, |(t, _)| *t);
+            (f.target.as_str(), f.start - FAN_OUT, exit)
+        })
+        .collect();
 
     let mut tally = Tally::default();
     let mut tail = 0;
@@ -200,6 +228,13 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
             if !broke {
                 if faults::overlaps(&held_up, s, e) {
                     tally.held_up += 1;
+                    continue;
+                }
+                let origin_killed = kills.iter().any(|&(node, from, exit)| {
+                    node == change.node && (from..=exit).contains(&change.ack)
+                });
+                if origin_killed && change.node != conn.node {
+                    tally.died_with_origin += 1;
                     continue;
                 }
                 tally.by_event += 1;
@@ -266,6 +301,10 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
             tally.held_up,
             "deliveries in a pause, a partition/latency of nats, postgres or players, or while nats or postgres was down"
                 .to_owned(),
+        ),
+        (
+            tally.died_with_origin,
+            "cross-node deliveries of a change whose node was SIGKILLed as it answered".to_owned(),
         ),
         (
             tally.no_resync,
@@ -410,6 +449,41 @@ mod tests {
             result.detail
         );
         events.push(change(25.0, 1, 102, 24.9, "node-1"));
+        let result = judge(events);
+        assert_eq!(result.result, Verdict::Fail, "{result:?}");
+    }
+
+    /// Its node killed as it answered: friends on other nodes are owed nothing; the one on
+    /// the same node got it before the answer and still must.
+    #[test]
+    fn a_change_whose_node_is_killed_as_it_answers_is_owed_only_on_its_node() {
+        let mut events = vec![welcome(0.0, 4, 4, "node-2"), befriend(0.5, 1, 4)];
+        events.extend(action(
+            10.05,
+            10.05,
+            crate::plan::ActionKind::Kill,
+            "node-1",
+        ));
+        events.extend([
+            change(10.0, 1, 100, 9.9, "node-1"),
+            presence(10.01, 2, 2, 1, 1, 100),
+            presence(10.01, 3, 3, 1, 1, 100),
+        ]);
+        let result = judge(events.clone());
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
+        assert!(
+            result
+                .detail
+                .contains("1 cross-node deliveries of a change whose node was SIGKILLed"),
+            "{}",
+            result.detail
+        );
+        // The friend on its own node still must hear it.
+        let events: Vec<At> = events
+            .into_iter()
+            .filter(|(t, _)| *t != 10.01)
+            .chain([presence(10.01, 3, 3, 1, 1, 100)])
+            .collect();
         let result = judge(events);
         assert_eq!(result.result, Verdict::Fail, "{result:?}");
     }
