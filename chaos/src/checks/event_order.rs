@@ -28,11 +28,11 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
     // the welcome reaches it) or lost a connection, to see whether it announced itself again.
     let mut comings: HashMap<u64, Vec<f64>> = HashMap::new();
     let mut closes: HashMap<u64, Vec<f64>> = HashMap::new();
-    // When each pair (lower id first) may have become friends (the write's sending: the
-    // cloud tells each the other's presence, at its current version however old, before
-    // it answers).
+    // When each pair (lower id first) may have become friends: any time from the write's
+    // sending until its answer (the cloud tells each the other's presence, at its current
+    // version however old, before it answers; a store that hangs holds the write long).
     // First, as the answer may be recorded after the event it caused.
-    let mut befriended: HashMap<(u64, u64), Vec<f64>> = HashMap::new();
+    let mut befriended: HashMap<(u64, u64), Vec<(f64, f64)>> = HashMap::new();
     for (t, event) in history.iter() {
         match event {
             Event::Write(w) => {
@@ -44,7 +44,7 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
                     .filter(|_| w.outcome != WriteOutcome::Refused && may_befriend)
                 {
                     let pair = (w.account.min(other), w.account.max(other));
-                    befriended.entry(pair).or_default().push(w.sent);
+                    befriended.entry(pair).or_default().push((w.sent, t));
                 }
             }
             Event::Welcome {
@@ -102,7 +102,11 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
                 let announced = comings.get(from).is_some_and(since_ack)
                     || closes.get(from).is_some_and(expired_since)
                     || (*online == Some(false) && closes.get(from).is_some_and(ended_later))
-                    || befriended.get(&pair).is_some_and(since_ack);
+                    || befriended.get(&pair).is_some_and(|spans| {
+                        spans
+                            .iter()
+                            .any(|&(sent, answered)| answered > ack && sent <= t)
+                    });
                 if ack + DELIVERY_WINDOW < c.opened && !announced {
                     old.push(format!("conn {conn}: {from} v{version}"));
                 }
@@ -253,6 +257,34 @@ mod tests {
             befriend(10.15, 1, 5),
         ]);
         assert_eq!(result.result, Verdict::Pass, "{result:?}");
+    }
+
+    /// An accept sent before the friend's change and held by a store out of reach until
+    /// long after it (dependency-faults in CI): the friendship, and the presence it brings
+    /// at its old version, came with the answer.
+    #[test]
+    fn a_friendship_made_while_the_store_hung_brings_an_old_version() {
+        let (t, mut accept) = befriend(18.7, 1, 5);
+        if let Event::Write(w) = &mut accept {
+            w.sent = 0.5;
+        }
+        let events = vec![
+            welcome(0.0, 5, 50, "node-2"),
+            change(2.0, 5, 7, 1.9, "node-2"),
+            (t, accept),
+            welcome(18.8, 1, 1, "node-1"),
+            presence(18.8, 1, 1, 1, 5, 7),
+        ];
+        assert_eq!(judge(events.clone()).result, Verdict::Pass);
+        // Answered before the change: that friendship brought nothing this old later on.
+        let events: Vec<At> = events
+            .into_iter()
+            .map(|(t, e)| match e {
+                Event::Write(w) => (1.0, Event::Write(w)),
+                e => (t, e),
+            })
+            .collect();
+        assert_eq!(judge(events).result, Verdict::Fail);
     }
 
     /// A player whose node crashed, seen in the self-test's clean run: its change after its
