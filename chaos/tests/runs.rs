@@ -162,33 +162,8 @@ fn a_sigkilled_supervisor_leaves_no_process_behind() {
     .unwrap();
     std::fs::write(&plan, serde_yaml::to_string(&yaml).unwrap()).unwrap();
     let out = dir.join("run");
-    let mut supervisor = chaos(&[
-        "run",
-        plan.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ])
-    .stdout(Stdio::null())
-    .stderr(Stdio::null())
-    .spawn()
-    .unwrap();
     // Wait until the whole topology is up and players play.
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let events = std::fs::read_to_string(out.join("events.jsonl")).unwrap_or_default();
-        if events.contains(r#""kind":"timeline_start""#) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the run never got going:\n{events}"
-        );
-        assert!(
-            supervisor.try_wait().unwrap().is_none(),
-            "the supervisor ended early"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let mut supervisor = start_until(&plan, &out, "timeline_start");
     assert!(
         !processes_under(&out).is_empty(),
         "the topology runs under the run directory"
@@ -220,8 +195,9 @@ fn a_sigkilled_supervisor_leaves_no_process_behind() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Starts `plan`, waits until its first action started, and returns the supervisor.
-fn start_until_the_first_action(plan: &Path, out: &Path) -> std::process::Child {
+/// Starts `plan`, waits until its history holds an event of `kind`, and returns the
+/// supervisor.
+fn start_until(plan: &Path, out: &Path, kind: &str) -> std::process::Child {
     let mut supervisor = chaos(&[
         "run",
         plan.to_str().unwrap(),
@@ -232,13 +208,17 @@ fn start_until_the_first_action(plan: &Path, out: &Path) -> std::process::Child 
     .stderr(Stdio::null())
     .spawn()
     .unwrap();
+    let marker = format!(r#""kind":"{kind}""#);
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let events = std::fs::read_to_string(out.join("events.jsonl")).unwrap_or_default();
-        if events.contains(r#""kind":"action_start""#) {
+        if events.contains(&marker) {
             return supervisor;
         }
-        assert!(Instant::now() < deadline, "the run never got going");
+        assert!(
+            Instant::now() < deadline,
+            "the run never got going:\n{events}"
+        );
         assert!(
             supervisor.try_wait().unwrap().is_none(),
             "the supervisor ended early"
@@ -286,7 +266,7 @@ fn ctrl_c_in_a_lasting_partition_ends_soon_and_a_second_one_at_once() {
     std::fs::write(&plan, serde_yaml::to_string(&yaml).unwrap()).unwrap();
 
     let out = dir.join("once");
-    let mut supervisor = start_until_the_first_action(&plan, &out);
+    let mut supervisor = start_until(&plan, &out, "action_start");
     std::thread::sleep(Duration::from_secs(2));
     interrupt(&supervisor);
     let took = ends_within(&mut supervisor, Duration::from_secs(90));
@@ -296,7 +276,7 @@ fn ctrl_c_in_a_lasting_partition_ends_soon_and_a_second_one_at_once() {
     );
 
     let out = dir.join("twice");
-    let mut supervisor = start_until_the_first_action(&plan, &out);
+    let mut supervisor = start_until(&plan, &out, "action_start");
     std::thread::sleep(Duration::from_secs(2));
     interrupt(&supervisor);
     std::thread::sleep(Duration::from_millis(300));

@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 
 use crate::events::CloseCode;
 use crate::state::AppState;
-use crate::store::now_ms;
+use crate::store::{now_ms, StoreResult};
 
 /// How long before its leases run out a node closes its connections: room for the closes
 /// to go out before another node can expire the records.
@@ -105,20 +105,28 @@ impl Fence {
         }
     }
 
+    /// Renews the leases of `live` (this node's connections); on success, notes it and
+    /// tells the other nodes.
+    pub async fn renew(&self, state: &AppState, live: &[(i64, String, i64)]) -> StoreResult<u64> {
+        let node = &state.config.node_id;
+        let started_ms = now_ms();
+        let renewed = state
+            .store
+            .renew_leases(node, live, state.config.lease_expiry)
+            .await?;
+        self.renewed(started_ms);
+        state.bus.announce_renewal(node).await;
+        Ok(renewed)
+    }
+
     /// One last renewal, bounded: a node that was only frozen (SIGSTOP) for a while reaches
     /// the store at once and keeps its connections.
     async fn renews(&self, state: &AppState) -> bool {
-        let started_ms = now_ms();
         let live = state.hub.accounts();
-        let renewal =
-            state
-                .store
-                .renew_leases(&state.config.node_id, &live, state.config.lease_expiry);
-        let renewed = matches!(tokio::time::timeout(LAST_TRY, renewal).await, Ok(Ok(_)));
-        if renewed {
-            self.renewed(started_ms);
-        }
-        renewed
+        matches!(
+            tokio::time::timeout(LAST_TRY, self.renew(state, &live)).await,
+            Ok(Ok(_))
+        )
     }
 
     async fn look(&self, state: &AppState) {

@@ -64,15 +64,7 @@ async fn renew(state: &AppState, fence: &Fence) {
         let live = state.hub.accounts();
         #[cfg(feature = "seeded-defects")]
         let renewing = std::time::Instant::now();
-        let started_ms = now_ms();
-        let renewed = state
-            .store
-            .renew_leases(node, &live, state.config.lease_expiry)
-            .await;
-        if renewed.is_ok() {
-            fence.renewed(started_ms);
-            state.bus.announce_renewal(node).await;
-        }
+        let renewed = fence.renew(state, &live).await;
         // A renewal that hangs a whole period is a store out of reach (a cut link hangs, it
         // does not error); a busy pool only delays it.
         #[cfg(feature = "seeded-defects")]
