@@ -13,6 +13,8 @@ getent passwd postgres >/dev/null || missing+=(postgresql)
 # The Docker backend's tests: the engine, and debootstrap for the local images.
 command -v dockerd >/dev/null 2>&1 || [[ -x /usr/sbin/dockerd ]] || missing+=(docker.io)
 command -v debootstrap >/dev/null 2>&1 || [[ -x /usr/sbin/debootstrap ]] || missing+=(debootstrap)
+# The `clock` fault: libfaketime, preloaded into the services it skews.
+compgen -G "/usr/lib/*/faketime/libfaketime.so.1" >/dev/null || missing+=(faketime)
 # The report's browser test.
 command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-dejavu-core)
 if ((${#missing[@]})); then

@@ -68,13 +68,12 @@ pub fn faults(history: &History) -> Vec<Fault> {
 }
 
 impl Fault {
-    /// Whether it holds a fault for a while (pause, partition, latency) rather than doing one
-    /// thing (kill, stop, restart, rolling, drop).
+    /// Whether it holds a fault for a while (pause, the link faults, the service faults)
+    /// rather than doing one thing (kill, stop, restart, rolling, drop).
     pub fn lasts(&self) -> bool {
-        matches!(
-            self.action,
-            ActionKind::Pause | ActionKind::Partition | ActionKind::Latency
-        )
+        self.action == ActionKind::Pause
+            || self.action.is_link_fault()
+            || self.action.is_service_fault()
     }
 
     /// When the cloud may show the fault: a lasting one while it holds; one that does a

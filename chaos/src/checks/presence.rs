@@ -167,9 +167,12 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
     let mut held_up: Vec<(f64, f64)> = faults
         .iter()
         .filter(|f| {
-            f.action == crate::plan::ActionKind::Pause
-                || (f.lasts()
-                    && (f.touches("nats") || f.touches("players") || f.touches("postgres")))
+            // A paused or CPU-starved service, or a link fault on the way of an event.
+            matches!(
+                f.action,
+                crate::plan::ActionKind::Pause | crate::plan::ActionKind::Cpu
+            ) || (f.action.is_link_fault()
+                && (f.touches("nats") || f.touches("players") || f.touches("postgres")))
         })
         .map(|f| (f.start, f.end))
         .collect();

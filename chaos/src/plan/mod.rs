@@ -6,6 +6,7 @@
 //! refuses what cannot run, naming the line and the key; [`timeline`] then draws the random
 //! targets with the seed and expands every entry into the operations a runner performs.
 
+mod fault;
 mod image;
 pub mod raw;
 pub mod timeline;
@@ -20,8 +21,9 @@ use std::time::Duration;
 use anyplay_cloud::duration;
 use serde::{Deserialize, Serialize};
 
+pub use fault::{Bytes, ClockOffset, LinkFault, PartitionMode, ServiceFault, Ways};
 pub use image::{ImageOverride, ImageSlot};
-pub use timeline::{DropScope, Op, Route, Step, TimedOp, Timeline};
+pub use timeline::{DropScope, Op, Route, Step, TimedOp, Timeline, Toxicity};
 
 /// Why a plan cannot be used. `Invalid` always names the line and the key.
 #[derive(Debug, thiserror::Error)]
@@ -246,8 +248,8 @@ impl FromStr for Target {
     }
 }
 
-/// A pair of targets with the fault proxy between them (`partition`, `latency`): a node
-/// (`node-N`, `nodes` or `random-node`) and `postgres`, `nats` or `players`, in either order.
+/// A pair of targets with the fault proxy between them (the link faults): a node (`node-N`,
+/// `nodes` or `random-node`) and `postgres`, `nats` or `players`, in either order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Link {
     pub a: Target,
@@ -293,14 +295,19 @@ pub enum Action {
     },
     /// Every player connection through the target cut at once with a TCP reset.
     Drop(Target),
-    Partition {
+    /// A fault on the proxied link (partition, latency, bandwidth, …) for `duration`.
+    Link {
         link: Link,
+        fault: LinkFault,
+        ways: Ways,
+        /// The share of connections it applies to (`None`: all), drawn with the seed.
+        toxicity: Option<f64>,
         duration: Duration,
     },
-    Latency {
-        link: Link,
-        ms: u32,
-        jitter: u32,
+    /// A fault on a service's resources or clock for `duration`.
+    Service {
+        target: Target,
+        fault: ServiceFault,
         duration: Duration,
     },
 }
@@ -318,9 +325,40 @@ pub enum ActionKind {
     Drop,
     Partition,
     Latency,
+    Bandwidth,
+    SlowClose,
+    Timeout,
+    LimitData,
+    Slicer,
+    Cpu,
+    Memory,
+    DiskFull,
+    Clock,
 }
 
 impl ActionKind {
+    /// Every action, in the order plans and messages list them.
+    pub const ALL: [ActionKind; 18] = [
+        ActionKind::Kill,
+        ActionKind::Stop,
+        ActionKind::Start,
+        ActionKind::Restart,
+        ActionKind::Rolling,
+        ActionKind::Pause,
+        ActionKind::Drop,
+        ActionKind::Partition,
+        ActionKind::Latency,
+        ActionKind::Bandwidth,
+        ActionKind::SlowClose,
+        ActionKind::Timeout,
+        ActionKind::LimitData,
+        ActionKind::Slicer,
+        ActionKind::Cpu,
+        ActionKind::Memory,
+        ActionKind::DiskFull,
+        ActionKind::Clock,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             ActionKind::Kill => "kill",
@@ -332,13 +370,69 @@ impl ActionKind {
             ActionKind::Drop => "drop",
             ActionKind::Partition => "partition",
             ActionKind::Latency => "latency",
+            ActionKind::Bandwidth => "bandwidth",
+            ActionKind::SlowClose => "slow_close",
+            ActionKind::Timeout => "timeout",
+            ActionKind::LimitData => "limit_data",
+            ActionKind::Slicer => "slicer",
+            ActionKind::Cpu => "cpu",
+            ActionKind::Memory => "memory",
+            ActionKind::DiskFull => "disk_full",
+            ActionKind::Clock => "clock",
         }
+    }
+
+    /// Whether the action is a fault on a link (through the fault proxy).
+    pub fn is_link_fault(self) -> bool {
+        matches!(
+            self,
+            ActionKind::Partition
+                | ActionKind::Latency
+                | ActionKind::Bandwidth
+                | ActionKind::SlowClose
+                | ActionKind::Timeout
+                | ActionKind::LimitData
+                | ActionKind::Slicer
+        )
+    }
+
+    /// Whether the action is a fault on a service's resources or clock.
+    pub fn is_service_fault(self) -> bool {
+        matches!(
+            self,
+            ActionKind::Cpu | ActionKind::Memory | ActionKind::DiskFull | ActionKind::Clock
+        )
     }
 }
 
 impl fmt::Display for ActionKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
+    }
+}
+
+impl LinkFault {
+    pub fn kind(&self) -> ActionKind {
+        match self {
+            LinkFault::Partition { .. } => ActionKind::Partition,
+            LinkFault::Latency { .. } => ActionKind::Latency,
+            LinkFault::Bandwidth { .. } => ActionKind::Bandwidth,
+            LinkFault::SlowClose { .. } => ActionKind::SlowClose,
+            LinkFault::Timeout { .. } => ActionKind::Timeout,
+            LinkFault::LimitData { .. } => ActionKind::LimitData,
+            LinkFault::Slicer { .. } => ActionKind::Slicer,
+        }
+    }
+}
+
+impl ServiceFault {
+    pub fn kind(&self) -> ActionKind {
+        match self {
+            ServiceFault::Cpu { .. } => ActionKind::Cpu,
+            ServiceFault::Memory { .. } => ActionKind::Memory,
+            ServiceFault::DiskFull => ActionKind::DiskFull,
+            ServiceFault::Clock { .. } => ActionKind::Clock,
+        }
     }
 }
 
@@ -352,12 +446,12 @@ impl Action {
             Action::Rolling { .. } => ActionKind::Rolling,
             Action::Pause { .. } => ActionKind::Pause,
             Action::Drop(_) => ActionKind::Drop,
-            Action::Partition { .. } => ActionKind::Partition,
-            Action::Latency { .. } => ActionKind::Latency,
+            Action::Link { fault, .. } => fault.kind(),
+            Action::Service { fault, .. } => fault.kind(),
         }
     }
 
-    /// The target of a one-target action; `None` for `partition` and `latency` (a link).
+    /// The target of a one-target action; `None` for a link fault (its target is a link).
     pub fn target(&self) -> Option<Target> {
         match self {
             Action::Kill(t)
@@ -366,15 +460,16 @@ impl Action {
             | Action::Restart(t)
             | Action::Drop(t)
             | Action::Rolling { target: t, .. }
-            | Action::Pause { target: t, .. } => Some(*t),
-            Action::Partition { .. } | Action::Latency { .. } => None,
+            | Action::Pause { target: t, .. }
+            | Action::Service { target: t, .. } => Some(*t),
+            Action::Link { .. } => None,
         }
     }
 
     /// What the action aims at, as events and reports print it (`node-1`, `node-1<->postgres`).
     pub fn target_label(&self) -> String {
         match self {
-            Action::Partition { link, .. } | Action::Latency { link, .. } => link.to_string(),
+            Action::Link { link, .. } => link.to_string(),
             _ => self.target().map(|t| t.to_string()).unwrap_or_default(),
         }
     }
@@ -383,8 +478,8 @@ impl Action {
     pub fn duration(&self) -> Option<Duration> {
         match self {
             Action::Pause { duration, .. }
-            | Action::Partition { duration, .. }
-            | Action::Latency { duration, .. } => Some(*duration),
+            | Action::Link { duration, .. }
+            | Action::Service { duration, .. } => Some(*duration),
             _ => None,
         }
     }
@@ -395,15 +490,32 @@ impl fmt::Display for Action {
         write!(f, "{} {}", self.kind(), self.target_label())?;
         match self {
             Action::Rolling { gap, .. } => write!(f, ", gap {}", duration::format(*gap)),
-            Action::Latency {
-                ms,
-                jitter,
+            Action::Pause { duration: d, .. } => write!(f, " for {}", duration::format(*d)),
+            Action::Link {
+                fault,
+                ways,
+                toxicity,
                 duration: d,
                 ..
-            } => write!(f, " {ms}±{jitter}ms for {}", duration::format(*d)),
-            Action::Pause { duration: d, .. } | Action::Partition { duration: d, .. } => {
+            } => {
+                match fault {
+                    // A partition's mode is only worth a word when it is not the default.
+                    LinkFault::Partition {
+                        mode: PartitionMode::Hold,
+                    } => {}
+                    fault => write!(f, " {fault}")?,
+                }
+                if *ways != Ways::Both {
+                    write!(f, " {ways}")?;
+                }
+                if let Some(share) = toxicity {
+                    write!(f, " on {:.0}% of connections", share * 100.0)?;
+                }
                 write!(f, " for {}", duration::format(*d))
             }
+            Action::Service {
+                fault, duration: d, ..
+            } => write!(f, " {fault} for {}", duration::format(*d)),
             _ => Ok(()),
         }
     }

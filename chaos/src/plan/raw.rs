@@ -10,7 +10,9 @@ use anyplay_cloud::duration;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::{Action, Backend, Dependency, Plan, PlanError, Reconnect, Store};
+use super::{
+    Action, Backend, Dependency, LinkFault, Plan, PlanError, Reconnect, ServiceFault, Store, Ways,
+};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -120,6 +122,24 @@ pub struct RawEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency: Option<Vec<String>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub bandwidth: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow_close: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_data: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slicer: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_full: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub gap: Option<String>,
     #[serde(rename = "for", skip_serializing_if = "Option::is_none")]
     pub for_: Option<String>,
@@ -127,6 +147,28 @@ pub struct RawEntry {
     pub ms: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub jitter: Option<u32>,
+    /// `partition`: hold or drop.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Link faults: up or down (both when absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub direction: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub toxicity: Option<f64>,
+    // Signed, so that `-1` gets a message of ours rather than serde's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kbps: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    /// `cpu`: cores (a number); `memory`: a size (`150MB`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<serde_yaml::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -495,19 +537,74 @@ fn raw_entry(at: std::time::Duration, action: &Action) -> RawEntry {
             raw.for_ = Some(duration::format(*d));
         }
         Action::Drop(t) => raw.drop = Some(t.to_string()),
-        Action::Partition { link, duration: d } => {
-            raw.partition = Some(pair(link));
-            raw.for_ = Some(duration::format(*d));
-        }
-        Action::Latency {
+        Action::Link {
             link,
-            ms,
-            jitter,
+            fault,
+            ways,
+            toxicity,
             duration: d,
         } => {
-            raw.latency = Some(pair(link));
-            raw.ms = Some(*ms);
-            raw.jitter = Some(*jitter);
+            let pair = Some(pair(link));
+            match *fault {
+                LinkFault::Partition { mode } => {
+                    raw.partition = pair;
+                    raw.mode = Some(mode.to_string());
+                }
+                LinkFault::Latency { ms, jitter } => {
+                    raw.latency = pair;
+                    raw.ms = Some(ms);
+                    raw.jitter = Some(jitter);
+                }
+                LinkFault::Bandwidth { kbps } => {
+                    raw.bandwidth = pair;
+                    raw.kbps = Some(kbps.into());
+                }
+                LinkFault::SlowClose { delay } => {
+                    raw.slow_close = pair;
+                    raw.delay = Some(duration::format(delay));
+                }
+                LinkFault::Timeout { after } => {
+                    raw.timeout = pair;
+                    raw.after = Some(duration::format(after.unwrap_or_default()));
+                }
+                LinkFault::LimitData { bytes } => {
+                    raw.limit_data = pair;
+                    raw.bytes = i64::try_from(bytes).ok();
+                }
+                LinkFault::Slicer { bytes, delay } => {
+                    raw.slicer = pair;
+                    raw.bytes = Some(bytes.into());
+                    raw.delay = Some(duration::format(delay));
+                }
+            }
+            raw.direction = match ways {
+                Ways::Both => None,
+                ways => Some(ways.to_string()),
+            };
+            raw.toxicity = *toxicity;
+            raw.for_ = Some(duration::format(*d));
+        }
+        Action::Service {
+            target,
+            fault,
+            duration: d,
+        } => {
+            let target = Some(target.to_string());
+            match *fault {
+                ServiceFault::Cpu { cores } => {
+                    raw.cpu = target;
+                    raw.limit = Some(serde_yaml::Value::from(cores));
+                }
+                ServiceFault::Memory { bytes } => {
+                    raw.memory = target;
+                    raw.limit = Some(serde_yaml::Value::String(bytes.to_string()));
+                }
+                ServiceFault::DiskFull => raw.disk_full = target,
+                ServiceFault::Clock { offset } => {
+                    raw.clock = target;
+                    raw.offset = Some(offset.to_string());
+                }
+            }
             raw.for_ = Some(duration::format(*d));
         }
     }

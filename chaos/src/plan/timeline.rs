@@ -13,7 +13,9 @@ use anyplay_cloud::duration;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::{Action, Link, Plan, PlanError, Service, Target};
+use super::{
+    Action, ActionKind, Link, LinkFault, Plan, PlanError, Service, ServiceFault, Target, Ways,
+};
 
 /// A plan's timeline as it will run.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,7 +54,7 @@ pub struct TimedOp {
 }
 
 /// A single thing done to one process, one proxied route or the players.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Op {
     Kill(Service),
     /// SIGTERM, SIGKILL after the drain timeout + 5 s.
@@ -66,15 +68,35 @@ pub enum Op {
     Resume(Service),
     /// Every player connection in scope reset at once.
     Drop(DropScope),
-    /// Traffic on the route stops flowing (connections kept open, nothing passes).
-    Cut(Route),
-    Delay {
+    /// A fault set on the route until its `Heal`.
+    Impair {
         route: Route,
-        ms: u32,
-        jitter: u32,
+        fault: LinkFault,
+        ways: Ways,
+        toxicity: Option<Toxicity>,
     },
-    /// The route back to normal: the end of a cut or a delay.
-    Restore(Route),
+    /// The route's fault of this kind removed.
+    Heal {
+        route: Route,
+        kind: ActionKind,
+    },
+    /// A fault set on a service until its `Release`.
+    Squeeze {
+        service: Service,
+        fault: ServiceFault,
+    },
+    /// The service's fault of this kind removed.
+    Release {
+        service: Service,
+        kind: ActionKind,
+    },
+}
+
+/// The share of connections a link fault hits, and the seed that draws which (from the plan's).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Toxicity {
+    pub share: f64,
+    pub seed: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -120,9 +142,30 @@ impl fmt::Display for Op {
             Op::Resume(s) => write!(f, "resume {s}"),
             Op::Drop(DropScope::AllPlayers) => f.write_str("drop every player connection"),
             Op::Drop(DropScope::Node(n)) => write!(f, "drop the players of node-{n}"),
-            Op::Cut(r) => write!(f, "cut {r}"),
-            Op::Delay { route, ms, jitter } => write!(f, "delay {route} by {ms}±{jitter}ms"),
-            Op::Restore(r) => write!(f, "restore {r}"),
+            Op::Impair {
+                route,
+                fault,
+                ways,
+                toxicity,
+            } => {
+                write!(f, "{} {route}", fault.kind())?;
+                match fault {
+                    LinkFault::Partition {
+                        mode: super::PartitionMode::Hold,
+                    } => {}
+                    fault => write!(f, " {fault}")?,
+                }
+                if *ways != Ways::Both {
+                    write!(f, " {ways}")?;
+                }
+                match toxicity {
+                    Some(t) => write!(f, " on {:.0}% of connections", t.share * 100.0),
+                    None => Ok(()),
+                }
+            }
+            Op::Heal { route, kind } => write!(f, "end the {kind} of {route}"),
+            Op::Squeeze { service, fault } => write!(f, "{} {service} {fault}", fault.kind()),
+            Op::Release { service, kind } => write!(f, "end the {kind} of {service}"),
         }
     }
 }
@@ -131,7 +174,10 @@ impl fmt::Display for Op {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Resource {
     Process(Service),
-    Route(Route),
+    /// One kind of fault on a route (a latency and a bandwidth cap may stack).
+    Route(Route, ActionKind),
+    /// One kind of fault on a service.
+    Limit(Service, ActionKind),
 }
 
 /// An instant action still occupies its target for a moment: two at the same time collide.
@@ -156,6 +202,17 @@ pub fn resolve(plan: &Plan, seed: u64) -> Result<Timeline, PlanError> {
             message,
         };
         let action = walk.draw(entry.action, entry.at).map_err(fail)?;
+        // Drawn only for a step that has one, so plans without toxicity keep their draws.
+        let toxicity = match action {
+            Action::Link {
+                toxicity: Some(share),
+                ..
+            } => Some(Toxicity {
+                share,
+                seed: walk.rng.next_u64(),
+            }),
+            _ => None,
+        };
         walk.apply(&action, entry.at, index, entry.line)
             .map_err(fail)?;
         let count = plan.services.nodes.count;
@@ -183,7 +240,7 @@ pub fn resolve(plan: &Plan, seed: u64) -> Result<Timeline, PlanError> {
             at: entry.at,
             written: entry.action,
             action,
-            ops: expand(&action, entry.at, count),
+            ops: expand(&action, entry.at, count, toxicity),
         });
     }
     Ok(Timeline {
@@ -196,7 +253,8 @@ pub fn resolve(plan: &Plan, seed: u64) -> Result<Timeline, PlanError> {
 fn resource_name(resource: Resource) -> String {
     match resource {
         Resource::Process(s) => s.to_string(),
-        Resource::Route(r) => r.to_string(),
+        Resource::Route(r, kind) => format!("the {kind} of {r}"),
+        Resource::Limit(s, kind) => format!("the {kind} of {s}"),
     }
 }
 
@@ -240,19 +298,27 @@ impl Walk<'_> {
                 duration,
             },
             Action::Drop(t) => Action::Drop(self.pick(t, with_players, "there", at)?),
-            Action::Partition { link, duration } => Action::Partition {
+            Action::Link {
+                link,
+                fault,
+                ways,
+                toxicity,
+                duration,
+            } => Action::Link {
                 link: self.pick_link(link, &all, at)?,
+                fault,
+                ways,
+                toxicity,
                 duration,
             },
-            Action::Latency {
-                link,
-                ms,
-                jitter,
+            // A resource or clock fault holds on a stopped service too (it applies at its start).
+            Action::Service {
+                target,
+                fault,
                 duration,
-            } => Action::Latency {
-                link: self.pick_link(link, &all, at)?,
-                ms,
-                jitter,
+            } => Action::Service {
+                target: self.pick(target, &all, "there", at)?,
+                fault,
                 duration,
             },
             rolling @ Action::Rolling { .. } => rolling,
@@ -300,7 +366,7 @@ impl Walk<'_> {
             Action::Kill(_) | Action::Stop(_) => (true, false),
             Action::Start(_) => (false, true),
             Action::Restart(_) | Action::Pause { .. } | Action::Rolling { .. } => (true, true),
-            Action::Drop(_) | Action::Partition { .. } | Action::Latency { .. } => return Ok(()),
+            Action::Drop(_) | Action::Link { .. } | Action::Service { .. } => return Ok(()),
         };
         let Some(target) = action.target() else {
             return Ok(());
@@ -375,18 +441,29 @@ fn holds(action: &Action, at: Duration, count: u32) -> Vec<(Resource, Duration, 
             .into_iter()
             .map(|s| (Resource::Process(s), at, at + *duration))
             .collect(),
-        Action::Partition { link, duration } | Action::Latency { link, duration, .. } => {
-            routes_of(*link, count)
-                .into_iter()
-                .map(|r| (Resource::Route(r), at, at + *duration))
-                .collect()
-        }
+        Action::Link {
+            link,
+            fault,
+            duration,
+            ..
+        } => routes_of(*link, count)
+            .into_iter()
+            .map(|r| (Resource::Route(r, fault.kind()), at, at + *duration))
+            .collect(),
+        Action::Service {
+            target,
+            fault,
+            duration,
+        } => services_of(*target, count)
+            .into_iter()
+            .map(|s| (Resource::Limit(s, fault.kind()), at, at + *duration))
+            .collect(),
         Action::Drop(_) => Vec::new(),
     }
 }
 
 /// The runner's operations for one drawn action, heal included.
-fn expand(action: &Action, at: Duration, count: u32) -> Vec<TimedOp> {
+fn expand(action: &Action, at: Duration, count: u32, toxicity: Option<Toxicity>) -> Vec<TimedOp> {
     let fixed = |at: Duration, op: Op| TimedOp {
         at,
         after: None,
@@ -455,24 +532,50 @@ fn expand(action: &Action, at: Duration, count: u32) -> Vec<TimedOp> {
             };
             scopes.into_iter().map(|d| fixed(at, Op::Drop(d))).collect()
         }
-        Action::Partition { link, duration } => {
-            let routes = routes_of(link, count);
-            let mut ops: Vec<TimedOp> = routes.iter().map(|&r| fixed(at, Op::Cut(r))).collect();
-            ops.extend(routes.iter().map(|&r| fixed(at + duration, Op::Restore(r))));
-            ops
-        }
-        Action::Latency {
+        Action::Link {
             link,
-            ms,
-            jitter,
+            fault,
+            ways,
             duration,
+            ..
         } => {
             let routes = routes_of(link, count);
             let mut ops: Vec<TimedOp> = routes
                 .iter()
-                .map(|&route| fixed(at, Op::Delay { route, ms, jitter }))
+                .map(|&route| {
+                    let op = Op::Impair {
+                        route,
+                        fault,
+                        ways,
+                        toxicity,
+                    };
+                    fixed(at, op)
+                })
                 .collect();
-            ops.extend(routes.iter().map(|&r| fixed(at + duration, Op::Restore(r))));
+            let kind = fault.kind();
+            ops.extend(
+                routes
+                    .iter()
+                    .map(|&route| fixed(at + duration, Op::Heal { route, kind })),
+            );
+            ops
+        }
+        Action::Service {
+            target,
+            fault,
+            duration,
+        } => {
+            let services = services_of(target, count);
+            let mut ops: Vec<TimedOp> = services
+                .iter()
+                .map(|&service| fixed(at, Op::Squeeze { service, fault }))
+                .collect();
+            let kind = fault.kind();
+            ops.extend(
+                services
+                    .iter()
+                    .map(|&service| fixed(at + duration, Op::Release { service, kind })),
+            );
             ops
         }
     }
@@ -642,18 +745,28 @@ mod tests {
         assert_eq!(ops.len(), 6);
         assert_eq!(
             ops[0].op,
-            Op::Cut(Route {
-                node: 1,
-                peer: Peer::Postgres
-            })
+            Op::Impair {
+                route: Route {
+                    node: 1,
+                    peer: Peer::Postgres
+                },
+                fault: LinkFault::Partition {
+                    mode: super::super::PartitionMode::Hold
+                },
+                ways: Ways::Both,
+                toxicity: None,
+            }
         );
         assert_eq!(ops[5].at, Duration::from_secs(15));
         assert_eq!(
             ops[5].op,
-            Op::Restore(Route {
-                node: 3,
-                peer: Peer::Postgres
-            })
+            Op::Heal {
+                route: Route {
+                    node: 3,
+                    peer: Peer::Postgres
+                },
+                kind: ActionKind::Partition,
+            }
         );
     }
 
@@ -679,9 +792,53 @@ mod tests {
         assert_eq!((line, key.as_str()), (11, "timeline[1].restart"));
         assert!(message.contains("overlaps timeline[0]"), "{message}");
         let (_, key, _) = refusal(
-            "  - { at: 10s, partition: [node-1, nats], for: 5s }\n  - { at: 14s, latency: [nats, node-1], ms: 5, for: 1s }\n",
+            "  - { at: 10s, latency: [node-1, nats], ms: 9, for: 5s }\n  - { at: 14s, latency: [nats, nodes], ms: 5, for: 1s }\n",
         );
         assert_eq!(key, "timeline[1].latency");
+        let (_, key, message) = refusal(
+            "  - { at: 10s, cpu: node-1, limit: 0.5, for: 5s }\n  - { at: 14s, cpu: nodes, limit: 1, for: 1s }\n",
+        );
+        assert_eq!(key, "timeline[1].cpu");
+        assert!(message.contains("the cpu of node-1"), "{message}");
+    }
+
+    #[test]
+    fn faults_of_different_kinds_stack_on_one_link() {
+        let p = plan(
+            "  - { at: 10s, latency: [node-1, nats], ms: 9, for: 5s }\n  - { at: 11s, bandwidth: [nats, node-1], kbps: 80, for: 1s }\n  - { at: 12s, cpu: node-1, limit: 0.5, for: 5s }\n  - { at: 13s, clock: node-1, offset: 5s, for: 5s }\n",
+        )
+        .unwrap();
+        let t = p.resolve(1).unwrap();
+        let heal = t.steps[1].ops.last().unwrap();
+        assert_eq!(heal.at, Duration::from_secs(12));
+        assert_eq!(
+            heal.op,
+            Op::Heal {
+                route: Route {
+                    node: 1,
+                    peer: Peer::Nats
+                },
+                kind: ActionKind::Bandwidth
+            }
+        );
+    }
+
+    #[test]
+    fn toxicity_is_drawn_with_the_seed_and_leaves_other_draws_alone() {
+        let p =
+            plan("  - { at: 1s, timeout: [players, nodes], after: 1s, toxicity: 0.3, for: 5s }\n")
+                .unwrap();
+        let seed_of = |seed| match p.resolve(seed).unwrap().steps[0].ops[0].op {
+            Op::Impair {
+                toxicity: Some(t), ..
+            } => t,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(seed_of(7), seed_of(7));
+        assert_ne!(seed_of(7).seed, seed_of(8).seed);
+        assert_eq!(seed_of(7).share, 0.3);
+        let text = p.resolve(7).unwrap().to_string();
+        assert!(text.contains("on 30% of connections"), "{text}");
     }
 
     #[test]

@@ -12,8 +12,8 @@ use anyplay_cloud::duration;
 
 use super::raw::{locate, KeyPath, RawDependency, RawEntry, RawNodes, RawPlan};
 use super::{
-    Action, ActionKind, Client, Dependency, Entry, Limits, Link, Load, Nodes, Plan, PlanError,
-    Reconnect, Services, Store, Target,
+    Action, ActionKind, Bytes, Client, ClockOffset, Dependency, Entry, Limits, Link, LinkFault,
+    Load, Nodes, Plan, PlanError, Reconnect, ServiceFault, Services, Store, Target,
 };
 
 /// Defaults for keys a plan may leave out.
@@ -59,7 +59,7 @@ pub fn validate(raw: RawPlan, src: &str) -> Result<Plan, PlanError> {
     for (i, entry) in raw.timeline.iter().enumerate() {
         let path = timeline_path.index(i);
         let entry = cx.entry(entry, &path)?;
-        cx.reachable(&entry.action, &services, &load, &path)?;
+        cx.reachable(&entry.action, &services, store, &load, &path)?;
         timeline.push(entry);
     }
 
@@ -324,29 +324,17 @@ impl Cx<'_> {
     /// One timeline entry: exactly one action key, and only that action's parameters.
     fn entry(&self, raw: &RawEntry, path: &KeyPath) -> Result<Entry, PlanError> {
         let at = self.duration(&raw.at, &path.key("at"))?;
-        let named: Vec<ActionKind> = [
-            (ActionKind::Kill, raw.kill.is_some()),
-            (ActionKind::Stop, raw.stop.is_some()),
-            (ActionKind::Start, raw.start.is_some()),
-            (ActionKind::Restart, raw.restart.is_some()),
-            (ActionKind::Rolling, raw.rolling.is_some()),
-            (ActionKind::Pause, raw.pause.is_some()),
-            (ActionKind::Drop, raw.drop.is_some()),
-            (ActionKind::Partition, raw.partition.is_some()),
-            (ActionKind::Latency, raw.latency.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(kind, set)| set.then_some(kind))
-        .collect();
-        let kind = match named.as_slice() {
-            [kind] => *kind,
+        let named: Vec<(ActionKind, Written<'_>)> = ActionKind::ALL
+            .into_iter()
+            .filter_map(|kind| written(raw, kind).map(|w| (kind, w)))
+            .collect();
+        let (kind, written) = match named.as_slice() {
+            [one] => *one,
             [] => {
-                return Err(self.err(
-                    path,
-                    "no action (kill, stop, start, restart, rolling, pause, drop, partition or latency)".into(),
-                ))
+                let names: Vec<&str> = ActionKind::ALL.iter().map(|k| k.as_str()).collect();
+                return Err(self.err(path, format!("no action ({})", names.join(", "))));
             }
-            [first, second, ..] => {
+            [(first, _), (second, _), ..] => {
                 return Err(self.err(
                     &path.key(second.as_str()),
                     format!("one action per entry, and this one already has `{first}`"),
@@ -355,17 +343,21 @@ impl Cx<'_> {
         };
         let key = kind.as_str();
         let action_path = path.key(key);
-        let allowed: &[&str] = match kind {
-            ActionKind::Rolling => &["gap"],
-            ActionKind::Pause | ActionKind::Partition => &["for"],
-            ActionKind::Latency => &["for", "ms", "jitter"],
-            _ => &[],
-        };
+        let allowed = parameters(kind);
         for (param, set) in [
             ("gap", raw.gap.is_some()),
             ("for", raw.for_.is_some()),
             ("ms", raw.ms.is_some()),
             ("jitter", raw.jitter.is_some()),
+            ("mode", raw.mode.is_some()),
+            ("direction", raw.direction.is_some()),
+            ("toxicity", raw.toxicity.is_some()),
+            ("kbps", raw.kbps.is_some()),
+            ("bytes", raw.bytes.is_some()),
+            ("delay", raw.delay.is_some()),
+            ("after", raw.after.is_some()),
+            ("limit", raw.limit.is_some()),
+            ("offset", raw.offset.is_some()),
         ] {
             if set && !allowed.contains(&param) {
                 return Err(self.err(
@@ -374,24 +366,16 @@ impl Cx<'_> {
                 ));
             }
         }
-        let hold = || -> Result<Duration, PlanError> {
-            let text = raw.for_.as_deref().ok_or_else(|| {
-                self.err(
-                    &path.key("for"),
-                    format!("`{key}` needs `for` (how long it holds)"),
-                )
-            })?;
-            let d = self.duration(text, &path.key("for"))?;
-            if d.is_zero() {
-                return Err(self.err(
-                    &path.key("for"),
-                    "a fault that holds 0s does nothing".into(),
-                ));
-            }
-            Ok(d)
+        let p = Params {
+            cx: self,
+            raw,
+            path,
+            key,
         };
-        let target = |text: &Option<String>, allowed: &[Target]| -> Result<Target, PlanError> {
-            let text = text.as_deref().unwrap_or_default();
+        let target = |allowed: &[Target]| -> Result<Target, PlanError> {
+            let Written::Target(text) = written else {
+                return Err(self.err(&action_path, format!("`{key}` takes one target")));
+            };
             let target: Target = text.parse().map_err(|m| self.err(&action_path, m))?;
             let fits = allowed
                 .iter()
@@ -421,46 +405,100 @@ impl Cx<'_> {
             Target::Postgres,
             Target::Nats,
         ];
+        let link_fault = |fault: LinkFault| -> Result<Action, PlanError> {
+            let Written::Link(pair) = written else {
+                return Err(self.err(&action_path, format!("`{key}` takes a link: [a, b]")));
+            };
+            Ok(Action::Link {
+                link: self.link(pair, &action_path)?,
+                fault,
+                ways: p.word("direction", &raw.direction)?.unwrap_or_default(),
+                toxicity: p.toxicity()?,
+                duration: p.hold()?,
+            })
+        };
+        let service_fault = |fault: ServiceFault| -> Result<Action, PlanError> {
+            Ok(Action::Service {
+                target: target(PROCESSES)?,
+                fault,
+                duration: p.hold()?,
+            })
+        };
         let action = match kind {
-            ActionKind::Kill => Action::Kill(target(&raw.kill, PROCESSES)?),
-            ActionKind::Stop => Action::Stop(target(&raw.stop, PROCESSES)?),
-            ActionKind::Start => Action::Start(target(&raw.start, PROCESSES)?),
-            ActionKind::Restart => Action::Restart(target(&raw.restart, PROCESSES)?),
+            ActionKind::Kill => Action::Kill(target(PROCESSES)?),
+            ActionKind::Stop => Action::Stop(target(PROCESSES)?),
+            ActionKind::Start => Action::Start(target(PROCESSES)?),
+            ActionKind::Restart => Action::Restart(target(PROCESSES)?),
             ActionKind::Pause => Action::Pause {
-                target: target(&raw.pause, PROCESSES)?,
-                duration: hold()?,
+                target: target(PROCESSES)?,
+                duration: p.hold()?,
             },
             ActionKind::Rolling => Action::Rolling {
-                target: target(&raw.rolling, &[Target::Nodes])?,
+                target: target(&[Target::Nodes])?,
                 gap: match &raw.gap {
                     Some(text) => self.duration(text, &path.key("gap"))?,
                     None => Duration::ZERO,
                 },
             },
-            ActionKind::Drop => Action::Drop(target(
-                &raw.drop,
-                &[Target::Players, Target::Node(1), Target::RandomNode],
-            )?),
-            ActionKind::Partition => Action::Partition {
-                link: self.link(raw.partition.as_deref().unwrap_or_default(), &action_path)?,
-                duration: hold()?,
-            },
+            ActionKind::Drop => Action::Drop(target(&[
+                Target::Players,
+                Target::Node(1),
+                Target::RandomNode,
+            ])?),
+            ActionKind::Partition => link_fault(LinkFault::Partition {
+                mode: p.word("mode", &raw.mode)?.unwrap_or_default(),
+            })?,
             ActionKind::Latency => {
-                let ms = raw.ms.ok_or_else(|| {
-                    self.err(
-                        &path.key("ms"),
-                        "`latency` needs `ms` (the added delay)".into(),
-                    )
-                })?;
+                let ms = p.needed("ms", raw.ms, "the added delay")?;
                 if ms == 0 {
                     return Err(self.err(&path.key("ms"), "a latency of 0 ms does nothing".into()));
                 }
-                Action::Latency {
-                    link: self.link(raw.latency.as_deref().unwrap_or_default(), &action_path)?,
+                link_fault(LinkFault::Latency {
                     ms,
                     jitter: raw.jitter.unwrap_or(0),
-                    duration: hold()?,
+                })?
+            }
+            ActionKind::Bandwidth => link_fault(LinkFault::Bandwidth {
+                kbps: p.positive("kbps", raw.kbps, "kilobits per second")?,
+            })?,
+            ActionKind::SlowClose => link_fault(LinkFault::SlowClose {
+                delay: p.nonzero_duration("delay", &raw.delay, "how long a close is held")?,
+            })?,
+            ActionKind::Timeout => {
+                let text = p.needed(
+                    "after",
+                    raw.after.as_deref(),
+                    "when connections close; 0s: never",
+                )?;
+                let after = self.duration(text, &path.key("after"))?;
+                link_fault(LinkFault::Timeout {
+                    after: (!after.is_zero()).then_some(after),
+                })?
+            }
+            ActionKind::LimitData => link_fault(LinkFault::LimitData {
+                bytes: p.positive("bytes", raw.bytes, "bytes per connection")?,
+            })?,
+            ActionKind::Slicer => link_fault(LinkFault::Slicer {
+                bytes: p.positive("bytes", raw.bytes, "the size of a piece")?,
+                delay: match &raw.delay {
+                    Some(text) => self.duration(text, &path.key("delay"))?,
+                    None => Duration::ZERO,
+                },
+            })?,
+            ActionKind::Cpu => service_fault(ServiceFault::Cpu { cores: p.cores()? })?,
+            ActionKind::Memory => service_fault(ServiceFault::Memory { bytes: p.size()? })?,
+            ActionKind::DiskFull => service_fault(ServiceFault::DiskFull)?,
+            ActionKind::Clock => {
+                let text = p.needed("offset", raw.offset.as_deref(), "how far the clock jumps")?;
+                let offset: ClockOffset =
+                    text.parse().map_err(|m| self.err(&path.key("offset"), m))?;
+                if offset.by.is_zero() {
+                    return Err(self.err(
+                        &path.key("offset"),
+                        "a clock offset of 0s does nothing".into(),
+                    ));
                 }
+                service_fault(ServiceFault::Clock { offset })?
             }
         };
         Ok(Entry {
@@ -504,12 +542,13 @@ impl Cx<'_> {
         &self,
         action: &Action,
         services: &Services,
+        store: Store,
         load: &Load,
         path: &KeyPath,
     ) -> Result<(), PlanError> {
         let key = path.key(action.kind().as_str());
         let targets: Vec<(Target, KeyPath)> = match action {
-            Action::Partition { link, .. } | Action::Latency { link, .. } => {
+            Action::Link { link, .. } => {
                 vec![(link.a, key.index(0)), (link.b, key.index(1))]
             }
             _ => action
@@ -536,9 +575,24 @@ impl Cx<'_> {
                 return Err(self.err(&at, message));
             }
         }
+        if let Action::Service {
+            target,
+            fault: ServiceFault::DiskFull,
+            ..
+        } = action
+        {
+            // Only PostgreSQL and SQLite nodes keep data on a disk of theirs.
+            let keeps_data =
+                *target == Target::Postgres || (target.is_node() && store == Store::Sqlite);
+            if !keeps_data {
+                return Err(self.err(
+                    &key,
+                    format!("`{target}` keeps no data on disk here (postgres, or a node with `store: sqlite`)"),
+                ));
+            }
+        }
         let cuts_players = matches!(action, Action::Drop(_))
-            || matches!(action, Action::Partition { link, .. } | Action::Latency { link, .. }
-                if link.ends().1 == Target::Players);
+            || matches!(action, Action::Link { link, .. } if link.ends().1 == Target::Players);
         if cuts_players && !load.through_proxy {
             return Err(self.err(
                 &key,
@@ -550,6 +604,183 @@ impl Cx<'_> {
         }
         Ok(())
     }
+}
+
+/// The action key an entry names, as written: one target or a link.
+#[derive(Clone, Copy)]
+enum Written<'a> {
+    Target(&'a str),
+    Link(&'a [String]),
+}
+
+fn written(raw: &RawEntry, kind: ActionKind) -> Option<Written<'_>> {
+    fn target(t: &Option<String>) -> Option<Written<'_>> {
+        t.as_deref().map(Written::Target)
+    }
+    fn link(l: &Option<Vec<String>>) -> Option<Written<'_>> {
+        l.as_deref().map(Written::Link)
+    }
+    match kind {
+        ActionKind::Kill => target(&raw.kill),
+        ActionKind::Stop => target(&raw.stop),
+        ActionKind::Start => target(&raw.start),
+        ActionKind::Restart => target(&raw.restart),
+        ActionKind::Rolling => target(&raw.rolling),
+        ActionKind::Pause => target(&raw.pause),
+        ActionKind::Drop => target(&raw.drop),
+        ActionKind::Partition => link(&raw.partition),
+        ActionKind::Latency => link(&raw.latency),
+        ActionKind::Bandwidth => link(&raw.bandwidth),
+        ActionKind::SlowClose => link(&raw.slow_close),
+        ActionKind::Timeout => link(&raw.timeout),
+        ActionKind::LimitData => link(&raw.limit_data),
+        ActionKind::Slicer => link(&raw.slicer),
+        ActionKind::Cpu => target(&raw.cpu),
+        ActionKind::Memory => target(&raw.memory),
+        ActionKind::DiskFull => target(&raw.disk_full),
+        ActionKind::Clock => target(&raw.clock),
+    }
+}
+
+/// The parameter keys each action takes.
+fn parameters(kind: ActionKind) -> &'static [&'static str] {
+    match kind {
+        ActionKind::Rolling => &["gap"],
+        ActionKind::Pause | ActionKind::DiskFull => &["for"],
+        ActionKind::Partition => &["for", "mode", "direction", "toxicity"],
+        ActionKind::Latency => &["for", "ms", "jitter", "direction", "toxicity"],
+        ActionKind::Bandwidth => &["for", "kbps", "direction", "toxicity"],
+        ActionKind::SlowClose => &["for", "delay", "direction", "toxicity"],
+        ActionKind::Timeout => &["for", "after", "direction", "toxicity"],
+        ActionKind::LimitData => &["for", "bytes", "direction", "toxicity"],
+        ActionKind::Slicer => &["for", "bytes", "delay", "direction", "toxicity"],
+        ActionKind::Cpu | ActionKind::Memory => &["for", "limit"],
+        ActionKind::Clock => &["for", "offset"],
+        ActionKind::Kill
+        | ActionKind::Stop
+        | ActionKind::Start
+        | ActionKind::Restart
+        | ActionKind::Drop => &[],
+    }
+}
+
+/// Reads one entry's parameters, each refusal naming its key.
+struct Params<'a> {
+    cx: &'a Cx<'a>,
+    raw: &'a RawEntry,
+    path: &'a KeyPath,
+    key: &'a str,
+}
+
+impl Params<'_> {
+    fn err(&self, param: &str, message: String) -> PlanError {
+        self.cx.err(&self.path.key(param), message)
+    }
+
+    fn needed<T>(&self, param: &str, value: Option<T>, what: &str) -> Result<T, PlanError> {
+        value.ok_or_else(|| self.err(param, format!("`{}` needs `{param}` ({what})", self.key)))
+    }
+
+    /// `for`: how long a lasting fault holds; never zero.
+    fn hold(&self) -> Result<Duration, PlanError> {
+        let text = self.needed("for", self.raw.for_.as_deref(), "how long it holds")?;
+        let d = self.cx.duration(text, &self.path.key("for"))?;
+        if d.is_zero() {
+            return Err(self.err("for", "a fault that holds 0s does nothing".into()));
+        }
+        Ok(d)
+    }
+
+    fn nonzero_duration(
+        &self,
+        param: &str,
+        text: &Option<String>,
+        what: &str,
+    ) -> Result<Duration, PlanError> {
+        let text = self.needed(param, text.as_deref(), what)?;
+        let d = self.cx.duration(text, &self.path.key(param))?;
+        if d.is_zero() {
+            return Err(self.err(param, format!("`{param}: 0s` does nothing")));
+        }
+        Ok(d)
+    }
+
+    /// A whole number of at least 1 that fits `T`.
+    fn positive<T: TryFrom<i64>>(
+        &self,
+        param: &str,
+        value: Option<i64>,
+        what: &str,
+    ) -> Result<T, PlanError> {
+        let n = self.needed(param, value, what)?;
+        if n < 1 {
+            return Err(self.err(
+                param,
+                format!("`{param}` must be at least 1 ({what}), not {n}"),
+            ));
+        }
+        T::try_from(n).map_err(|_| self.err(param, format!("`{param}: {n}` is too large")))
+    }
+
+    /// A word parameter (`mode`, `direction`), when written.
+    fn word<T: std::str::FromStr<Err = String>>(
+        &self,
+        param: &str,
+        text: &Option<String>,
+    ) -> Result<Option<T>, PlanError> {
+        text.as_deref()
+            .map(|t| t.parse().map_err(|m| self.err(param, m)))
+            .transpose()
+    }
+
+    fn toxicity(&self) -> Result<Option<f64>, PlanError> {
+        match self.raw.toxicity {
+            Some(share) if !(share > 0.0 && share <= 1.0) => Err(self.err(
+                "toxicity",
+                format!("`toxicity` is the share of connections hit, above 0 and at most 1, not {share}"),
+            )),
+            share => Ok(share),
+        }
+    }
+
+    /// `cpu`'s `limit`: cores, a number above 0.
+    fn cores(&self) -> Result<f64, PlanError> {
+        let value = self.needed("limit", self.raw.limit.as_ref(), "cores, e.g. 0.2")?;
+        match value.as_f64() {
+            Some(cores) if cores > 0.0 && cores.is_finite() => Ok(cores),
+            _ => Err(self.err(
+                "limit",
+                format!(
+                    "`limit` is a number of cores above 0 (e.g. 0.2), not {}",
+                    yaml_text(value)
+                ),
+            )),
+        }
+    }
+
+    /// `memory`'s `limit`: a size (`150MB`).
+    fn size(&self) -> Result<Bytes, PlanError> {
+        let value = self.needed("limit", self.raw.limit.as_ref(), "a size, e.g. 150MB")?;
+        let text = match value {
+            serde_yaml::Value::String(text) => text.clone(),
+            serde_yaml::Value::Number(n) => n.to_string(),
+            other => yaml_text(other),
+        };
+        let bytes: Bytes = text.parse().map_err(|m| self.err("limit", m))?;
+        if bytes.0 == 0 {
+            return Err(self.err(
+                "limit",
+                "a memory limit of 0 bytes cannot run anything".into(),
+            ));
+        }
+        Ok(bytes)
+    }
+}
+
+fn yaml_text(value: &serde_yaml::Value) -> String {
+    serde_yaml::to_string(value)
+        .map(|t| t.trim().to_owned())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -710,5 +941,170 @@ mod tests {
         let src = format!("{SINGLE}checks:\n  http_error_ratio: 2\n");
         let (line, key, _) = refused(&src);
         assert_eq!((line, key.as_str()), (4, "checks.http_error_ratio"));
+    }
+
+    const CLUSTER: &str = "name: x\nstore: postgres\nservices:\n  postgres: {}\n  nats: {}\n  nodes: {count: 2}\nload: {players: 10, through_proxy: true}\ntimeline:\n";
+
+    fn entry(line: &str) -> Result<Plan, PlanError> {
+        Plan::from_yaml(&format!("{CLUSTER}  - {line}\n"))
+    }
+
+    fn entry_refused(line: &str) -> (usize, String, String) {
+        match entry(line) {
+            Err(PlanError::Invalid { line, key, message }) => (line, key, message),
+            other => panic!("expected a refusal of {line}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_link_and_service_fault_is_accepted_and_written_back() {
+        for line in [
+            "{ at: 1s, partition: [node-1, postgres], mode: drop, direction: up, for: 5s }",
+            "{ at: 1s, partition: [players, node-2], for: 5s, toxicity: 0.5 }",
+            "{ at: 1s, latency: [node-2, nats], ms: 200, jitter: 50, direction: down, for: 10s }",
+            "{ at: 1s, bandwidth: [players, nodes], kbps: 800, for: 5s }",
+            "{ at: 1s, bandwidth: [node-1, postgres], kbps: 64, direction: up, for: 5s }",
+            "{ at: 1s, slow_close: [players, node-1], delay: 2s, for: 5s }",
+            "{ at: 1s, timeout: [players, node-1], after: 5s, for: 10s, toxicity: 0.3 }",
+            "{ at: 1s, timeout: [node-1, nats], after: 0s, for: 10s }",
+            "{ at: 1s, limit_data: [players, node-1], bytes: 4096, for: 5s }",
+            "{ at: 1s, slicer: [players, node-1], bytes: 8, delay: 1ms, for: 5s }",
+            "{ at: 1s, cpu: node-1, limit: 0.2, for: 5s }",
+            "{ at: 1s, cpu: postgres, limit: 2.5, for: 5s }",
+            "{ at: 1s, memory: node-1, limit: 150MB, for: 5s }",
+            "{ at: 1s, disk_full: postgres, for: 5s }",
+            "{ at: 1s, clock: random-node, offset: 30s, for: 5s }",
+            "{ at: 1s, clock: nats, offset: -10s, for: 5s }",
+        ] {
+            let plan = entry(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+            let again = Plan::from_yaml(&plan.to_yaml()).unwrap_or_else(|e| panic!("{line}: {e}"));
+            let actions = |p: &Plan| p.timeline.iter().map(|e| e.action).collect::<Vec<_>>();
+            assert_eq!(actions(&again), actions(&plan), "{line}");
+        }
+        let plan = entry("{ at: 1s, timeout: [node-1, nats], after: 0s, for: 10s }").unwrap();
+        assert!(matches!(
+            plan.timeline[0].action,
+            Action::Link {
+                fault: LinkFault::Timeout { after: None },
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn bad_fault_values_name_their_line_and_key() {
+        for (line, key, says) in [
+            (
+                "{ at: 1s, bandwidth: [players, node-1], kbps: -1, for: 5s }",
+                "kbps",
+                "at least 1",
+            ),
+            (
+                "{ at: 1s, bandwidth: [players, node-1], for: 5s }",
+                "kbps",
+                "needs `kbps`",
+            ),
+            (
+                "{ at: 1s, cpu: node-1, limit: 0, for: 5s }",
+                "limit",
+                "above 0",
+            ),
+            (
+                "{ at: 1s, cpu: node-1, limit: lots, for: 5s }",
+                "limit",
+                "above 0",
+            ),
+            (
+                "{ at: 1s, memory: node-1, limit: 1.5GB, for: 5s }",
+                "limit",
+                "not a size",
+            ),
+            (
+                "{ at: 1s, memory: node-1, limit: 0MB, for: 5s }",
+                "limit",
+                "0 bytes",
+            ),
+            (
+                "{ at: 1s, latency: [node-1, nats], ms: 5, direction: sideways, for: 5s }",
+                "direction",
+                "up or down",
+            ),
+            (
+                "{ at: 1s, partition: [node-1, nats], mode: lose, for: 5s }",
+                "mode",
+                "hold or drop",
+            ),
+            (
+                "{ at: 1s, slicer: [players, node-1], bytes: 0, for: 5s }",
+                "bytes",
+                "at least 1",
+            ),
+            (
+                "{ at: 1s, limit_data: [players, node-1], bytes: 10, toxicity: 1.5, for: 5s }",
+                "toxicity",
+                "at most 1",
+            ),
+            (
+                "{ at: 1s, slow_close: [players, node-1], delay: 0s, for: 5s }",
+                "delay",
+                "does nothing",
+            ),
+            (
+                "{ at: 1s, timeout: [players, node-1], for: 5s }",
+                "after",
+                "needs `after`",
+            ),
+            (
+                "{ at: 1s, clock: node-1, offset: 0s, for: 5s }",
+                "offset",
+                "does nothing",
+            ),
+            (
+                "{ at: 1s, clock: node-1, offset: soon, for: 5s }",
+                "offset",
+                "soon",
+            ),
+            ("{ at: 1s, cpu: node-1, limit: 0.5 }", "for", "needs `for`"),
+            (
+                "{ at: 1s, cpu: node-1, kbps: 5, limit: 0.5, for: 2s }",
+                "kbps",
+                "does not go with `cpu`",
+            ),
+            (
+                "{ at: 1s, disk_full: nats, for: 5s }",
+                "disk_full",
+                "no data on disk",
+            ),
+            (
+                "{ at: 1s, disk_full: node-1, for: 5s }",
+                "disk_full",
+                "no data on disk",
+            ),
+            (
+                "{ at: 1s, cpu: players, limit: 1, for: 5s }",
+                "cpu",
+                "cannot aim",
+            ),
+            (
+                "{ at: 1s, bandwidth: node-1, kbps: 5, for: 5s }",
+                "bandwidth",
+                "",
+            ),
+        ] {
+            let (at, refused_key, message) = entry_refused(line);
+            assert_eq!(at, 9, "{line}: {message}");
+            assert_eq!(
+                refused_key,
+                format!("timeline[0].{key}"),
+                "{line}: {message}"
+            );
+            assert!(message.contains(says), "{line}: {message}");
+        }
+    }
+
+    #[test]
+    fn a_disk_full_node_needs_sqlite() {
+        let src = format!("{SINGLE}timeline:\n  - {{ at: 1s, disk_full: node-1, for: 2s }}\n");
+        check(&src).unwrap();
     }
 }

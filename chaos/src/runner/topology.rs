@@ -15,7 +15,7 @@ use crate::backend::docker::DockerBackend;
 use crate::backend::process::ProcessBackend;
 use crate::backend::{Command, Program};
 use crate::plan::timeline::Peer;
-use crate::plan::{Backend, DropScope, ImageSlot, Op, Plan, Route, Service, Store};
+use crate::plan::{Backend, DropScope, ImageSlot, LinkFault, Op, Plan, Route, Service, Store};
 use crate::ports::free_port;
 use crate::proxy::{Endpoint, Latency, LinkName, Proxy, ProxySet};
 use crate::supervisor::services::scratch::Scratch;
@@ -344,11 +344,19 @@ impl Topology {
                 .reset_all();
                 Ok(())
             }
-            Op::Cut(route) => {
+            Op::Impair {
+                route,
+                fault: LinkFault::Partition { .. },
+                ..
+            } => {
                 self.route(route)?.cut();
                 Ok(())
             }
-            Op::Delay { route, ms, jitter } => {
+            Op::Impair {
+                route,
+                fault: LinkFault::Latency { ms, jitter },
+                ..
+            } => {
                 let latency = Latency::new(
                     Duration::from_millis(ms.into()),
                     Duration::from_millis(jitter.into()),
@@ -356,7 +364,10 @@ impl Topology {
                 self.route(route)?.set_latency(latency);
                 Ok(())
             }
-            Op::Restore(route) => {
+            Op::Impair { .. } | Op::Squeeze { .. } | Op::Release { .. } => {
+                Err("not wired yet".into())
+            }
+            Op::Heal { route, .. } => {
                 self.route(route)?.heal();
                 Ok(())
             }
