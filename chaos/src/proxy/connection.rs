@@ -1,31 +1,49 @@
-//! One proxied connection: held while the proxy is cut, then joined to the upstream by two links,
-//! and closed on both sides with an RST when the proxy resets.
+//! One proxied connection: held or refused while the proxy is cut, then joined to the upstream by
+//! two links; closed on both sides with an RST when the proxy resets or its stream lost bytes, and
+//! with a FIN when limit_data or timeout says so.
 
+use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use super::counters::Counters;
-use super::fault::cut::Cut;
+use super::fault::connection::{ConnectionFaults, Ending};
 use super::fault::reset::abort;
 use super::fault::Faults;
 use super::link::{self, Direction};
 
+/// How a joined connection ended.
+enum Outcome {
+    /// Both sides ended their streams, or one failed.
+    Finished(io::Result<()>),
+    /// `reset_all`.
+    ResetAll,
+    /// A lasting fault ended it.
+    Fault(Ending),
+}
+
 pub(crate) async fn serve(
     client: TcpStream,
     upstream: SocketAddr,
-    faults: Arc<Faults>,
+    shared: Arc<Faults>,
     counters: Arc<Counters>,
 ) {
-    let _open = counters.opened();
-    let mut reset = faults.reset.subscribe();
+    let open = counters.opened();
+    let faults = ConnectionFaults::new(&shared, open.serial());
+    let mut reset = shared.reset.subscribe();
     let connected = tokio::select! {
-        connected = connect(upstream, &faults.cut) => connected,
+        connected = connect(upstream, &faults) => connected,
         () = reset.fired() => return abort(client),
     };
     let mut server = match connected {
-        Ok(server) => server,
+        Ok(Some(server)) => server,
+        Ok(None) => {
+            counters.refused();
+            return abort(client);
+        }
         Err(error) => {
             // The client sees what it would see without the proxy: a refused (reset) connection.
             tracing::debug!(%error, %upstream, "proxy: upstream unreachable");
@@ -37,7 +55,7 @@ pub(crate) async fn serve(
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
 
-    let finished = {
+    let outcome = {
         let (client_read, client_write) = client.split();
         let (server_read, server_write) = server.split();
         let both = async {
@@ -59,22 +77,42 @@ pub(crate) async fn serve(
             )
         };
         tokio::select! {
-            result = both => Some(result),
-            () = reset.fired() => None,
+            result = both => Outcome::Finished(result.map(drop)),
+            () = reset.fired() => Outcome::ResetAll,
+            ending = faults.ended() => Outcome::Fault(ending),
         }
     };
-    match finished {
-        None => {
+    match outcome {
+        Outcome::Finished(Ok(())) => {}
+        Outcome::Finished(Err(error)) => {
+            tracing::debug!(%error, %upstream, "proxy: connection ended");
+        }
+        Outcome::ResetAll => {
             abort(client);
             abort(server);
         }
-        Some(Err(error)) => tracing::debug!(%error, %upstream, "proxy: connection ended"),
-        Some(Ok(_)) => {}
+        Outcome::Fault(Ending::Reset) => {
+            counters.faulted();
+            abort(client);
+            abort(server);
+        }
+        Outcome::Fault(Ending::Close) => {
+            counters.faulted();
+            // FIN after what was written; the streams close when dropped.
+            let _ = client.shutdown().await;
+            let _ = server.shutdown().await;
+        }
     }
 }
 
-/// Connects only once the proxy is not cut: a partitioned upstream must not see new connections.
-async fn connect(upstream: SocketAddr, cut: &Cut) -> std::io::Result<TcpStream> {
-    cut.wait_clear().await;
-    TcpStream::connect(upstream).await
+/// Connects once no hold-cut keeps the connection back (a partitioned upstream must not see new
+/// connections); `None` when a drop-cut refuses it.
+async fn connect(
+    upstream: SocketAddr,
+    faults: &ConnectionFaults<'_>,
+) -> io::Result<Option<TcpStream>> {
+    if !faults.may_connect().await {
+        return Ok(None);
+    }
+    TcpStream::connect(upstream).await.map(Some)
 }

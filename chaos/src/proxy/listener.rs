@@ -10,7 +10,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use super::connection;
 use super::counters::{Counters, Stats};
-use super::fault::Faults;
+use super::fault::{CutMode, Faults, LinkFault, LinkFaultKind, Toxicity, Ways};
 use super::link::Direction;
 use super::{Latency, LinkName, ProxyError};
 
@@ -71,34 +71,25 @@ impl Proxy {
         self.upstream
     }
 
-    /// Partitions the link: nothing flows either way and new connections are held unconnected.
-    pub fn cut(&self) {
-        self.faults.cut.set(true);
+    /// Sets a lasting fault on the `ways` it covers, for connections open now and those opened
+    /// while it is set: all of them, or the share `toxicity` picks. It replaces a fault of its kind.
+    pub fn set(&self, fault: LinkFault, ways: Ways, toxicity: Option<Toxicity>) {
+        self.faults.set(fault, ways, toxicity);
     }
 
-    /// Heals the partition; everything held flows on, in order.
-    pub fn remove_cut(&self) {
-        self.faults.cut.set(false);
+    /// Removes the fault of `kind`; what it held flows on (a drop-cut resets the connections that
+    /// lost bytes).
+    pub fn clear(&self, kind: LinkFaultKind) {
+        self.faults.clear(kind);
     }
 
-    pub fn is_cut(&self) -> bool {
-        self.faults.cut.is_cut()
+    pub fn is_set(&self, kind: LinkFaultKind) -> bool {
+        self.faults.is_set(kind)
     }
 
-    /// Delays each chunk in both directions (a round trip gains twice the delay).
-    pub fn set_latency(&self, latency: Latency) {
-        self.set_latency_one_way(Direction::Upstream, latency);
-        self.set_latency_one_way(Direction::Downstream, latency);
-    }
-
-    pub fn set_latency_one_way(&self, direction: Direction, latency: Latency) {
-        self.faults.latency(direction).set(Some(latency));
-    }
-
-    /// Removes the latency in both directions; held chunks go at once.
-    pub fn remove_latency(&self) {
-        self.faults.latency(Direction::Upstream).set(None);
-        self.faults.latency(Direction::Downstream).set(None);
+    /// Removes every lasting fault.
+    pub fn heal(&self) {
+        self.faults.heal();
     }
 
     /// Closes every connection open now with a TCP RST on both sides. Later connections pass.
@@ -106,10 +97,36 @@ impl Proxy {
         self.faults.reset.fire();
     }
 
-    /// Removes every lasting fault (cut and latency).
-    pub fn heal(&self) {
-        self.remove_cut();
-        self.remove_latency();
+    /// A hold-cut both ways. To be replaced by [`set`](Self::set) at its callers.
+    pub fn cut(&self) {
+        self.set(LinkFault::Cut(CutMode::Hold), Ways::Both, None);
+    }
+
+    /// To be replaced by [`clear`](Self::clear) at its callers.
+    pub fn remove_cut(&self) {
+        self.clear(LinkFaultKind::Cut);
+    }
+
+    /// To be replaced by [`is_set`](Self::is_set) at its callers.
+    pub fn is_cut(&self) -> bool {
+        self.is_set(LinkFaultKind::Cut)
+    }
+
+    /// Latency both ways (a round trip gains twice the delay). To be replaced by
+    /// [`set`](Self::set) at its callers.
+    pub fn set_latency(&self, latency: Latency) {
+        self.set(LinkFault::Latency(latency), Ways::Both, None);
+    }
+
+    /// Latency one way only (it replaces latency set the other way). To be replaced by
+    /// [`set`](Self::set) at its callers.
+    pub fn set_latency_one_way(&self, direction: Direction, latency: Latency) {
+        self.set(LinkFault::Latency(latency), direction.into(), None);
+    }
+
+    /// To be replaced by [`clear`](Self::clear) at its callers.
+    pub fn remove_latency(&self) {
+        self.clear(LinkFaultKind::Latency);
     }
 
     pub fn stats(&self) -> Stats {

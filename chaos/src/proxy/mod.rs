@@ -4,7 +4,9 @@
 //! - `listener`: the proxy and its controls.
 //! - `connection`: one proxied connection (hold, connect, two links, reset).
 //! - `link`: one direction of a connection, through the faults.
-//! - [`fault`]: cut, latency and reset, one file each.
+//! - [`fault`]: the faults, one file each: cut (hold or drop), latency, bandwidth, slow_close,
+//!   timeout, limit_data and slicer, each set per direction and on a share of the connections;
+//!   and reset, which closes every open connection at once.
 //! - `counters`: connections and bytes.
 //! - `name`: link names; `set`: every proxy of a topology by link name.
 
@@ -20,6 +22,7 @@ use std::net::SocketAddr;
 
 pub use counters::Stats;
 pub use fault::latency::Latency;
+pub use fault::{CutMode, LinkFault, LinkFaultKind, Toxicity, Ways};
 pub use link::Direction;
 pub use listener::Proxy;
 pub use name::{Endpoint, LinkName};

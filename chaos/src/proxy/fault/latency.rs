@@ -4,8 +4,10 @@
 use std::time::Duration;
 
 use rand::Rng;
-use tokio::sync::watch;
-use tokio::time::{sleep_until, Instant};
+use tokio::time::Instant;
+
+use super::connection::LinkFaults;
+use super::settings::Woke;
 
 /// A delay with uniform jitter around it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,34 +31,13 @@ impl Latency {
     }
 }
 
-/// The latency currently set on one direction, if any.
-#[derive(Debug)]
-pub(crate) struct LatencyFault(watch::Sender<Option<Latency>>);
-
-impl LatencyFault {
-    pub(crate) fn new() -> Self {
-        LatencyFault(watch::Sender::new(None))
-    }
-
-    pub(crate) fn set(&self, latency: Option<Latency>) {
-        self.0.send_replace(latency);
-    }
-
-    /// Waits until a chunk that `arrived` then is due; a change of the latency meanwhile applies.
-    pub(crate) async fn hold(&self, arrived: Instant) {
-        let mut changes = self.0.subscribe();
-        loop {
-            let latency = *changes.borrow_and_update();
-            let Some(latency) = latency else {
-                return;
-            };
-            let due = arrived + latency.draw(&mut rand::rng());
-            tokio::select! {
-                () = sleep_until(due) => return,
-                changed = changes.changed() => if changed.is_err() {
-                    return;
-                },
-            }
+/// Waits until a chunk that `arrived` then is due; a change of the latency meanwhile applies, and
+/// clearing it lets the chunk go at once.
+pub(crate) async fn hold(link: &mut LinkFaults<'_>, arrived: Instant) {
+    while let Some(latency) = link.now().latency {
+        let due = arrived + latency.draw(&mut rand::rng());
+        if link.sleep_or_change(Some(due)).await == Woke::Due {
+            return;
         }
     }
 }
@@ -78,34 +59,5 @@ mod tests {
         // Jitter larger than the delay never gives a negative delay.
         let wide = Latency::new(Duration::from_millis(1), Duration::from_millis(10));
         assert!(wide.draw(&mut rng) <= Duration::from_millis(11));
-    }
-
-    #[tokio::test]
-    async fn holds_until_due() {
-        let fault = LatencyFault::new();
-        let started = Instant::now();
-        fault.hold(started).await;
-        assert!(started.elapsed() < Duration::from_millis(50));
-
-        fault.set(Some(Latency::new(
-            Duration::from_millis(100),
-            Duration::ZERO,
-        )));
-        let arrived = Instant::now();
-        fault.hold(arrived).await;
-        assert!(arrived.elapsed() >= Duration::from_millis(100));
-    }
-
-    #[tokio::test]
-    async fn removal_releases_held_chunks() {
-        let fault = LatencyFault::new();
-        fault.set(Some(Latency::new(Duration::from_secs(30), Duration::ZERO)));
-        let arrived = Instant::now();
-        let healing = async {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            fault.set(None);
-        };
-        tokio::join!(fault.hold(arrived), healing);
-        assert!(arrived.elapsed() < Duration::from_secs(5));
     }
 }

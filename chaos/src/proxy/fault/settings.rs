@@ -1,0 +1,229 @@
+//! What is set on a proxy: a slot per fault kind with its ways, its toxicity and when it was set,
+//! and the view of it from one direction of one connection ([`OnLink`]).
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::{sleep_until, Instant};
+
+use super::latency::Latency;
+use super::limit_data::Limit;
+use super::slicer::Slice;
+use super::timeout::Timeout;
+use super::{CutMode, Direction, LinkFault, LinkFaultKind, Toxicity, Ways};
+
+#[derive(Debug, Clone, Copy)]
+struct Active {
+    fault: LinkFault,
+    ways: Ways,
+    toxicity: Option<Toxicity>,
+    since: Instant,
+    /// Tells a fault from an earlier one of its kind (limit_data counts afresh).
+    generation: u64,
+}
+
+impl Active {
+    fn reaches(&self, serial: u64) -> bool {
+        self.toxicity
+            .is_none_or(|toxicity| toxicity.hits(self.fault.kind(), serial))
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Settings {
+    slots: [Option<Active>; LinkFaultKind::ALL.len()],
+    generations: u64,
+}
+
+/// The faults that reach one direction of one connection.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct OnLink {
+    pub(crate) cut: Option<CutMode>,
+    pub(crate) latency: Option<Latency>,
+    /// At least 1.
+    pub(crate) kbps: Option<u32>,
+    pub(crate) slow_close: Option<Duration>,
+    pub(crate) timeout: Option<Timeout>,
+    pub(crate) limit: Option<Limit>,
+    pub(crate) slice: Option<Slice>,
+}
+
+impl OnLink {
+    /// True while this direction must neither read nor write.
+    pub(crate) fn stops(&self) -> bool {
+        self.cut == Some(CutMode::Hold) || self.timeout.is_some()
+    }
+}
+
+impl Settings {
+    pub(crate) fn set(&mut self, fault: LinkFault, ways: Ways, toxicity: Option<Toxicity>) {
+        self.generations += 1;
+        self.slots[fault.kind().index()] = Some(Active {
+            fault,
+            ways,
+            toxicity,
+            since: Instant::now(),
+            generation: self.generations,
+        });
+    }
+
+    /// Returns whether anything changed.
+    pub(crate) fn clear(&mut self, kind: LinkFaultKind) -> bool {
+        self.slots[kind.index()].take().is_some()
+    }
+
+    /// Returns whether anything changed.
+    pub(crate) fn heal(&mut self) -> bool {
+        let any = self.slots.iter().any(Option::is_some);
+        self.slots = Default::default();
+        any
+    }
+
+    pub(crate) fn is_set(&self, kind: LinkFaultKind) -> bool {
+        self.slots[kind.index()].is_some()
+    }
+
+    pub(crate) fn on_link(&self, direction: Direction, serial: u64) -> OnLink {
+        let mut on = OnLink::default();
+        let reaching = self
+            .slots
+            .iter()
+            .flatten()
+            .filter(|active| active.ways.covers(direction) && active.reaches(serial));
+        for active in reaching {
+            match active.fault {
+                LinkFault::Cut(mode) => on.cut = Some(mode),
+                LinkFault::Latency(latency) => on.latency = Some(latency),
+                LinkFault::Bandwidth { kbps } => on.kbps = Some(kbps.max(1)),
+                LinkFault::SlowClose { delay } => on.slow_close = Some(delay),
+                LinkFault::Timeout { after } => {
+                    on.timeout = Some(Timeout {
+                        after,
+                        since: active.since,
+                    });
+                }
+                LinkFault::LimitData { bytes } => {
+                    on.limit = Some(Limit {
+                        bytes,
+                        generation: active.generation,
+                    });
+                }
+                LinkFault::Slicer { bytes, delay } => {
+                    on.slice = Some(Slice {
+                        bytes: bytes.max(1),
+                        delay,
+                    });
+                }
+            }
+        }
+        on
+    }
+
+    /// The partition a new connection meets: one way is enough to stop a handshake.
+    pub(crate) fn cut_on_connect(&self, serial: u64) -> Option<CutMode> {
+        let active = self.slots[LinkFaultKind::Cut.index()].filter(|a| a.reaches(serial))?;
+        match active.fault {
+            LinkFault::Cut(mode) => Some(mode),
+            _ => None,
+        }
+    }
+}
+
+/// Why [`sleep_or_change`] returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Woke {
+    Due,
+    Changed,
+}
+
+/// Waits until `until` (forever if `None`) or the next change of the settings, whichever is first.
+pub(crate) async fn sleep_or_change(
+    settings: &mut watch::Receiver<Settings>,
+    until: Option<Instant>,
+) -> Woke {
+    let sleep = async {
+        match until {
+            Some(until) => sleep_until(until).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::select! {
+        () = sleep => Woke::Due,
+        changed = settings.changed() => {
+            if changed.is_err() {
+                // The proxy is gone and its tasks are being aborted.
+                std::future::pending::<()>().await;
+            }
+            Woke::Changed
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fault_reaches_only_the_directions_it_covers() {
+        let mut settings = Settings::default();
+        settings.set(LinkFault::Bandwidth { kbps: 0 }, Ways::Up, None);
+        settings.set(LinkFault::Cut(CutMode::Drop), Ways::Down, None);
+        let up = settings.on_link(Direction::Upstream, 0);
+        assert_eq!(up.kbps, Some(1), "0 kbps counts as 1");
+        assert_eq!(up.cut, None);
+        let down = settings.on_link(Direction::Downstream, 0);
+        assert_eq!(down.kbps, None);
+        assert_eq!(down.cut, Some(CutMode::Drop));
+        assert_eq!(settings.cut_on_connect(0), Some(CutMode::Drop));
+    }
+
+    #[test]
+    fn setting_a_kind_again_replaces_it_and_clear_removes_only_that_kind() {
+        let mut settings = Settings::default();
+        settings.set(LinkFault::LimitData { bytes: 5 }, Ways::Both, None);
+        let first = settings.on_link(Direction::Upstream, 0).limit;
+        settings.set(LinkFault::LimitData { bytes: 7 }, Ways::Both, None);
+        let second = settings.on_link(Direction::Upstream, 0).limit;
+        assert_eq!(second.map(|limit| limit.bytes), Some(7));
+        assert_ne!(first.map(|l| l.generation), second.map(|l| l.generation));
+
+        settings.set(LinkFault::Timeout { after: None }, Ways::Both, None);
+        assert!(settings.clear(LinkFaultKind::Timeout));
+        assert!(!settings.clear(LinkFaultKind::Timeout));
+        assert!(settings.is_set(LinkFaultKind::LimitData));
+        assert!(settings.heal());
+        assert!(!settings.heal());
+        assert_eq!(
+            settings.on_link(Direction::Downstream, 0),
+            OnLink::default()
+        );
+    }
+
+    #[test]
+    fn toxicity_picks_connections_per_kind() {
+        let mut settings = Settings::default();
+        let none = Toxicity {
+            share: 0.0,
+            seed: 1,
+        };
+        let all = Toxicity {
+            share: 1.0,
+            seed: 1,
+        };
+        settings.set(LinkFault::Cut(CutMode::Hold), Ways::Both, Some(none));
+        settings.set(
+            LinkFault::SlowClose {
+                delay: Duration::from_secs(1),
+            },
+            Ways::Both,
+            Some(all),
+        );
+        for serial in 0..50 {
+            let on = settings.on_link(Direction::Upstream, serial);
+            assert_eq!(on.cut, None);
+            assert!(!on.stops());
+            assert_eq!(on.slow_close, Some(Duration::from_secs(1)));
+            assert_eq!(settings.cut_on_connect(serial), None);
+        }
+    }
+}
