@@ -18,6 +18,7 @@
 mod accounts;
 mod auth;
 mod cards;
+mod clock;
 mod connections;
 mod friends;
 mod limits;
@@ -27,6 +28,7 @@ mod sessions;
 pub use accounts::{Account, Privacy};
 pub use auth::{ChallengeIssue, CodeCheck, IssuedTokens, Signup};
 pub use cards::{Card, Relation, Trophies, True};
+pub use clock::{now_ms, now_us};
 pub use connections::{ConnectionRecord, Reasserted, Registered};
 pub use friends::{
     BlockOutcome, Friend, FriendError, FriendsOverview, LimitKind, PendingRequest, RequestOutcome,
@@ -380,17 +382,6 @@ fn session_settings(t: DbTimeouts) -> String {
         t.statement.as_millis(),
         t.idle_in_transaction.as_millis()
     )
-}
-
-/// Milliseconds since the Unix epoch: the store's time unit.
-pub fn now_ms() -> i64 {
-    time::OffsetDateTime::now_utc().unix_timestamp_nanos() as i64 / 1_000_000
-}
-
-/// Microseconds since the Unix epoch: fine enough to order an event against a
-/// connection opened in the same millisecond.
-pub fn now_us() -> i64 {
-    time::OffsetDateTime::now_utc().unix_timestamp_nanos() as i64 / 1_000
 }
 
 /// RFC 3339 in UTC, as the API shows times.

@@ -6,6 +6,7 @@
 mod abuse;
 mod auth;
 mod cards;
+mod clock;
 mod cluster;
 mod concurrency;
 mod drain;

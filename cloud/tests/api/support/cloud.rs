@@ -6,8 +6,8 @@
 //! starts them); without them a pair test fails, it never skips. In a pair,
 //! player i makes its HTTP calls on node i % 2 and holds its event socket on
 //! node (i + 1) % 2, so every event and every close crosses nodes.
-//! [`TestCloud::pair_builder`] makes a pair with a NATS server of the test's own or a
-//! database URL of its own per node.
+//! [`TestCloud::pair_builder`] makes a pair with a NATS server of the test's own, a
+//! database URL of its own per node, or environment variables for one node.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -60,6 +60,8 @@ pub struct Player {
 pub struct PairBuilder<'a, F = fn(usize, &str) -> String> {
     nats_url: Option<&'a str>,
     database_url_of: F,
+    /// Environment variables added for each node.
+    env: [Vec<(String, String)>; 2],
 }
 
 impl<'a, F: Fn(usize, &str) -> String> PairBuilder<'a, F> {
@@ -76,7 +78,14 @@ impl<'a, F: Fn(usize, &str) -> String> PairBuilder<'a, F> {
         PairBuilder {
             nats_url: self.nats_url,
             database_url_of: url_of,
+            env: self.env,
         }
+    }
+
+    /// Node `i` runs with the environment variables `vars` added.
+    pub fn env(mut self, i: usize, vars: Vec<(String, String)>) -> Self {
+        self.env[i].extend(vars);
+        self
     }
 
     /// Starts both nodes with `extra` flags (per-IP limits as `extra` says) on a
@@ -99,7 +108,7 @@ impl<'a, F: Fn(usize, &str) -> String> PairBuilder<'a, F> {
                 nats_url: &nats_url,
             };
             let id = format!("{name}-{}", database.name());
-            nodes.push(TestNode::start(&id, &backend, extra).await);
+            nodes.push(TestNode::start(&id, &backend, extra, &self.env[i]).await);
         }
         TestCloud {
             nodes,
@@ -134,7 +143,7 @@ impl TestCloud {
     pub async fn start_limited(topology: Topology, extra: &[&str]) -> TestCloud {
         match topology {
             Topology::Single => TestCloud {
-                nodes: vec![TestNode::start("node-t", &Backend::Sqlite, extra).await],
+                nodes: vec![TestNode::start("node-t", &Backend::Sqlite, extra, &[]).await],
                 database: None,
                 players: AtomicUsize::new(0),
             },
@@ -154,6 +163,7 @@ impl TestCloud {
         PairBuilder {
             nats_url: None,
             database_url_of: |_, url| url.to_string(),
+            env: Default::default(),
         }
     }
 

@@ -9,7 +9,9 @@
 //! - [`proxy`]: a TCP proxy that a test can pause, to cut a node off its database.
 //! - [`raw`]: misbehaving clients on bare TCP: partial requests, hand-made WebSocket frames.
 //! - [`nats`]: a NATS server of a test's own, to kill.
+//! - [`clock`]: a node's wall clock that a test steps (libfaketime).
 
+mod clock;
 mod cloud;
 mod database;
 mod events;
@@ -20,6 +22,7 @@ pub mod raw;
 
 use std::time::Duration;
 
+pub use clock::SteppedClock;
 pub use cloud::{Player, TestCloud, Through, Topology};
 pub use events::{End, Events};
 pub use nats::TestNats;

@@ -46,9 +46,15 @@ fn free_port() -> u16 {
 }
 
 impl TestNode {
-    /// Starts a node named `id` on `backend` with `args`, in a fresh directory
-    /// (its log, mail log and SQLite file), and waits until it is ready.
-    pub async fn start(id: &str, backend: &Backend<'_>, args: &[&str]) -> TestNode {
+    /// Starts a node named `id` on `backend` with `args` and the environment variables
+    /// `env` added, in a fresh directory (its log, mail log and SQLite file), and waits
+    /// until it is ready.
+    pub async fn start(
+        id: &str,
+        backend: &Backend<'_>,
+        args: &[&str],
+        env: &[(String, String)],
+    ) -> TestNode {
         let dir = std::env::temp_dir().join(format!(
             "anyplay-it-{}-{}",
             std::process::id(),
@@ -82,6 +88,7 @@ impl TestNode {
         }
         let child = command
             .args(args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -230,10 +237,14 @@ impl TestNode {
         (events, welcome)
     }
 
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("a running node").id()
+    }
+
     /// Sends `signal` to the process.
     pub fn signal(&self, signal: Signal) {
-        let child = self.child.as_ref().expect("a running node");
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal)
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid() as i32), signal)
             .expect("signal the node");
     }
 
