@@ -5,7 +5,7 @@
 //! - `ports`: free loopback ports, below the ephemeral range.
 //! - `backend`: how a service runs (real processes now, Docker later) behind one trait.
 //! - `supervisor`: service handles, lifecycle states and events, readiness, service builders.
-//! - `proxy`: the in-process TCP fault proxy (cut, reset, latency) on each link.
+//! - `proxy`: the in-process TCP fault proxy (toxiproxy's faults, one way or both) on each link.
 //! - `plan`: the YAML plan read, validated and its timeline resolved with the seed.
 //! - `events`: the recorded history (`events.jsonl`), its writer and its reader.
 //! - `checks`: pure invariant checks over the history, and the faults table.

@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyplay_chaos::proxy::{Direction, Endpoint, Latency, LinkName, Proxy};
+use anyplay_chaos::proxy::{
+    CutMode, Endpoint, Latency, LinkFault, LinkFaultKind, LinkName, Proxy, Ways,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::timeout;
@@ -84,7 +86,11 @@ async fn latency_adds_at_least_the_delay() {
     round_trip(&mut client, b"warm").await;
 
     let delay = Duration::from_millis(150);
-    proxy.set_latency(Latency::new(delay, Duration::from_millis(20)));
+    proxy.set(
+        LinkFault::Latency(Latency::new(delay, Duration::from_millis(20))),
+        Ways::Both,
+        None,
+    );
     let sent = Instant::now();
     round_trip(&mut client, b"slow").await;
     let took = sent.elapsed();
@@ -94,13 +100,17 @@ async fn latency_adds_at_least_the_delay() {
         "round trip {took:?}"
     );
 
-    proxy.remove_latency();
-    proxy.set_latency_one_way(Direction::Downstream, Latency::new(delay, Duration::ZERO));
+    proxy.clear(LinkFaultKind::Latency);
+    proxy.set(
+        LinkFault::Latency(Latency::new(delay, Duration::ZERO)),
+        Ways::Down,
+        None,
+    );
     let sent = Instant::now();
     round_trip(&mut client, b"half").await;
     assert!(sent.elapsed() >= delay, "round trip {:?}", sent.elapsed());
 
-    proxy.remove_latency();
+    proxy.clear(LinkFaultKind::Latency);
     let sent = Instant::now();
     round_trip(&mut client, b"fast").await;
     assert!(sent.elapsed() < delay, "round trip {:?}", sent.elapsed());
@@ -109,10 +119,14 @@ async fn latency_adds_at_least_the_delay() {
 #[tokio::test]
 async fn latency_keeps_order() {
     let (proxy, _) = proxied_echo().await;
-    proxy.set_latency(Latency::new(
-        Duration::from_millis(20),
-        Duration::from_millis(19),
-    ));
+    proxy.set(
+        LinkFault::Latency(Latency::new(
+            Duration::from_millis(20),
+            Duration::from_millis(19),
+        )),
+        Ways::Both,
+        None,
+    );
     let mut client = TcpStream::connect(proxy.listen_addr())
         .await
         .expect("connect");
@@ -138,7 +152,7 @@ async fn a_cut_holds_everything_and_its_removal_delivers_it() {
         .expect("connect");
     round_trip(&mut old, b"before").await;
 
-    proxy.cut();
+    proxy.set(LinkFault::Cut(CutMode::Hold), Ways::Both, None);
     old.write_all(b"during").await.expect("write while cut");
     let mut answer = [0u8; 6];
     assert!(
@@ -159,7 +173,7 @@ async fn a_cut_holds_everything_and_its_removal_delivers_it() {
         "held, not connected upstream"
     );
 
-    proxy.remove_cut();
+    proxy.clear(LinkFaultKind::Cut);
     let mut answer = [0u8; 6];
     timeout(Duration::from_secs(5), old.read_exact(&mut answer))
         .await
@@ -210,7 +224,7 @@ async fn reset_all_resets_every_open_connection() {
 #[tokio::test]
 async fn a_reset_also_frees_connections_held_by_a_cut() {
     let (proxy, accepted) = proxied_echo().await;
-    proxy.cut();
+    proxy.set(LinkFault::Cut(CutMode::Hold), Ways::Both, None);
     let mut held = TcpStream::connect(proxy.listen_addr())
         .await
         .expect("connect");

@@ -7,12 +7,14 @@ use std::time::Duration;
 
 use anyplay_cloud::duration;
 
+pub use crate::proxy::{CutMode, Ways};
+
 /// A fault the proxy sets on a link until the step's `for` ends.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum LinkFault {
     /// `hold` keeps bytes and new connections waiting; `drop` loses them, as a real partition does.
     Partition {
-        mode: PartitionMode,
+        mode: CutMode,
     },
     Latency {
         ms: u32,
@@ -41,66 +43,6 @@ pub enum LinkFault {
     },
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum PartitionMode {
-    #[default]
-    Hold,
-    Drop,
-}
-
-impl FromStr for PartitionMode {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "hold" => Ok(PartitionMode::Hold),
-            "drop" => Ok(PartitionMode::Drop),
-            _ => Err(format!("unknown mode `{s}` (hold or drop)")),
-        }
-    }
-}
-
-impl fmt::Display for PartitionMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            PartitionMode::Hold => "hold",
-            PartitionMode::Drop => "drop",
-        })
-    }
-}
-
-/// Which way a link fault acts. `Up` is toward the service that is connected to (players → node,
-/// node → postgres, node → nats); `Down` is the way back.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Ways {
-    #[default]
-    Both,
-    Up,
-    Down,
-}
-
-impl FromStr for Ways {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "up" => Ok(Ways::Up),
-            "down" => Ok(Ways::Down),
-            _ => Err(format!("unknown direction `{s}` (up or down)")),
-        }
-    }
-}
-
-impl fmt::Display for Ways {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Ways::Both => "both ways",
-            Ways::Up => "up",
-            Ways::Down => "down",
-        })
-    }
-}
-
 impl fmt::Display for LinkFault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -116,6 +58,28 @@ impl fmt::Display for LinkFault {
             LinkFault::Slicer { bytes, delay } => {
                 write!(f, "{bytes}-byte pieces {} apart", duration::format(*delay))
             }
+        }
+    }
+}
+
+impl From<LinkFault> for crate::proxy::LinkFault {
+    fn from(fault: LinkFault) -> Self {
+        use crate::proxy::{Latency, LinkFault as Proxy};
+        let ms = |ms: u32| Duration::from_millis(ms.into());
+        match fault {
+            LinkFault::Partition { mode } => Proxy::Cut(mode),
+            LinkFault::Latency { ms: delay, jitter } => {
+                Proxy::Latency(Latency::new(ms(delay), ms(jitter)))
+            }
+            LinkFault::Bandwidth { kbps } => Proxy::Bandwidth { kbps },
+            LinkFault::SlowClose { delay } => Proxy::SlowClose { delay },
+            LinkFault::Timeout { after } => Proxy::Timeout { after },
+            LinkFault::LimitData { bytes } => Proxy::LimitData { bytes },
+            LinkFault::Slicer { bytes, delay } => Proxy::Slicer {
+                // A u32 always fits a usize on the 64-bit machines this runs on.
+                bytes: bytes as usize,
+                delay,
+            },
         }
     }
 }
@@ -266,7 +230,7 @@ mod tests {
         assert_eq!("up".parse::<Ways>(), Ok(Ways::Up));
         assert_eq!("down".parse::<Ways>(), Ok(Ways::Down));
         assert!("sideways".parse::<Ways>().is_err());
-        assert_eq!("drop".parse::<PartitionMode>(), Ok(PartitionMode::Drop));
-        assert!("lose".parse::<PartitionMode>().is_err());
+        assert_eq!("drop".parse::<CutMode>(), Ok(CutMode::Drop));
+        assert!("lose".parse::<CutMode>().is_err());
     }
 }

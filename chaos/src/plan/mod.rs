@@ -21,7 +21,7 @@ use std::time::Duration;
 use anyplay_cloud::duration;
 use serde::{Deserialize, Serialize};
 
-pub use fault::{Bytes, ClockOffset, LinkFault, PartitionMode, ServiceFault, Ways};
+pub use fault::{Bytes, ClockOffset, CutMode, LinkFault, ServiceFault, Ways};
 pub use image::{ImageOverride, ImageSlot};
 pub use timeline::{DropScope, Op, Route, Step, TimedOp, Timeline, Toxicity};
 
@@ -501,7 +501,7 @@ impl fmt::Display for Action {
                 match fault {
                     // A partition's mode is only worth a word when it is not the default.
                     LinkFault::Partition {
-                        mode: PartitionMode::Hold,
+                        mode: CutMode::Hold,
                     } => {}
                     fault => write!(f, " {fault}")?,
                 }

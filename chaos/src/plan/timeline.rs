@@ -78,7 +78,7 @@ pub enum Op {
     /// The route's fault of this kind removed.
     Heal {
         route: Route,
-        kind: ActionKind,
+        fault: LinkFault,
     },
     /// A fault set on a service until its `Release`.
     Squeeze {
@@ -88,16 +88,12 @@ pub enum Op {
     /// The service's fault of this kind removed.
     Release {
         service: Service,
-        kind: ActionKind,
+        fault: ServiceFault,
     },
 }
 
-/// The share of connections a link fault hits, and the seed that draws which (from the plan's).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Toxicity {
-    pub share: f64,
-    pub seed: u64,
-}
+/// The share of connections a link fault hits, with its seed drawn from the plan's.
+pub use crate::proxy::Toxicity;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DropScope {
@@ -151,7 +147,7 @@ impl fmt::Display for Op {
                 write!(f, "{} {route}", fault.kind())?;
                 match fault {
                     LinkFault::Partition {
-                        mode: super::PartitionMode::Hold,
+                        mode: super::CutMode::Hold,
                     } => {}
                     fault => write!(f, " {fault}")?,
                 }
@@ -163,9 +159,11 @@ impl fmt::Display for Op {
                     None => Ok(()),
                 }
             }
-            Op::Heal { route, kind } => write!(f, "end the {kind} of {route}"),
+            Op::Heal { route, fault } => write!(f, "end the {} of {route}", fault.kind()),
             Op::Squeeze { service, fault } => write!(f, "{} {service} {fault}", fault.kind()),
-            Op::Release { service, kind } => write!(f, "end the {kind} of {service}"),
+            Op::Release { service, fault } => {
+                write!(f, "end the {} of {service}", fault.kind())
+            }
         }
     }
 }
@@ -552,11 +550,10 @@ fn expand(action: &Action, at: Duration, count: u32, toxicity: Option<Toxicity>)
                     fixed(at, op)
                 })
                 .collect();
-            let kind = fault.kind();
             ops.extend(
                 routes
                     .iter()
-                    .map(|&route| fixed(at + duration, Op::Heal { route, kind })),
+                    .map(|&route| fixed(at + duration, Op::Heal { route, fault })),
             );
             ops
         }
@@ -570,11 +567,10 @@ fn expand(action: &Action, at: Duration, count: u32, toxicity: Option<Toxicity>)
                 .iter()
                 .map(|&service| fixed(at, Op::Squeeze { service, fault }))
                 .collect();
-            let kind = fault.kind();
             ops.extend(
                 services
                     .iter()
-                    .map(|&service| fixed(at + duration, Op::Release { service, kind })),
+                    .map(|&service| fixed(at + duration, Op::Release { service, fault })),
             );
             ops
         }
@@ -751,7 +747,7 @@ mod tests {
                     peer: Peer::Postgres
                 },
                 fault: LinkFault::Partition {
-                    mode: super::super::PartitionMode::Hold
+                    mode: super::super::CutMode::Hold
                 },
                 ways: Ways::Both,
                 toxicity: None,
@@ -765,7 +761,9 @@ mod tests {
                     node: 3,
                     peer: Peer::Postgres
                 },
-                kind: ActionKind::Partition,
+                fault: LinkFault::Partition {
+                    mode: super::super::CutMode::Hold
+                },
             }
         );
     }
@@ -818,7 +816,7 @@ mod tests {
                     node: 1,
                     peer: Peer::Nats
                 },
-                kind: ActionKind::Bandwidth
+                fault: LinkFault::Bandwidth { kbps: 80 }
             }
         );
     }

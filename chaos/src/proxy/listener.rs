@@ -10,9 +10,8 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use super::connection;
 use super::counters::{Counters, Stats};
-use super::fault::{CutMode, Faults, LinkFault, LinkFaultKind, Toxicity, Ways};
-use super::link::Direction;
-use super::{Latency, LinkName, ProxyError};
+use super::fault::{Faults, LinkFault, LinkFaultKind, Toxicity, Ways};
+use super::{LinkName, ProxyError};
 
 /// Pause after a failed accept (out of file descriptors), instead of spinning.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -95,38 +94,6 @@ impl Proxy {
     /// Closes every connection open now with a TCP RST on both sides. Later connections pass.
     pub fn reset_all(&self) {
         self.faults.reset.fire();
-    }
-
-    /// A hold-cut both ways. To be replaced by [`set`](Self::set) at its callers.
-    pub fn cut(&self) {
-        self.set(LinkFault::Cut(CutMode::Hold), Ways::Both, None);
-    }
-
-    /// To be replaced by [`clear`](Self::clear) at its callers.
-    pub fn remove_cut(&self) {
-        self.clear(LinkFaultKind::Cut);
-    }
-
-    /// To be replaced by [`is_set`](Self::is_set) at its callers.
-    pub fn is_cut(&self) -> bool {
-        self.is_set(LinkFaultKind::Cut)
-    }
-
-    /// Latency both ways (a round trip gains twice the delay). To be replaced by
-    /// [`set`](Self::set) at its callers.
-    pub fn set_latency(&self, latency: Latency) {
-        self.set(LinkFault::Latency(latency), Ways::Both, None);
-    }
-
-    /// Latency one way only (it replaces latency set the other way). To be replaced by
-    /// [`set`](Self::set) at its callers.
-    pub fn set_latency_one_way(&self, direction: Direction, latency: Latency) {
-        self.set(LinkFault::Latency(latency), direction.into(), None);
-    }
-
-    /// To be replaced by [`clear`](Self::clear) at its callers.
-    pub fn remove_latency(&self) {
-        self.clear(LinkFaultKind::Latency);
     }
 
     pub fn stats(&self) -> Stats {

@@ -85,8 +85,14 @@ mod tests {
         assert_eq!(set.touching(Endpoint::Players).count(), 2);
         assert_eq!(set.touching(Endpoint::Node(1)).count(), 2);
 
-        partition.cut();
+        partition.set(
+            super::super::LinkFault::Cut(super::super::CutMode::Hold),
+            super::super::Ways::Both,
+            None,
+        );
         set.heal_all();
-        assert!(set.iter().all(|proxy| !proxy.is_cut()));
+        assert!(set
+            .iter()
+            .all(|proxy| !proxy.is_set(super::super::LinkFaultKind::Cut)));
     }
 }

@@ -15,9 +15,9 @@ use crate::backend::docker::DockerBackend;
 use crate::backend::process::ProcessBackend;
 use crate::backend::{Command, Program};
 use crate::plan::timeline::Peer;
-use crate::plan::{Backend, DropScope, ImageSlot, LinkFault, Op, Plan, Route, Service, Store};
+use crate::plan::{Backend, DropScope, ImageSlot, Op, Plan, Route, Service, Store};
 use crate::ports::free_port;
-use crate::proxy::{Endpoint, Latency, LinkName, Proxy, ProxySet};
+use crate::proxy::{Endpoint, LinkName, Proxy, ProxySet};
 use crate::supervisor::services::scratch::Scratch;
 use crate::supervisor::services::{log_path, nats, node, postgres};
 use crate::supervisor::{self, ServiceEvent, Supervisor};
@@ -346,31 +346,19 @@ impl Topology {
             }
             Op::Impair {
                 route,
-                fault: LinkFault::Partition { .. },
-                ..
+                fault,
+                ways,
+                toxicity,
             } => {
-                self.route(route)?.cut();
+                self.route(route)?.set(fault.into(), ways, toxicity);
                 Ok(())
             }
-            Op::Impair {
-                route,
-                fault: LinkFault::Latency { ms, jitter },
-                ..
-            } => {
-                let latency = Latency::new(
-                    Duration::from_millis(ms.into()),
-                    Duration::from_millis(jitter.into()),
-                );
-                self.route(route)?.set_latency(latency);
+            Op::Heal { route, fault } => {
+                self.route(route)?
+                    .clear(crate::proxy::LinkFault::from(fault).kind());
                 Ok(())
             }
-            Op::Impair { .. } | Op::Squeeze { .. } | Op::Release { .. } => {
-                Err("not wired yet".into())
-            }
-            Op::Heal { route, .. } => {
-                self.route(route)?.heal();
-                Ok(())
-            }
+            Op::Squeeze { .. } | Op::Release { .. } => Err("not wired yet".into()),
         }
     }
 

@@ -38,9 +38,10 @@ use settings::Settings;
 pub use toxicity::Toxicity;
 
 /// Which way(s) a fault acts: `Up` is client to upstream (players to a node, a node to PostgreSQL
-/// or NATS), `Down` is back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// or NATS), `Down` is back. Plans write `direction: up | down`, both when absent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum Ways {
+    #[default]
     Both,
     Up,
     Down,
@@ -64,13 +65,57 @@ impl From<Direction> for Ways {
     }
 }
 
-/// What a partition does with the data and connections it meets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// What a partition does with the data and connections it meets (a plan's `mode: hold | drop`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum CutMode {
     /// Nothing is read (TCP keeps the bytes) and new connections wait; all flows on afterwards.
+    #[default]
     Hold,
     /// Bytes are read and thrown away and new connections are refused, as a firewall DROP.
     Drop,
+}
+
+impl std::str::FromStr for Ways {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "up" => Ok(Ways::Up),
+            "down" => Ok(Ways::Down),
+            _ => Err(format!("unknown direction `{s}` (up or down)")),
+        }
+    }
+}
+
+impl std::fmt::Display for Ways {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Ways::Both => "both ways",
+            Ways::Up => "up",
+            Ways::Down => "down",
+        })
+    }
+}
+
+impl std::str::FromStr for CutMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "hold" => Ok(CutMode::Hold),
+            "drop" => Ok(CutMode::Drop),
+            _ => Err(format!("unknown mode `{s}` (hold or drop)")),
+        }
+    }
+}
+
+impl std::fmt::Display for CutMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CutMode::Hold => "hold",
+            CutMode::Drop => "drop",
+        })
+    }
 }
 
 /// A lasting fault on a link. A proxy has at most one of each kind; setting a kind again replaces it.
