@@ -48,6 +48,18 @@ pub trait Unit: Send + Sync {
     fn kill_now(&self);
     /// Where the instance's stdout and stderr are appended.
     fn log_path(&self) -> &Path;
+    /// Sets or lifts a CPU or memory limit of the service, for this instance and the next ones.
+    /// A process needs its command's `cgroup`; a container always has one.
+    fn limit(&self, limit: Limit) -> BoxFuture<'_, Result<(), BackendError>>;
+}
+
+/// A resource limit that a fault puts on a service (`None` lifts it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Limit {
+    /// CPU time, in cores (0.2: a fifth of one core).
+    Cpu(Option<f64>),
+    /// Memory, in bytes; reaching it wakes the OOM killer.
+    Memory(Option<u64>),
 }
 
 /// A started instance: its id and how it will end.
@@ -120,6 +132,22 @@ pub enum BackendError {
         backend: &'static str,
         program: String,
     },
+    #[error("cgroup {}: {source}", path.display())]
+    Cgroup {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot limit {service}'s memory to {limit} bytes: it uses {usage} bytes now, which the \
+         kernel cannot reclaim"
+    )]
+    MemoryInUse {
+        service: String,
+        limit: u64,
+        usage: u64,
+    },
+    #[error("{service} runs without a cgroup of its own, so its {what} cannot be limited")]
+    NoCgroup { service: String, what: &'static str },
     #[error("docker: cannot {action} {container}: {source}")]
     Docker {
         action: &'static str,
