@@ -687,3 +687,58 @@ async fn docker_a_clock_offset_moves_a_container_s_wall_clock_and_back() {
     supervisor.clean_up().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_full_disk_under_postgres_fails_its_writes_until_cleared() {
+    let dir = run_dir("disk-pg");
+    let settings = postgres::PostgresSettings {
+        max_connections: 5,
+        ..Default::default()
+    };
+    let prepared = postgres::prepare_on_disk(&dir, &settings, Some(128 << 20))
+        .await
+        .unwrap();
+    let (supervisor, _events) = processes();
+    let pg = supervisor.add(prepared.spec.clone()).await.unwrap();
+    pg.start().await.unwrap();
+    let url = prepared.url.clone();
+    let insert = move || {
+        let url = url.clone();
+        async move {
+            let mut db = sqlx::PgConnection::connect(&url).await?;
+            sqlx::query("CREATE TABLE IF NOT EXISTS filler (x text)")
+                .execute(&mut db)
+                .await?;
+            // About 4 MB of random hex: the table's files must grow.
+            sqlx::query(
+                "INSERT INTO filler SELECT (SELECT string_agg(md5(random()::text || g), '') \
+                 FROM generate_series(1, 4000) g) || n FROM generate_series(1, 32) n",
+            )
+            .execute(&mut db)
+            .await
+            .map(drop)
+        }
+    };
+    insert().await.expect("an insert with room");
+    pg.apply(ServiceFault::DiskFull).await.unwrap();
+    let refused = insert().await;
+    let said = refused.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(
+        said.contains("No space left on device"),
+        "not refused for want of space: {said:?}"
+    );
+    pg.clear(ServiceFaultKind::DiskFull).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while let Err(error) = insert().await {
+        assert!(
+            Instant::now() < deadline,
+            "no insert after the clear: {error} ({})",
+            pg.state()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    supervisor.shutdown_all(Duration::from_secs(5)).await;
+    supervisor.clean_up().await;
+    drop(prepared);
+    let _ = std::fs::remove_dir_all(&dir);
+}
