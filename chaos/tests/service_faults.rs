@@ -279,11 +279,29 @@ async fn a_memory_limit_below_what_a_process_uses_is_a_clear_error() {
 #[tokio::test]
 async fn a_full_disk_refuses_writes_until_cleared() {
     let dir = run_dir("disk");
+    let (supervisor, _events) = processes();
+    full_disk_refuses_writes(&dir, &supervisor, shell).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn docker_a_full_disk_refuses_a_container_s_writes_until_cleared() {
+    let dir = run_dir("docker-disk");
+    let (supervisor, _events) = containers(&dir).await;
+    full_disk_refuses_writes(&dir, &supervisor, container_shell).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A service made by `spec` appends a page to its data (a 16 MiB disk in `dir`) every 100 ms
+/// and says whether that worked: not while the disk is full, again once it is cleared.
+async fn full_disk_refuses_writes(
+    dir: &Path,
+    supervisor: &Supervisor,
+    spec: fn(&Path, &str, &str, FaultReadiness) -> ServiceSpec,
+) {
     let data = dir.join("data");
     let status = dir.join("status");
     let disk = Arc::new(Disk::mount(&data, 16 << 20, None).unwrap());
-    let (supervisor, _events) = processes();
-    // Appends a page to its data every 100 ms and says whether that worked.
     let script = format!(
         "while :; do if head -c 4096 /dev/zero >> {data}/log 2>/dev/null; \
          then echo ok > {status}.next; else echo full > {status}.next; fi; \
@@ -296,7 +314,7 @@ async fn a_full_disk_refuses_writes_until_cleared() {
         ..Default::default()
     };
     let writer = supervisor
-        .add(shell(&dir, "writer", &script, faults))
+        .add(spec(dir, "writer", &script, faults))
         .await
         .unwrap();
     writer.start().await.unwrap();
@@ -329,11 +347,10 @@ async fn a_full_disk_refuses_writes_until_cleared() {
     writer.clear(ServiceFaultKind::DiskFull).await.unwrap();
     says("ok").await;
     std::fs::write(data.join("mine"), [1u8; 4096]).expect("room again");
-    supervisor.shutdown_all(Duration::from_secs(1)).await;
+    writer.kill().await.unwrap();
     supervisor.clean_up().await;
     assert!(!mounted(&data), "clean_up left the tmpfs mounted");
     drop(disk);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Whether a filesystem is mounted at `path` now.
@@ -688,17 +705,44 @@ async fn docker_a_clock_offset_moves_a_container_s_wall_clock_and_back() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+fn small_postgres() -> postgres::PostgresSettings {
+    postgres::PostgresSettings {
+        max_connections: 5,
+        ..Default::default()
+    }
+}
+
 #[tokio::test]
 async fn a_full_disk_under_postgres_fails_its_writes_until_cleared() {
     let dir = run_dir("disk-pg");
-    let settings = postgres::PostgresSettings {
-        max_connections: 5,
-        ..Default::default()
-    };
-    let prepared = postgres::prepare_on_disk(&dir, &settings, Some(128 << 20))
+    let prepared = postgres::prepare_on_disk(&dir, &small_postgres(), Some(128 << 20))
         .await
         .unwrap();
     let (supervisor, _events) = processes();
+    full_disk_fails_postgres_writes(&supervisor, &prepared).await;
+    drop(prepared);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn docker_a_full_disk_under_postgres_fails_its_writes_until_cleared() {
+    let dir = run_dir("docker-disk-pg");
+    let prepared = postgres::container_on_disk(
+        &dir,
+        &small_postgres(),
+        "anyplay/postgres:local",
+        Some(128 << 20),
+    )
+    .unwrap();
+    let (supervisor, _events) = containers(&dir).await;
+    full_disk_fails_postgres_writes(&supervisor, &prepared).await;
+    drop(prepared);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// On a live cluster, an insert fails for want of space while its disk is full, and works
+/// again after the clear.
+async fn full_disk_fails_postgres_writes(supervisor: &Supervisor, prepared: &postgres::Postgres) {
     let pg = supervisor.add(prepared.spec.clone()).await.unwrap();
     pg.start().await.unwrap();
     let url = prepared.url.clone();
@@ -739,6 +783,4 @@ async fn a_full_disk_under_postgres_fails_its_writes_until_cleared() {
     }
     supervisor.shutdown_all(Duration::from_secs(5)).await;
     supervisor.clean_up().await;
-    drop(prepared);
-    let _ = std::fs::remove_dir_all(&dir);
 }
