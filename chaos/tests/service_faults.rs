@@ -113,22 +113,28 @@ async fn cores_used(pids: [u32; 2], span: Duration) -> [f64; 2] {
     [0, 1].map(|i| (after[i] - before[i]) / elapsed)
 }
 
-/// Holds a busy loop (host pid `pid`) of `service` to 0.2 core, then lets it go; compared with
-/// an unlimited twin busy at the same time, as the machine may be busy with others' work.
-async fn cpu_limit_holds_and_lifts(service: &anyplay_chaos::supervisor::Service, pid: u32) {
-    let dir = run_dir(&format!("cpu-twin-{}", service.name()));
-    let (twins, mut events) = processes();
-    let twin = twins
-        .add(shell(
-            &dir,
-            "twin",
-            "while :; do :; done",
-            FaultReadiness::default(),
-        ))
-        .await
-        .unwrap();
-    twin.start().await.unwrap();
-    let pids = [pid, started(&mut events).await];
+/// CPU measurements take turns: two tests' busy loops would halve each other's share.
+static ONE_CPU_TEST_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A busy loop made by `spec` is held to 0.2 core, then let go; compared with an unlimited
+/// twin of the same backend busy at the same time, as the machine may be busy with others'
+/// work.
+async fn cpu_limit_holds_and_lifts(
+    dir: &Path,
+    (supervisor, events): &mut (Supervisor, UnboundedReceiver<ServiceEvent>),
+    spec: fn(&Path, &str, &str, FaultReadiness) -> ServiceSpec,
+) {
+    let _turn = ONE_CPU_TEST_AT_A_TIME.lock().await;
+    let mut busy_pair = Vec::new();
+    for (name, faults) in [("busy", limits()), ("twin", FaultReadiness::default())] {
+        let service = supervisor
+            .add(spec(dir, name, "while :; do :; done", faults))
+            .await
+            .unwrap();
+        service.start().await.unwrap();
+        busy_pair.push((service, started(events).await));
+    }
+    let (service, pids) = (&busy_pair[0].0, [busy_pair[0].1, busy_pair[1].1]);
     service
         .apply(ServiceFault::Cpu { cores: 0.2 })
         .await
@@ -138,8 +144,9 @@ async fn cpu_limit_holds_and_lifts(service: &anyplay_chaos::supervisor::Service,
     service.clear(ServiceFaultKind::Cpu).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let [cleared, twin_after] = cores_used(pids, Duration::from_secs(3)).await;
-    twins.shutdown_all(Duration::ZERO).await;
-    let _ = std::fs::remove_dir_all(&dir);
+    for (service, _) in &busy_pair {
+        service.kill().await.unwrap();
+    }
     assert!(
         (0.1..=0.35).contains(&limited),
         "limited to 0.2 core it used {limited:.2} (its free twin: {free:.2})"
@@ -154,14 +161,9 @@ async fn cpu_limit_holds_and_lifts(service: &anyplay_chaos::supervisor::Service,
 #[tokio::test]
 async fn a_cpu_limit_holds_a_busy_process_to_its_share_until_cleared() {
     let dir = run_dir("cpu");
-    let (supervisor, mut events) = processes();
-    let busy = supervisor
-        .add(shell(&dir, "busy", "while :; do :; done", limits()))
-        .await
-        .unwrap();
-    busy.start().await.unwrap();
-    let pid = started(&mut events).await;
-    cpu_limit_holds_and_lifts(&busy, pid).await;
+    let mut processes = processes();
+    cpu_limit_holds_and_lifts(&dir, &mut processes, shell).await;
+    let (supervisor, _events) = processes;
     // Not made ready for it: a clear error, not a silent no-op.
     let plain = supervisor
         .add(shell(&dir, "plain", "sleep 30", FaultReadiness::default()))
@@ -179,7 +181,7 @@ async fn a_cpu_limit_holds_a_busy_process_to_its_share_until_cleared() {
         "{refused:?}"
     );
     assert!(matches!(
-        busy.apply(ServiceFault::Cpu { cores: 0.0 }).await,
+        plain.apply(ServiceFault::Cpu { cores: 0.0 }).await,
         Err(ServiceError::Fault { .. })
     ));
     supervisor.shutdown_all(Duration::from_secs(1)).await;
@@ -633,21 +635,9 @@ async fn a_dead_supervisor_s_cgroups_go_when_the_next_one_is_made() {
 #[tokio::test]
 async fn docker_a_cpu_limit_holds_a_busy_container_until_cleared() {
     let dir = run_dir("docker-cpu");
-    let (supervisor, mut events) = containers(&dir).await;
-    let busy = supervisor
-        .add(container_shell(
-            &dir,
-            "busy",
-            "while :; do :; done",
-            limits(),
-        ))
-        .await
-        .unwrap();
-    busy.start().await.unwrap();
-    let pid = started(&mut events).await;
-    cpu_limit_holds_and_lifts(&busy, pid).await;
-    busy.kill().await.unwrap();
-    supervisor.clean_up().await;
+    let mut containers = containers(&dir).await;
+    cpu_limit_holds_and_lifts(&dir, &mut containers, container_shell).await;
+    containers.0.clean_up().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
 

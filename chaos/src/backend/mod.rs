@@ -53,6 +53,17 @@ pub trait Unit: Send + Sync {
     fn limit(&self, limit: Limit) -> BoxFuture<'_, Result<(), BackendError>>;
 }
 
+/// The CFS period a CPU quota is a share of, in microseconds.
+const CPU_PERIOD_US: i64 = 100_000;
+
+/// The CFS quota per [`CPU_PERIOD_US`] that gives `cores` (-1 for none): at least the kernel's
+/// smallest, 1 ms.
+fn cpu_quota_us(cores: Option<f64>) -> i64 {
+    cores.map_or(-1, |cores| {
+        ((cores * CPU_PERIOD_US as f64).round() as i64).max(1000)
+    })
+}
+
 /// A resource limit that a fault puts on a service (`None` lifts it).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Limit {
@@ -154,4 +165,17 @@ pub enum BackendError {
         container: String,
         source: bollard::errors::Error,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cpu_share_is_a_quota_per_period() {
+        assert_eq!(cpu_quota_us(Some(0.2)), 20_000);
+        assert_eq!(cpu_quota_us(Some(1.5)), 150_000);
+        assert_eq!(cpu_quota_us(Some(0.001)), 1000, "the kernel's smallest");
+        assert_eq!(cpu_quota_us(None), -1);
+    }
 }

@@ -36,15 +36,14 @@ use crate::backend::owner::Owner;
 use crate::sync::lock;
 
 use super::{
-    Backend, BackendError, BoxFuture, Command, Exit, InstanceId, Limit, Op, Program, Started, Unit,
+    cpu_quota_us, Backend, BackendError, BoxFuture, Command, Exit, InstanceId, Limit, Op, Program,
+    Started, Unit, CPU_PERIOD_US,
 };
 
 /// How long the end of a run waits for the engine to remove the run's containers.
 const REMOVE_WAIT: Duration = Duration::from_secs(30);
 /// How long an exited instance's last output may take to reach its log.
 const LOG_DRAIN: Duration = Duration::from_secs(2);
-/// The CFS period a CPU quota is a share of.
-const CPU_PERIOD_US: i64 = 100_000;
 /// A "lifted" memory limit: the engine cannot remove one once set (it refuses -1 and takes 0
 /// for "unchanged"), so it is raised beyond any machine's memory (1 PiB).
 const NO_MEMORY_LIMIT: i64 = 1 << 50;
@@ -332,9 +331,7 @@ fn update_of(limit: Limit) -> ContainerUpdateBody {
     match limit {
         Limit::Cpu(cores) => ContainerUpdateBody {
             cpu_period: Some(CPU_PERIOD_US),
-            cpu_quota: Some(cores.map_or(-1, |cores| {
-                ((cores * CPU_PERIOD_US as f64).round() as i64).max(1000)
-            })),
+            cpu_quota: Some(cpu_quota_us(cores)),
             ..Default::default()
         },
         Limit::Memory(bytes) => {

@@ -17,14 +17,12 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use crate::backend::owner::Owner;
-use crate::backend::BackendError;
+use crate::backend::{cpu_quota_us, BackendError, CPU_PERIOD_US};
 
 /// Where the v1 hierarchies are mounted.
 const ROOT: &str = "/sys/fs/cgroup";
 /// Below each hierarchy's root, the parent of every owner's cgroups.
 const PARENT: &str = "anyplay";
-/// The CFS period a CPU quota is a share of.
-const PERIOD_US: u64 = 100_000;
 /// How long removal waits for the processes of a cgroup to be gone.
 const EMPTY_WAIT: Duration = Duration::from_secs(5);
 
@@ -125,13 +123,11 @@ impl Cgroup {
     /// `cores` of CPU time per second at most (`None`: no limit).
     pub fn set_cpu(&self, cores: Option<f64>) -> Result<(), BackendError> {
         let dir = &self.dirs[0];
-        write(&dir.join("cpu.cfs_period_us"), &PERIOD_US.to_string())?;
-        let quota = match cores {
-            // The kernel's smallest quota is 1 ms.
-            Some(cores) => ((cores * PERIOD_US as f64).round() as i64).max(1000),
-            None => -1,
-        };
-        write(&dir.join("cpu.cfs_quota_us"), &quota.to_string())
+        write(&dir.join("cpu.cfs_period_us"), &CPU_PERIOD_US.to_string())?;
+        write(
+            &dir.join("cpu.cfs_quota_us"),
+            &cpu_quota_us(cores).to_string(),
+        )
     }
 
     /// At most `bytes` of memory (`None`: no limit). A limit below what the service uses and

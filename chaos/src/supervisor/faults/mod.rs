@@ -116,3 +116,33 @@ impl FaultNeeds {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_machine_has_what_every_fault_needs() {
+        // Sessions and CI run as root with cgroup v1 and libfaketime: all three are there.
+        let all = FaultNeeds {
+            cgroup: true,
+            disk: true,
+            clock: true,
+        };
+        all.check().expect("root, cgroup v1 and libfaketime");
+        FaultNeeds::default().check().expect("nothing needed");
+    }
+
+    #[test]
+    fn a_fault_names_its_kind() {
+        assert_eq!(
+            ServiceFault::Cpu { cores: 0.2 }.kind(),
+            ServiceFaultKind::Cpu
+        );
+        assert_eq!(
+            ServiceFault::Clock { offset_ms: -1 }.kind().to_string(),
+            "clock"
+        );
+        assert_eq!(ServiceFault::DiskFull.kind().to_string(), "disk_full");
+    }
+}
