@@ -35,7 +35,6 @@ pub fn check_available() -> Result<(), String> {
 #[derive(Debug)]
 pub struct Disk {
     path: PathBuf,
-    bytes: u64,
 }
 
 impl Disk {
@@ -74,18 +73,12 @@ impl Disk {
         })?;
         Ok(Disk {
             path: path.to_owned(),
-            bytes,
         })
     }
 
     /// Where it is mounted.
     pub fn path(&self) -> &Path {
         &self.path
-    }
-
-    /// Its size in bytes.
-    pub fn size(&self) -> u64 {
-        self.bytes
     }
 
     /// Writes the filler until the filesystem has no byte left.
