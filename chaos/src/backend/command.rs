@@ -63,6 +63,12 @@ pub struct Command {
     /// What asks it to stop gracefully: SIGTERM, but SIGINT for PostgreSQL (its fast shutdown;
     /// SIGTERM would wait for every client to leave). Docker calls it STOPSIGNAL.
     pub stop_signal: Signal,
+    /// A process gets a cgroup of its own, so that CPU and memory limits can be set while it
+    /// runs (a container always has one).
+    pub cgroup: bool,
+    /// Host paths the service must see at the same path: a container gets them bind-mounted
+    /// read-only (a process sees the host's files anyway).
+    pub binds: Vec<PathBuf>,
 }
 
 impl Command {
@@ -75,6 +81,8 @@ impl Command {
             user: None,
             log: log.into(),
             stop_signal: Signal::SIGTERM,
+            cgroup: false,
+            binds: Vec::new(),
         }
     }
 

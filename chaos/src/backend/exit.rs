@@ -14,6 +14,8 @@ pub enum Exit {
     Code(i32),
     /// A signal ended it.
     Signal(Signal),
+    /// The kernel's OOM killer ended it (SIGKILL) because its memory limit was reached.
+    OomKilled,
     /// The backend could not observe how it ended (the reason says why).
     Unknown(String),
     /// Not an exit: the Docker engine stopped answering, so the instance is out of the
@@ -33,7 +35,23 @@ impl Exit {
     pub fn signal_name(&self) -> Option<&'static str> {
         match self {
             Exit::Signal(signal) => Some(signal.as_str()),
+            Exit::OomKilled => Some(Signal::SIGKILL.as_str()),
             _ => None,
+        }
+    }
+
+    /// True when the OOM killer ended it.
+    pub fn oom_killed(&self) -> bool {
+        *self == Exit::OomKilled
+    }
+
+    /// This exit, told as an OOM kill when it is a SIGKILL and `oom` says the memory limit
+    /// caused one.
+    pub(crate) fn or_oom_killed(self, oom: impl FnOnce() -> bool) -> Exit {
+        if self == Exit::Signal(Signal::SIGKILL) && oom() {
+            Exit::OomKilled
+        } else {
+            self
         }
     }
 
@@ -82,6 +100,9 @@ impl fmt::Display for Exit {
         match self {
             Exit::Code(code) => write!(f, "exit code {code}"),
             Exit::Signal(signal) => write!(f, "signal {}", signal.as_str()),
+            Exit::OomKilled => {
+                f.write_str("signal SIGKILL: killed by the kernel's OOM killer (memory limit)")
+            }
             Exit::Unknown(reason) => write!(f, "unknown exit ({reason})"),
             Exit::EngineLost { container, error } => write!(
                 f,
@@ -132,6 +153,19 @@ mod tests {
             Exit::from_container_status(i64::MAX),
             Exit::Unknown(_)
         ));
+    }
+
+    #[test]
+    fn an_oom_kill_is_a_sigkill_that_says_why() {
+        let killed = Exit::Signal(Signal::SIGKILL);
+        assert_eq!(killed.clone().or_oom_killed(|| false), killed);
+        let oom = killed.or_oom_killed(|| true);
+        assert!(oom.oom_killed());
+        assert_eq!(oom.signal_name(), Some("SIGKILL"));
+        assert_eq!(oom.code(), None);
+        assert!(oom.to_string().contains("OOM killer"), "{oom}");
+        // Only a SIGKILL can be the OOM killer's.
+        assert_eq!(Exit::Code(137).or_oom_killed(|| true), Exit::Code(137));
     }
 
     #[test]

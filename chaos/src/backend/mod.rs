@@ -48,6 +48,29 @@ pub trait Unit: Send + Sync {
     fn kill_now(&self);
     /// Where the instance's stdout and stderr are appended.
     fn log_path(&self) -> &Path;
+    /// Sets or lifts a CPU or memory limit of the service, for this instance and the next ones.
+    /// A process needs its command's `cgroup`; a container always has one.
+    fn limit(&self, limit: Limit) -> BoxFuture<'_, Result<(), BackendError>>;
+}
+
+/// The CFS period a CPU quota is a share of, in microseconds.
+const CPU_PERIOD_US: i64 = 100_000;
+
+/// The CFS quota per [`CPU_PERIOD_US`] that gives `cores` (-1 for none): at least the kernel's
+/// smallest, 1 ms.
+fn cpu_quota_us(cores: Option<f64>) -> i64 {
+    cores.map_or(-1, |cores| {
+        ((cores * CPU_PERIOD_US as f64).round() as i64).max(1000)
+    })
+}
+
+/// A resource limit that a fault puts on a service (`None` lifts it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Limit {
+    /// CPU time, in cores (0.2: a fifth of one core).
+    Cpu(Option<f64>),
+    /// Memory, in bytes; reaching it wakes the OOM killer.
+    Memory(Option<u64>),
 }
 
 /// A started instance: its id and how it will end.
@@ -120,10 +143,39 @@ pub enum BackendError {
         backend: &'static str,
         program: String,
     },
+    #[error("cgroup {}: {source}", path.display())]
+    Cgroup {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot limit {service}'s memory to {limit} bytes: it uses {usage} bytes now, which the \
+         kernel cannot reclaim"
+    )]
+    MemoryInUse {
+        service: String,
+        limit: u64,
+        usage: u64,
+    },
+    #[error("{service} runs without a cgroup of its own, so its {what} cannot be limited")]
+    NoCgroup { service: String, what: &'static str },
     #[error("docker: cannot {action} {container}: {source}")]
     Docker {
         action: &'static str,
         container: String,
         source: bollard::errors::Error,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cpu_share_is_a_quota_per_period() {
+        assert_eq!(cpu_quota_us(Some(0.2)), 20_000);
+        assert_eq!(cpu_quota_us(Some(1.5)), 150_000);
+        assert_eq!(cpu_quota_us(Some(0.001)), 1000, "the kernel's smallest");
+        assert_eq!(cpu_quota_us(None), -1);
+    }
 }

@@ -43,6 +43,22 @@ impl Owner {
         format!("{}\n{}\n", self.host, self.process)
     }
 
+    /// One path component naming the owner, for what cannot hold a marker file (a cgroup, a
+    /// mount's source): `<process>_<boot id>_<pid namespace inode>`.
+    pub fn to_name(&self) -> String {
+        format!("{}_{}", self.process, self.host.replace('/', "_"))
+    }
+
+    /// Reads what [`Owner::to_name`] wrote; `None` when it is not that.
+    pub fn from_name(name: &str) -> Option<Owner> {
+        let (process, host) = name.split_once('_')?;
+        let (boot, namespace) = host.split_once('_')?;
+        (!namespace.contains('_')).then(|| Owner {
+            host: format!("{boot}/{namespace}"),
+            process: process.to_owned(),
+        })
+    }
+
     /// Reads what [`Owner::to_text`] wrote; `None` when it is not that.
     pub fn from_text(text: &str) -> Option<Owner> {
         let mut lines = text.lines();
@@ -128,8 +144,12 @@ mod tests {
     #[test]
     fn reads_back_its_text() {
         let me = Owner::this();
-        assert_eq!(Owner::from_text(&me.to_text()), Some(me));
+        assert_eq!(Owner::from_text(&me.to_text()), Some(me.clone()));
         assert_eq!(Owner::from_text("one line"), None);
         assert_eq!(Owner::from_text("a\nb\nc\n"), None);
+        assert_eq!(Owner::from_name(&me.to_name()), Some(me.clone()));
+        assert!(!me.to_name().contains('/'), "one path component");
+        assert_eq!(Owner::from_name("no-underscore"), None);
+        assert_eq!(Owner::from_name("a_b_c_d"), None);
     }
 }

@@ -5,11 +5,13 @@
 //! - [`event`]: what is reported, and when.
 //! - [`spec`]: what to run and how to tell it is ready.
 //! - [`ready`]: the readiness probes.
-//! - [`service`]: the handle: start / stop / kill / pause / resume / wait-exit.
+//! - [`service`]: the handle: start / stop / kill / pause / resume / wait-exit / faults.
+//! - [`faults`]: CPU, memory, disk and clock faults, and what they need prepared.
 //! - [`services`]: builders for PostgreSQL, NATS and cloud nodes.
 //! - [`signals`]: the supervisor's own Ctrl-C / SIGTERM.
 
 pub mod event;
+pub mod faults;
 pub mod ready;
 pub mod service;
 pub mod services;
@@ -24,6 +26,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 pub use event::{ServiceEvent, ServiceEventKind};
+pub use faults::{FaultNeeds, FaultReadiness, ServiceFault, ServiceFaultKind};
 pub use ready::Probe;
 pub use service::{Service, ServiceError};
 pub use spec::ServiceSpec;
@@ -31,6 +34,7 @@ pub use state::State;
 
 use crate::backend::Backend;
 use crate::sync::lock;
+use faults::Clock;
 
 /// Owns every service of a run. Dropping it SIGKILLs whatever is still running.
 pub struct Supervisor {
@@ -51,20 +55,35 @@ impl Supervisor {
         (supervisor, receiver)
     }
 
-    /// Registers a service (state `Pending`); `Service::start` launches it.
+    /// Registers a service (state `Pending`) and prepares it for the faults its spec names;
+    /// `Service::start` launches it.
     pub async fn add(&self, spec: ServiceSpec) -> Result<Service, ServiceError> {
         if self.service(&spec.name).is_some() {
             return Err(ServiceError::Duplicate(spec.name));
         }
+        let mut command = spec.command.clone();
+        command.cgroup = spec.faults.cgroup;
+        let clock = match spec.faults.clock {
+            true => {
+                let clock = Clock::create(&spec.name).map_err(|source| ServiceError::Fault {
+                    service: spec.name.clone(),
+                    source,
+                })?;
+                command.env.extend(clock.env());
+                command.binds.extend(clock.binds());
+                Some(clock)
+            }
+            false => None,
+        };
         let unit = self
             .backend
-            .create(spec.name.clone(), spec.command.clone())
+            .create(spec.name.clone(), command)
             .await
             .map_err(|source| ServiceError::Backend {
                 service: spec.name.clone(),
                 source,
             })?;
-        let service = Service::new(spec, unit, self.events.clone());
+        let service = Service::new(spec, unit, clock, self.events.clone());
         let mut services = self.lock();
         // Checked again: another task may have added the same name while we awaited.
         if services.iter().any(|s| s.name() == service.name()) {
@@ -108,9 +127,13 @@ impl Supervisor {
         while stopping.join_next().await.is_some() {}
     }
 
-    /// What the backend must remove once every service has exited (a run's containers).
+    /// What must be removed once every service has exited: the backend's (a run's
+    /// containers), and what the services' faults needed (tmpfs mounts, clock files).
     pub async fn clean_up(&self) {
         self.backend.clean_up().await;
+        for service in self.services() {
+            service.release_faults();
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Service>> {

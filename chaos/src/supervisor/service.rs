@@ -2,17 +2,19 @@
 //! wait for the exit, each a checked move of the service's state, each reported as an event.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 use tokio::time::timeout;
 
 use super::event::{ServiceEvent, ServiceEventKind};
+use super::faults::{Clock, Disk, FaultError, ServiceFault, ServiceFaultKind};
 use super::ready::{self, Probe, ProbeError};
 use super::spec::ServiceSpec;
 use super::state::{State, Step};
-use crate::backend::{BackendError, Exit, Op, Unit};
+use crate::backend::{BackendError, Exit, Limit, Op, Unit};
+use crate::sync::lock;
 
 /// How long a SIGKILLed instance may take to be seen gone before we call it unkillable.
 const KILL_WAIT: Duration = Duration::from_secs(10);
@@ -49,6 +51,13 @@ pub enum ServiceError {
     Unkillable { service: String },
     #[error("a service named {0} exists already")]
     Duplicate(String),
+    #[error("{service}: {source}")]
+    Fault { service: String, source: FaultError },
+    #[error("{service} was not made ready for {fault} faults before it started")]
+    NotReadyFor {
+        service: String,
+        fault: ServiceFaultKind,
+    },
 }
 
 /// A cheap, cloneable handle on one supervised service.
@@ -64,12 +73,17 @@ struct Inner {
     ready_timeout: Duration,
     state: watch::Sender<State>,
     events: mpsc::UnboundedSender<ServiceEvent>,
+    /// What `disk_full` fills; `None` when not made ready for it, or released.
+    disk: Mutex<Option<Arc<Disk>>>,
+    /// What `clock` sets; `None` when not made ready for it, or released.
+    clock: Mutex<Option<Clock>>,
 }
 
 impl Service {
     pub(crate) fn new(
         spec: ServiceSpec,
         unit: Box<dyn Unit>,
+        clock: Option<Clock>,
         events: mpsc::UnboundedSender<ServiceEvent>,
     ) -> Self {
         Service {
@@ -80,6 +94,8 @@ impl Service {
                 ready_timeout: spec.ready_timeout,
                 state: watch::Sender::new(State::Pending),
                 events,
+                disk: Mutex::new(spec.faults.disk),
+                clock: Mutex::new(clock),
             }),
         }
     }
@@ -191,6 +207,87 @@ impl Service {
         self.step(Step::Resume)
             .map_err(|state| self.wrong(state, "resume"))?;
         self.send(Op::Resume).await
+    }
+
+    /// Puts `fault` on the service: on the running instance and the next ones, until cleared.
+    /// Applying a fault of a kind again replaces it (a new limit, a new offset).
+    pub async fn apply(&self, fault: ServiceFault) -> Result<(), ServiceError> {
+        match fault {
+            ServiceFault::Cpu { cores } if !(cores > 0.0 && cores.is_finite()) => {
+                Err(self.fault(FaultError::Cores(cores)))
+            }
+            ServiceFault::Cpu { cores } => self.limit(Limit::Cpu(Some(cores))).await,
+            ServiceFault::Memory { bytes } => self.limit(Limit::Memory(Some(bytes))).await,
+            ServiceFault::DiskFull => {
+                let disk = self.disk()?;
+                // About the disk's size in writes: off the runtime's threads.
+                tokio::task::spawn_blocking(move || disk.fill())
+                    .await
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic.into_panic()))
+                    .map_err(|source| self.fault(source))
+            }
+            ServiceFault::Clock { offset_ms } => self.set_clock(fault.kind(), offset_ms),
+        }
+    }
+
+    /// Lifts the fault of `kind`: no limit, room on the disk, the true time.
+    pub async fn clear(&self, kind: ServiceFaultKind) -> Result<(), ServiceError> {
+        match kind {
+            ServiceFaultKind::Cpu => self.limit(Limit::Cpu(None)).await,
+            ServiceFaultKind::Memory => self.limit(Limit::Memory(None)).await,
+            ServiceFaultKind::DiskFull => self.disk()?.clear().map_err(|e| self.fault(e)),
+            ServiceFaultKind::Clock => self.set_clock(kind, 0),
+        }
+    }
+
+    /// Unmounts its disk and removes its clock file (once it has exited); later faults of
+    /// those kinds fail.
+    pub(crate) fn release_faults(&self) {
+        if let Some(disk) = lock(&self.inner.disk).take() {
+            disk.unmount();
+        }
+        if let Some(clock) = lock(&self.inner.clock).take() {
+            clock.remove();
+        }
+    }
+
+    async fn limit(&self, limit: Limit) -> Result<(), ServiceError> {
+        self.inner
+            .unit
+            .limit(limit)
+            .await
+            .map_err(|source| self.backend(source))
+    }
+
+    fn disk(&self) -> Result<Arc<Disk>, ServiceError> {
+        lock(&self.inner.disk)
+            .clone()
+            .ok_or_else(|| self.not_ready_for(ServiceFaultKind::DiskFull))
+    }
+
+    fn set_clock(&self, kind: ServiceFaultKind, offset_ms: i64) -> Result<(), ServiceError> {
+        let clock = lock(&self.inner.clock);
+        let clock = clock.as_ref().ok_or_else(|| self.not_ready_for(kind))?;
+        clock.set(offset_ms).map_err(|source| {
+            self.fault(FaultError::Io {
+                path: clock.file(),
+                source,
+            })
+        })
+    }
+
+    fn fault(&self, source: FaultError) -> ServiceError {
+        ServiceError::Fault {
+            service: self.inner.name.clone(),
+            source,
+        }
+    }
+
+    fn not_ready_for(&self, fault: ServiceFaultKind) -> ServiceError {
+        ServiceError::NotReadyFor {
+            service: self.inner.name.clone(),
+            fault,
+        }
     }
 
     /// The current instance's exit: at once when it has exited, else when it does.
@@ -352,12 +449,16 @@ mod tests {
         fn log_path(&self) -> &Path {
             Path::new("/dev/null")
         }
+
+        fn limit(&self, _: Limit) -> BoxFuture<'_, Result<(), BackendError>> {
+            Box::pin(std::future::ready(Ok(())))
+        }
     }
 
     fn service(fake: &Arc<Fake>) -> (Service, mpsc::UnboundedReceiver<ServiceEvent>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let spec = ServiceSpec::new("fake", Command::new("fake", "/dev/null"), Probe::Launched);
-        (Service::new(spec, Box::new(Arc::clone(fake)), tx), rx)
+        (Service::new(spec, Box::new(Arc::clone(fake)), None, tx), rx)
     }
 
     fn kinds(rx: &mut mpsc::UnboundedReceiver<ServiceEvent>) -> Vec<ServiceEventKind> {

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::faults::FaultReadiness;
 use super::ready::Probe;
 use crate::backend::Command;
 
@@ -16,6 +17,8 @@ pub struct ServiceSpec {
     pub command: Command,
     pub probe: Probe,
     pub ready_timeout: Duration,
+    /// What it is made ready for before its first start, so faults can be applied later.
+    pub faults: FaultReadiness,
 }
 
 impl ServiceSpec {
@@ -25,11 +28,17 @@ impl ServiceSpec {
             command,
             probe,
             ready_timeout: DEFAULT_READY_TIMEOUT,
+            faults: FaultReadiness::default(),
         }
     }
 
     pub fn ready_timeout(mut self, timeout: Duration) -> Self {
         self.ready_timeout = timeout;
+        self
+    }
+
+    pub fn ready_for(mut self, faults: FaultReadiness) -> Self {
+        self.faults = faults;
         self
     }
 }

@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use bollard::errors::Error;
 use bollard::models::{
-    ContainerCreateBody, ContainerInspectResponse, HostConfig, HostConfigLogConfig,
+    ContainerCreateBody, ContainerInspectResponse, ContainerUpdateBody, HostConfig,
+    HostConfigLogConfig,
 };
 use bollard::query_parameters::{
     CreateContainerOptions, KillContainerOptions, WaitContainerOptions,
@@ -35,13 +36,17 @@ use crate::backend::owner::Owner;
 use crate::sync::lock;
 
 use super::{
-    Backend, BackendError, BoxFuture, Command, Exit, InstanceId, Op, Program, Started, Unit,
+    cpu_quota_us, Backend, BackendError, BoxFuture, Command, Exit, InstanceId, Limit, Op, Program,
+    Started, Unit, CPU_PERIOD_US,
 };
 
 /// How long the end of a run waits for the engine to remove the run's containers.
 const REMOVE_WAIT: Duration = Duration::from_secs(30);
 /// How long an exited instance's last output may take to reach its log.
 const LOG_DRAIN: Duration = Duration::from_secs(2);
+/// A "lifted" memory limit: the engine cannot remove one once set (it refuses -1 and takes 0
+/// for "unchanged"), so it is raised beyond any machine's memory (1 PiB).
+const NO_MEMORY_LIMIT: i64 = 1 << 50;
 
 /// Runs every unit as a container of one engine.
 pub struct DockerBackend {
@@ -91,6 +96,11 @@ impl DockerBackend {
             (leftovers::SERVICE.to_owned(), name.to_owned()),
         ]);
         let mount = self.run_dir.display().to_string();
+        let mut binds = vec![format!("{mount}:{mount}")];
+        binds.extend(command.binds.iter().map(|path| {
+            let path = path.display();
+            format!("{path}:{path}:ro")
+        }));
         ContainerCreateBody {
             image: Some(image.to_owned()),
             // The image's entrypoint gets the arguments, as with `docker run IMAGE ARGS`.
@@ -111,7 +121,7 @@ impl DockerBackend {
             stop_signal: Some(command.stop_signal.as_str().to_owned()),
             host_config: Some(HostConfig {
                 network_mode: Some("host".to_owned()),
-                binds: Some(vec![format!("{mount}:{mount}")]),
+                binds: Some(binds),
                 // The output is read back from the engine's log: a driver that keeps it.
                 log_config: Some(HostConfigLogConfig {
                     typ: Some("json-file".to_owned()),
@@ -304,6 +314,35 @@ impl Unit for DockerUnit {
     fn log_path(&self) -> &Path {
         &self.command.log
     }
+
+    fn limit(&self, limit: Limit) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async move {
+            self.docker
+                .update_container(&self.id, update_of(limit))
+                .await
+                .map_err(docker_error("update the limits of", &self.id))
+        })
+    }
+}
+
+/// The engine's update for `limit`: a CPU quota per period, or memory with as much memory and
+/// swap together (no swap on top).
+fn update_of(limit: Limit) -> ContainerUpdateBody {
+    match limit {
+        Limit::Cpu(cores) => ContainerUpdateBody {
+            cpu_period: Some(CPU_PERIOD_US),
+            cpu_quota: Some(cpu_quota_us(cores)),
+            ..Default::default()
+        },
+        Limit::Memory(bytes) => {
+            let bytes = bytes.map_or(NO_MEMORY_LIMIT, |b| i64::try_from(b).unwrap_or(i64::MAX));
+            ContainerUpdateBody {
+                memory: Some(bytes),
+                memory_swap: Some(bytes),
+                ..Default::default()
+            }
+        }
+    }
 }
 
 /// How long to wait before asking again after the engine broke off a wait it then said runs.
@@ -321,12 +360,10 @@ async fn wait_exit(docker: &Docker, id: &str) -> Exit {
                 condition: "not-running".to_owned(),
             }),
         );
-        match waits.next().await {
-            Some(Ok(response)) => return Exit::from_container_status(response.status_code),
+        let status = match waits.next().await {
+            Some(Ok(response)) => response.status_code,
             // bollard reports a non-zero status as an error that carries it.
-            Some(Err(Error::DockerContainerWaitError { code, .. })) => {
-                return Exit::from_container_status(code)
-            }
+            Some(Err(Error::DockerContainerWaitError { code, .. })) => code,
             // The wait broke off (the engine restarted, died, or dropped the connection): only
             // the engine itself can say whether the container ended.
             Some(Err(_)) | None => {
@@ -338,8 +375,20 @@ async fn wait_exit(docker: &Docker, id: &str) -> Exit {
                     return exit;
                 }
                 tokio::time::sleep(REWAIT_PAUSE).await;
+                continue;
             }
+        };
+        let exit = Exit::from_container_status(status);
+        // Only a SIGKILL can be the OOM killer's; the engine marks the container then.
+        if exit != Exit::Signal(Signal::SIGKILL) {
+            return exit;
         }
+        let state = docker
+            .inspect_container(id, None)
+            .await
+            .ok()
+            .and_then(|i| i.state);
+        return exit.or_oom_killed(|| state.and_then(|s| s.oom_killed) == Some(true));
     }
 }
 
@@ -370,7 +419,9 @@ fn after_broken_wait(id: &str, inspected: Result<ContainerInspectResponse, Error
         return None;
     }
     Some(match state.exit_code {
-        Some(code) => Exit::from_container_status(code),
+        Some(code) => {
+            Exit::from_container_status(code).or_oom_killed(|| state.oom_killed == Some(true))
+        }
         None => Exit::Unknown("the engine tells no exit code".to_owned()),
     })
 }

@@ -9,6 +9,7 @@
 //! pause and resume go to the whole process tree as well, because PostgreSQL's children leave the
 //! group (`setsid`) and a paused or killed service must not keep half of itself running.
 
+pub mod cgroup;
 mod guard;
 mod spawn;
 mod tree;
@@ -26,7 +27,9 @@ use tree::Proc;
 
 use crate::sync::lock;
 
-use super::{Backend, BackendError, BoxFuture, Command, InstanceId, Op, Started, Unit};
+use cgroup::Cgroup;
+
+use super::{Backend, BackendError, BoxFuture, Command, InstanceId, Limit, Op, Started, Unit};
 
 /// How long a start waits for the last instance's killed processes to be gone.
 const LEFTOVER_WAIT: Duration = Duration::from_secs(5);
@@ -41,18 +44,29 @@ impl Backend for ProcessBackend {
         name: String,
         command: Command,
     ) -> BoxFuture<'_, Result<Box<dyn Unit>, BackendError>> {
-        let unit: Box<dyn Unit> = Box::new(ProcessUnit {
-            name,
-            command,
-            instance: Arc::new(Mutex::new(Instance::default())),
-        });
-        Box::pin(std::future::ready(Ok(unit)))
+        let created = (|| {
+            let cgroup = match command.cgroup {
+                true => Some(Arc::new(Cgroup::create(&name)?)),
+                false => None,
+            };
+            let unit: Box<dyn Unit> = Box::new(ProcessUnit {
+                name,
+                command,
+                cgroup,
+                instance: Arc::new(Mutex::new(Instance::default())),
+            });
+            Ok(unit)
+        })();
+        Box::pin(std::future::ready(created))
     }
 }
 
 struct ProcessUnit {
     name: String,
     command: Command,
+    /// Every instance joins it before it executes; shared with the exit futures, which read
+    /// its OOM kills.
+    cgroup: Option<Arc<Cgroup>>,
     instance: Arc<Mutex<Instance>>,
 }
 
@@ -110,12 +124,20 @@ impl Unit for ProcessUnit {
     fn start(&self) -> BoxFuture<'_, Result<Started, BackendError>> {
         Box::pin(async move {
             self.wait_for_killed().await;
-            let leader = spawn::spawn(&self.command, &self.name)?;
+            let join = self.cgroup.as_ref().map(|c| c.join_fds().to_vec());
+            let leader =
+                spawn::spawn_joined(&self.command, &self.name, join.as_deref().unwrap_or(&[]))?;
             let pid = leader.pid();
             lock(&self.instance).leader = Some(pid);
             let instance = Arc::clone(&self.instance);
+            let cgroup = self.cgroup.clone();
+            let oom_before = cgroup.as_ref().map(|c| c.oom_kills());
             let exit = Box::pin(async move {
-                let exit = leader.wait().await;
+                // A SIGKILL while the OOM killer struck in its cgroup is the OOM killer's.
+                let exit = leader
+                    .wait()
+                    .await
+                    .or_oom_killed(|| cgroup.as_ref().map(|c| c.oom_kills()) > oom_before);
                 let mut instance = lock(&instance);
                 if instance.leader == Some(pid) {
                     instance.leader = None;
@@ -139,6 +161,21 @@ impl Unit for ProcessUnit {
 
     fn log_path(&self) -> &std::path::Path {
         &self.command.log
+    }
+
+    fn limit(&self, limit: Limit) -> BoxFuture<'_, Result<(), BackendError>> {
+        let set = match (&self.cgroup, limit) {
+            (Some(cgroup), Limit::Cpu(cores)) => cgroup.set_cpu(cores),
+            (Some(cgroup), Limit::Memory(bytes)) => cgroup.set_memory(bytes),
+            (None, limit) => Err(BackendError::NoCgroup {
+                service: self.name.clone(),
+                what: match limit {
+                    Limit::Cpu(_) => "CPU",
+                    Limit::Memory(_) => "memory",
+                },
+            }),
+        };
+        Box::pin(std::future::ready(set))
     }
 }
 

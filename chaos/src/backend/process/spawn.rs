@@ -8,6 +8,7 @@
 //! the thread idles out.
 
 use std::io;
+use std::os::fd::{BorrowedFd, RawFd};
 use std::process::Stdio;
 
 use crate::backend::log::open_log;
@@ -51,6 +52,16 @@ impl Leader {
 
 /// Forks and executes `command` on the calling thread (see the module docs for why that matters).
 pub fn spawn(command: &Command, name: &str) -> Result<Leader, BackendError> {
+    spawn_joined(command, name, &[])
+}
+
+/// As [`spawn`], and the child joins the cgroups whose `cgroup.procs` are open as `join` before
+/// it executes, so whatever it forks is in them too.
+pub(super) fn spawn_joined(
+    command: &Command,
+    name: &str,
+    join: &[RawFd],
+) -> Result<Leader, BackendError> {
     let Program::Executable(program) = &command.program else {
         return Err(BackendError::WrongProgram {
             backend: "process",
@@ -80,9 +91,10 @@ pub fn spawn(command: &Command, name: &str) -> Result<Leader, BackendError> {
     }
     let parent = getpid();
     let user = command.user.as_ref().map(|user| (user.uid, user.gid));
+    let join: Vec<RawFd> = join.to_vec();
     // SAFETY: `in_child` only makes async-signal-safe system calls and does not allocate.
     unsafe {
-        child.pre_exec(move || in_child(parent, user));
+        child.pre_exec(move || in_child(parent, user, &join));
     }
     let spawn_error = |source| BackendError::Spawn {
         program: command.display(),
@@ -106,7 +118,12 @@ pub fn spawn(command: &Command, name: &str) -> Result<Leader, BackendError> {
 }
 
 /// Runs in the forked child just before `exec`.
-fn in_child(parent: Pid, user: Option<(Uid, Gid)>) -> io::Result<()> {
+fn in_child(parent: Pid, user: Option<(Uid, Gid)>, join: &[RawFd]) -> io::Result<()> {
+    // Before the user switch: only root may move a process into a cgroup. "0" is the writer.
+    for &fd in join {
+        // SAFETY: the parent keeps these descriptors open until the spawn returned.
+        nix::unistd::write(unsafe { BorrowedFd::borrow_raw(fd) }, b"0")?;
+    }
     if let Some((uid, gid)) = user {
         // Group first: after setuid we would no longer be allowed to change it.
         setgroups(&[gid])?;

@@ -36,6 +36,8 @@ pub enum SetupError {
     },
     #[error("{0}")]
     Unusable(String),
+    #[error(transparent)]
+    Fault(#[from] crate::supervisor::faults::FaultError),
 }
 
 /// Where a service's output goes in a run directory: `logs/<service>.log`.

@@ -17,6 +17,7 @@ use sqlx::postgres::PgConnectOptions;
 use super::scratch::Scratch;
 use super::{find_program, io_error, is_executable, log_path, pick_port, SetupError};
 use crate::backend::{process, Command, Exit, Program, RunAs};
+use crate::supervisor::faults::Disk;
 use crate::supervisor::{Probe, ServiceSpec};
 
 /// The service's name in the topology.
@@ -73,6 +74,16 @@ pub struct Postgres {
 /// Finds the binaries, creates the cluster unless `<run dir>/postgres/data` holds one already,
 /// and builds the server's command. Nothing is left running.
 pub async fn prepare(run_dir: &Path, settings: &PostgresSettings) -> Result<Postgres, SetupError> {
+    prepare_on_disk(run_dir, settings, None).await
+}
+
+/// As [`prepare`]; with `disk` bytes, the cluster lives on a filesystem of that size (for
+/// `disk_full`), mounted before `initdb` at `<base>/disk`, and its WAL is kept small enough to fit.
+pub async fn prepare_on_disk(
+    run_dir: &Path,
+    settings: &PostgresSettings,
+    disk: Option<u64>,
+) -> Result<Postgres, SetupError> {
     let bin = bin_dir().await?;
     let user = if geteuid().is_root() {
         Some(RunAs::lookup("postgres").map_err(|error| {
@@ -94,7 +105,6 @@ pub async fn prepare(run_dir: &Path, settings: &PostgresSettings) -> Result<Post
         }
         None => (run_dir.join(NAME), None),
     };
-    let data = base.join("data");
     let sockets = base.join("sock");
     for dir in [&base, &sockets] {
         std::fs::create_dir_all(dir).map_err(io_error(dir))?;
@@ -105,6 +115,18 @@ pub async fn prepare(run_dir: &Path, settings: &PostgresSettings) -> Result<Post
     if let Some(user) = &user {
         check_reachable(&base, user)?;
     }
+    let disk = match disk {
+        Some(bytes) => Some(Arc::new(Disk::mount(
+            &base.join("disk"),
+            bytes,
+            user.as_ref(),
+        )?)),
+        None => None,
+    };
+    let data = match &disk {
+        Some(disk) => disk.path().join("data"),
+        None => base.join("data"),
+    };
     check_socket_path(&sockets)?;
 
     let log = log_path(run_dir, NAME);
@@ -135,15 +157,35 @@ pub async fn prepare(run_dir: &Path, settings: &PostgresSettings) -> Result<Post
     let command = Command::new(bin.join("postgres"), &log)
         .args(["-D", utf8(&data)?, "-k", utf8(&sockets)?])
         .args(server_args(port, settings))
+        .args(small_wal(&disk))
         .cwd(&base)
         .run_as(user)
         // Fast shutdown: SIGTERM (smart) would wait for every node to disconnect.
         .stop_signal(Signal::SIGINT);
-    Ok(Postgres {
-        data_dir: Some(data),
-        scratch,
-        ..served(command, port)
-    })
+    Ok(on_disk(
+        Postgres {
+            data_dir: Some(data),
+            scratch,
+            ..served(command, port)
+        },
+        disk,
+    ))
+}
+
+/// WAL settings for a cluster on a size-limited disk: two 16 MB segments kept, a checkpoint
+/// once 48 MB were written (the defaults, 80 MB and 1 GB, would not fit a small disk).
+fn small_wal(disk: &Option<Arc<Disk>>) -> Vec<String> {
+    let small = ["-c", "min_wal_size=32MB", "-c", "max_wal_size=48MB"];
+    match disk {
+        Some(_) => small.map(str::to_owned).into(),
+        None => Vec::new(),
+    }
+}
+
+/// `postgres` with `disk` made ready for `disk_full`.
+fn on_disk(mut postgres: Postgres, disk: Option<Arc<Disk>>) -> Postgres {
+    postgres.spec.faults.disk = disk;
+    postgres
 }
 
 /// Makes `at` (in the run directory) a symbolic link to `target`, replacing an older link.
@@ -162,17 +204,42 @@ pub fn container(
     settings: &PostgresSettings,
     image: &str,
 ) -> Result<Postgres, SetupError> {
+    container_on_disk(run_dir, settings, image, None)
+}
+
+/// As [`container`]; with `disk` bytes, the cluster (`PGDATA`) lives on a filesystem of that
+/// size mounted at `<run dir>/postgres-disk`, which the container sees through the run
+/// directory's bind mount, and its WAL is kept small enough to fit.
+pub fn container_on_disk(
+    run_dir: &Path,
+    settings: &PostgresSettings,
+    image: &str,
+    disk: Option<u64>,
+) -> Result<Postgres, SetupError> {
     let port = pick_port(settings.port)?;
-    let command = Command::new(Program::Image(image.to_owned()), log_path(run_dir, NAME))
+    let disk = match disk {
+        Some(bytes) => Some(Arc::new(Disk::mount(
+            &run_dir.join("postgres-disk"),
+            bytes,
+            None,
+        )?)),
+        None => None,
+    };
+    let mut command = Command::new(Program::Image(image.to_owned()), log_path(run_dir, NAME))
         .arg("postgres")
         .args(server_args(port, settings))
+        .args(small_wal(&disk));
+    if let Some(disk) = &disk {
+        command = command.env("PGDATA", disk.path().join("data").display().to_string());
+    }
+    let command = command
         .env("POSTGRES_USER", USER)
         .env("POSTGRES_DB", DATABASE)
         .env("POSTGRES_HOST_AUTH_METHOD", "trust")
         // A throwaway cluster, as with processes: no fsync while it is made either.
         .env("POSTGRES_INITDB_ARGS", "--no-sync")
         .stop_signal(Signal::SIGINT);
-    Ok(served(command, port))
+    Ok(on_disk(served(command, port), disk))
 }
 
 /// The server's settings on either backend: loopback only, and durable unless the plan says

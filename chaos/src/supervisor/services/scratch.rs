@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use nix::unistd::geteuid;
 
 use crate::backend::owner::Owner;
+use crate::supervisor::faults::disk;
 
 /// Every scratch directory's name starts so.
 const PREFIX: &str = "anyplay-chaos-";
@@ -27,6 +28,11 @@ impl Scratch {
     /// Removes what dead runs left in `root`, then makes `<root>/anyplay-chaos-<what>-XXXXXX`
     /// (mode 755: others may pass) marked as this process's.
     pub fn create(root: &Path, what: &str) -> io::Result<Scratch> {
+        // A dead run's tmpfs may lie in its scratch directory: unmounted first, or the
+        // directory could not be removed.
+        for left in disk::sweep() {
+            tracing::info!("unmounted {}, left by a run that died", left.display());
+        }
         for left in sweep(root) {
             tracing::info!("removed {}, left by a run that died", left.display());
         }
@@ -41,8 +47,10 @@ impl Scratch {
         &self.path
     }
 
-    /// Removes the directory and everything in it; again is a no-op.
+    /// Removes the directory and everything in it (unmounting the run's tmpfs there first);
+    /// again is a no-op.
     pub fn remove(&self) {
+        disk::unmount_below(&self.path);
         match std::fs::remove_dir_all(&self.path) {
             Ok(()) => {}
             Err(error) if error.kind() == io::ErrorKind::NotFound => {}
