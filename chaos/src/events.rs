@@ -57,6 +57,9 @@ pub enum Event {
         code: Option<i32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signal: Option<String>,
+        /// Why, when more is known than the code or signal: `"oom"` for the kernel's OOM killer.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
     },
     /// `at` is the scheduled offset in seconds, beside the actual `t`.
     ActionStart {
@@ -594,6 +597,7 @@ mod tests {
                 service: Service::Node(1),
                 code: None,
                 signal: Some("SIGKILL".into()),
+                reason: None,
             },
         };
         assert_eq!(

@@ -98,6 +98,44 @@ fn node_crash_passes_in_containers_and_the_kill_is_a_signal() {
 }
 
 #[test]
+fn resource_faults_pass_in_containers_and_leave_nothing_behind() {
+    let _turn = one_at_a_time();
+    let dir = scratch("docker-resource-faults");
+    let plan = reduced_plan("resource-faults", &dir, 200, "10s");
+    let out = dir.join("run");
+    let output = run_plan(&plan, &out, &docker_args(&[]));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "resource-faults did not pass in containers:\n{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    // Every fault ran its course: limits set and cleared, the disk filled and freed.
+    let ended: Vec<String> = events(&out)
+        .into_iter()
+        .filter(|e| e["kind"] == "action_end")
+        .map(|e| {
+            assert!(e["error"].is_null(), "a fault failed: {e}");
+            e["action"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    for action in ["cpu", "memory", "disk_full", "clock"] {
+        assert!(
+            ended.iter().any(|a| a == action),
+            "{action} never ended: {ended:?}"
+        );
+    }
+    assert_eq!(containers_of(&out), Vec::<String>::new(), "containers left");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(
+        !mounts.contains(out.to_str().unwrap()),
+        "a disk of the run is still mounted"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_sigkilled_supervisor_s_containers_go_when_the_next_run_starts() {
     let _turn = one_at_a_time();
     let dir = scratch("docker-sigkill");

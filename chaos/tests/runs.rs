@@ -78,6 +78,16 @@ fn dependency_faults_pass_on_postgres_and_nats() {
 }
 
 #[test]
+fn network_faults_pass_on_postgres_and_nats() {
+    passes("network-faults", 200);
+}
+
+#[test]
+fn resource_faults_pass_on_processes() {
+    passes("resource-faults", 200);
+}
+
+#[test]
 fn nodes_outlive_restarts_of_nats_and_postgres() {
     let _turn = one_at_a_time();
     let dir = scratch("dependency-restarts");

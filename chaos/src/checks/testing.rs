@@ -25,6 +25,7 @@ pub fn node_exit(t: f64, n: u32) -> At {
             service: Service::Node(n),
             code: None,
             signal: Some("SIGKILL".into()),
+            reason: None,
         },
     )
 }

@@ -108,6 +108,20 @@ impl fmt::Display for ServiceFault {
     }
 }
 
+impl From<ServiceFault> for crate::supervisor::ServiceFault {
+    fn from(fault: ServiceFault) -> Self {
+        use crate::supervisor::ServiceFault as Supervised;
+        match fault {
+            ServiceFault::Cpu { cores } => Supervised::Cpu { cores },
+            ServiceFault::Memory { bytes } => Supervised::Memory { bytes: bytes.0 },
+            ServiceFault::DiskFull => Supervised::DiskFull,
+            ServiceFault::Clock { offset } => Supervised::Clock {
+                offset_ms: offset.millis(),
+            },
+        }
+    }
+}
+
 /// A size in bytes, written `150MB` (10^6), `150MiB` (2^20), `64KB`, `2GiB` or a plain number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Bytes(pub u64);

@@ -12,7 +12,7 @@ pub mod raw;
 pub mod timeline;
 mod validate;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -607,6 +607,20 @@ impl Plan {
     /// operations and walks every service's state; refuses what cannot run.
     pub fn resolve(&self, seed: u64) -> Result<Timeline, PlanError> {
         timeline::resolve(self, seed)
+    }
+
+    /// The kinds of service fault each service may meet (`random-node`: every node), so it
+    /// can be made ready for them before it starts.
+    pub fn service_faults(&self) -> BTreeMap<Service, BTreeSet<ActionKind>> {
+        let mut faults: BTreeMap<Service, BTreeSet<ActionKind>> = BTreeMap::new();
+        for entry in &self.timeline {
+            if let Action::Service { target, fault, .. } = entry.action {
+                for service in timeline::services_of(target, self.services.nodes.count) {
+                    faults.entry(service).or_default().insert(fault.kind());
+                }
+            }
+        }
+        faults
     }
 
     /// Every process of the topology, in start order (stores first, then nodes).

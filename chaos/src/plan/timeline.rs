@@ -393,7 +393,7 @@ impl Walk<'_> {
 }
 
 /// The processes a (drawn) target stands for.
-fn services_of(target: Target, count: u32) -> Vec<Service> {
+pub(super) fn services_of(target: Target, count: u32) -> Vec<Service> {
     match target {
         Target::Node(n) => vec![Service::Node(n)],
         Target::Nodes | Target::RandomNode => (1..=count).map(Service::Node).collect(),

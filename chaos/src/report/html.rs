@@ -352,6 +352,7 @@ mod tests {
                     service: Service::Node(1),
                     code: None,
                     signal: Some("SIGKILL".into()),
+                    reason: None,
                 },
             ),
             (

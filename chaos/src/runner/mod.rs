@@ -361,6 +361,7 @@ async fn follow_services(
                 service,
                 code: exit.code(),
                 signal: exit.signal_name().map(str::to_owned),
+                reason: exit.oom_killed().then(|| "oom".to_owned()),
             }),
             ServiceEventKind::Paused | ServiceEventKind::Resumed | ServiceEventKind::Stopping => {
                 None

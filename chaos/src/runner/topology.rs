@@ -3,7 +3,7 @@
 //! in order and driven by the timeline's ops. The services are processes or containers, as
 //! the plan's backend says; both listen on the same loopback ports, so nothing else differs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,12 +15,15 @@ use crate::backend::docker::DockerBackend;
 use crate::backend::process::ProcessBackend;
 use crate::backend::{Command, Program};
 use crate::plan::timeline::Peer;
-use crate::plan::{Backend, DropScope, ImageSlot, Op, Plan, Route, Service, Store};
+use crate::plan::{ActionKind, Backend, DropScope, ImageSlot, Op, Plan, Route, Service, Store};
 use crate::ports::free_port;
 use crate::proxy::{Endpoint, LinkName, Proxy, ProxySet};
+use crate::supervisor::faults::Disk;
 use crate::supervisor::services::scratch::Scratch;
 use crate::supervisor::services::{log_path, nats, node, postgres};
-use crate::supervisor::{self, ServiceEvent, Supervisor};
+use crate::supervisor::{
+    self, FaultNeeds, FaultReadiness, ServiceEvent, ServiceFaultKind, Supervisor,
+};
 
 use super::{images, RunError};
 
@@ -50,6 +53,8 @@ pub struct Topology {
     /// PostgreSQL's files outside the run directory, if there: removed once it has stopped.
     /// Last, so that dropping a topology drops (kills) the services first.
     postgres_scratch: Option<Arc<Scratch>>,
+    /// The service faults the plan may set, each service made ready for its own.
+    service_faults: ServiceFaults,
 }
 
 /// What a node process runs: this very binary's hidden `node` command, so a run needs
@@ -122,9 +127,12 @@ impl Topology {
             postgres_url: None,
             nats_url: None,
             postgres_scratch: None,
+            service_faults: ServiceFaults::default(),
         };
         let nodes = plan.services.nodes.count;
         let db_connections = plan.services.nodes.db_connections.unwrap_or(8);
+        let faults = ServiceFaults::of(plan)?;
+        topology.service_faults = faults.clone();
         let mut upstreams: BTreeMap<Endpoint, (SocketAddr, String)> = BTreeMap::new();
 
         if let Some(pg) = &plan.services.postgres {
@@ -134,15 +142,22 @@ impl Topology {
                 args: pg.args.clone(),
                 durable: pg.durable.unwrap_or(true),
             };
+            let disk = faults.disk(Service::Postgres);
             let prepared = match plan.backend {
-                Backend::Process => postgres::prepare(dir, &settings).await,
-                Backend::Docker => {
-                    postgres::container(dir, &settings, &images::image(plan, ImageSlot::Postgres))
-                }
+                Backend::Process => postgres::prepare_on_disk(dir, &settings, disk).await,
+                Backend::Docker => postgres::container_on_disk(
+                    dir,
+                    &settings,
+                    &images::image(plan, ImageSlot::Postgres),
+                    disk,
+                ),
             }
             .map_err(|e| RunError::Topology(format!("postgres: {e}")))?;
             topology.postgres_scratch = prepared.scratch;
-            topology.add(Service::Postgres, prepared.spec).await?;
+            // The disk (if any) is the one `prepare` mounted under the cluster.
+            let mut spec = prepared.spec;
+            spec.faults = faults.readiness(Service::Postgres, spec.faults.disk.take());
+            topology.add(Service::Postgres, spec).await?;
             let at = addr(prepared.port);
             topology.postgres_url = Some(prepared.url.clone());
             upstreams.insert(
@@ -162,7 +177,10 @@ impl Topology {
                 }
             }
             .map_err(|e| RunError::Topology(format!("nats: {e}")))?;
-            topology.add(Service::Nats, prepared.spec).await?;
+            let spec = prepared
+                .spec
+                .ready_for(faults.readiness(Service::Nats, None));
+            topology.add(Service::Nats, spec).await?;
             topology.nats_url = Some(prepared.url.clone());
             upstreams.insert(
                 Endpoint::Nats,
@@ -194,8 +212,19 @@ impl Topology {
             } else {
                 api
             };
+            // A node that may meet `disk_full` keeps its database on a disk of its own size.
+            let disk = match faults.disk(Service::Node(n)) {
+                Some(bytes) => Some(Arc::new(
+                    Disk::mount(&dir.join(format!("{name}-data")), bytes, None)
+                        .map_err(|e| RunError::Topology(format!("{name}: {e}")))?,
+                )),
+                None => None,
+            };
+            let data_dir = disk
+                .as_ref()
+                .map_or(dir.to_owned(), |d| d.path().to_owned());
             let database_url = match plan.store {
-                Store::Sqlite => format!("sqlite:{}", dir.join("cloud.db").display()),
+                Store::Sqlite => format!("sqlite:{}", data_dir.join("cloud.db").display()),
                 Store::Postgres => url_of.get(&Endpoint::Postgres).cloned().ok_or_else(|| {
                     RunError::Topology("store: postgres needs services.postgres".into())
                 })?,
@@ -225,9 +254,9 @@ impl Topology {
             for (key, value) in &plan.services.nodes.env {
                 command = command.env(key.clone(), value.clone());
             }
-            topology
-                .add(Service::Node(n), node::spec(&name, command, ops))
-                .await?;
+            let spec =
+                node::spec(&name, command, ops).ready_for(faults.readiness(Service::Node(n), disk));
+            topology.add(Service::Node(n), spec).await?;
             topology.nodes.push(NodeAddrs {
                 name,
                 api,
@@ -358,7 +387,16 @@ impl Topology {
                     .clear(crate::proxy::LinkFault::from(fault).kind());
                 Ok(())
             }
-            Op::Squeeze { .. } | Op::Release { .. } => Err("not wired yet".into()),
+            Op::Squeeze { service, fault } => self
+                .service(service)?
+                .apply(fault.into())
+                .await
+                .map_err(|e| e.to_string()),
+            Op::Release { service, fault } => self
+                .service(service)?
+                .clear(supervisor::ServiceFault::from(fault).kind())
+                .await
+                .map_err(|e| e.to_string()),
         }
     }
 
@@ -374,6 +412,11 @@ impl Topology {
     pub async fn heal(&self) {
         self.proxies.heal_all();
         for (service, handle) in &self.services {
+            for kind in &self.service_faults.kinds(*service) {
+                if let Err(e) = handle.clear(*kind).await {
+                    tracing::warn!("clearing the {kind} of {service}: {e}");
+                }
+            }
             if handle.state() == supervisor::State::Paused {
                 if let Err(e) = handle.resume().await {
                     tracing::warn!("resuming {service}: {e}");
@@ -410,5 +453,70 @@ impl Topology {
         if let Some(scratch) = &self.postgres_scratch {
             scratch.remove();
         }
+    }
+}
+
+/// The service faults a plan may set, by service: what each must be made ready for before
+/// it starts, and what a heal clears.
+#[derive(Debug, Clone, Default)]
+struct ServiceFaults(BTreeMap<Service, BTreeSet<ActionKind>>);
+
+/// The size of the filesystem a `disk_full` fills: room for PostgreSQL's small WAL and a
+/// run's data, and a fill that takes a moment, not minutes.
+const DISK_BYTES: u64 = 256 << 20;
+
+impl ServiceFaults {
+    /// The plan's service faults, once this machine is known to have what they need (root,
+    /// the cgroup controllers, libfaketime): refused before anything starts otherwise.
+    fn of(plan: &Plan) -> Result<ServiceFaults, RunError> {
+        let faults = ServiceFaults(plan.service_faults());
+        let any = |kinds: &[ActionKind]| {
+            faults
+                .0
+                .values()
+                .any(|have| kinds.iter().any(|k| have.contains(k)))
+        };
+        FaultNeeds {
+            cgroup: plan.backend == Backend::Process && any(&[ActionKind::Cpu, ActionKind::Memory]),
+            disk: any(&[ActionKind::DiskFull]),
+            clock: any(&[ActionKind::Clock]),
+        }
+        .check()
+        .map_err(|e| RunError::Topology(format!("the plan's service faults: {e}")))?;
+        Ok(faults)
+    }
+
+    fn has(&self, service: Service, kind: ActionKind) -> bool {
+        self.0
+            .get(&service)
+            .is_some_and(|kinds| kinds.contains(&kind))
+    }
+
+    /// The size of the disk `service` keeps its data on, when it may meet `disk_full`.
+    fn disk(&self, service: Service) -> Option<u64> {
+        self.has(service, ActionKind::DiskFull)
+            .then_some(DISK_BYTES)
+    }
+
+    fn readiness(&self, service: Service, disk: Option<Arc<Disk>>) -> FaultReadiness {
+        FaultReadiness {
+            cgroup: self.has(service, ActionKind::Cpu) || self.has(service, ActionKind::Memory),
+            disk,
+            clock: self.has(service, ActionKind::Clock),
+        }
+    }
+
+    /// The supervisor's kinds of the faults `service` may meet, for a heal to clear.
+    fn kinds(&self, service: Service) -> Vec<ServiceFaultKind> {
+        let kinds = self.0.get(&service).into_iter().flatten();
+        kinds
+            .filter_map(|kind| match kind {
+                ActionKind::Cpu => Some(ServiceFaultKind::Cpu),
+                ActionKind::Memory => Some(ServiceFaultKind::Memory),
+                ActionKind::DiskFull => Some(ServiceFaultKind::DiskFull),
+                ActionKind::Clock => Some(ServiceFaultKind::Clock),
+                _ => None,
+            })
+            .collect()
     }
 }

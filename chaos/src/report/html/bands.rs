@@ -192,6 +192,7 @@ mod tests {
             service,
             code: signal.is_none().then_some(0),
             signal: signal.map(str::to_owned),
+            reason: None,
         }
     }
 
