@@ -547,12 +547,29 @@ async fn nothing_of_a_service_s_faults_outlives_its_supervisor() {
         disk: Some(Arc::new(disk)),
         clock: true,
     };
-    let (supervisor, _events) = processes();
+    let (supervisor, mut events) = processes();
     let everything = supervisor
         .add(shell(&dir, "cleanup-everything", "sleep 600", faults))
         .await
         .unwrap();
     everything.start().await.unwrap();
+    let pid = loop {
+        let event = events.recv().await.expect("a started event");
+        if let ServiceEventKind::Started(id) = event.kind {
+            break id.host_pid();
+        }
+    };
+    // libfaketime's shared memory, named after the process that loaded it first.
+    let shared = [
+        PathBuf::from(format!("/dev/shm/faketime_shm_{pid}")),
+        PathBuf::from(format!("/dev/shm/sem.faketime_sem_{pid}")),
+    ];
+    // Made as the instance starts, which may be a moment after `start` returned.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !shared.iter().all(|p| p.exists()) {
+        assert!(Instant::now() < deadline, "libfaketime made no {shared:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     everything
         .apply(ServiceFault::Clock { offset_ms: 5_000 })
         .await
@@ -579,6 +596,10 @@ async fn nothing_of_a_service_s_faults_outlives_its_supervisor() {
     assert!(
         left.iter().all(|d| !d.ends_with("cleanup-everything")),
         "{left:?}"
+    );
+    assert!(
+        shared.iter().all(|p| !p.exists()),
+        "left in /dev/shm: {shared:?}"
     );
     let _ = std::fs::remove_dir_all(&dir);
 }

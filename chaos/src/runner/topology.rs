@@ -469,7 +469,15 @@ impl ServiceFaults {
     /// The plan's service faults, once this machine is known to have what they need (root,
     /// the cgroup controllers, libfaketime): refused before anything starts otherwise.
     fn of(plan: &Plan) -> Result<ServiceFaults, RunError> {
+        supervisor::faults::remove_leftovers();
         let faults = ServiceFaults(plan.service_faults());
+        if plan.backend == Backend::Docker && faults.has(Service::Postgres, ActionKind::Clock) {
+            // The image's entrypoint starts as root and drops to `postgres`: libfaketime, loaded
+            // in both, makes its shared semaphore as root, which PostgreSQL then cannot open.
+            return Err(RunError::Topology(
+                "`clock: postgres` runs on the process backend only: in a container the entrypoint starts as root, and libfaketime's shared semaphore made there keeps PostgreSQL from starting".into(),
+            ));
+        }
         let any = |kinds: &[ActionKind]| {
             faults
                 .0

@@ -136,6 +136,9 @@ impl Service {
                 return Err(self.backend(source));
             }
         };
+        if let Some(clock) = lock(&self.inner.clock).as_ref() {
+            clock.started(started.id.host_pid());
+        }
         self.emit(ServiceEventKind::Started(started.id));
         let watcher = self.clone();
         tokio::spawn(async move {

@@ -80,9 +80,56 @@ impl Clock {
         std::fs::rename(&next, self.file())
     }
 
-    /// Removes the file and its directory; again is a no-op.
+    /// Notes an instance that loaded libfaketime, whose shared memory is removed with the clock.
+    pub fn started(&self, pid: u32) {
+        use std::io::Write;
+        let noted = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.scratch.path().join(PIDS))
+            .and_then(|mut file| writeln!(file, "{pid}"));
+        if let Err(error) = noted {
+            tracing::warn!("cannot note pid {pid} for libfaketime's clean-up: {error}");
+        }
+    }
+
+    /// Removes the file and its directory, and the shared memory libfaketime left in
+    /// `/dev/shm` for the instances; again is a no-op.
     pub fn remove(&self) {
+        remove_shared_memory(self.scratch.path());
         self.scratch.remove();
+    }
+}
+
+impl Drop for Clock {
+    fn drop(&mut self) {
+        // Before the scratch directory (a field, dropped after this) takes the pid list along.
+        remove_shared_memory(self.scratch.path());
+    }
+}
+
+/// The file in a clock's directory listing the pids of the instances that loaded libfaketime.
+const PIDS: &str = "pids";
+
+/// libfaketime (0.9.10) makes a semaphore and a shared memory object named after the first
+/// process that loads it, and never removes them: they go with the clock, or with the next
+/// run's sweep of a dead one's clock directories (call before those directories go).
+pub fn remove_shared_memory(clock_dir: &Path) {
+    let pids = std::fs::read_to_string(clock_dir.join(PIDS)).unwrap_or_default();
+    for pid in pids
+        .lines()
+        .filter_map(|line| line.trim().parse::<u32>().ok())
+    {
+        for name in [
+            format!("faketime_shm_{pid}"),
+            format!("sem.faketime_sem_{pid}"),
+        ] {
+            match std::fs::remove_file(Path::new("/dev/shm").join(&name)) {
+                Ok(()) => {}
+                Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+                Err(error) => tracing::warn!("cannot remove /dev/shm/{name}: {error}"),
+            }
+        }
     }
 }
 

@@ -90,6 +90,21 @@ pub enum FaultError {
     Cores(f64),
 }
 
+/// Removes what provably dead runs left behind (a SIGKILLed supervisor runs no clean-up):
+/// their cgroups, their tmpfs disks, and their scratch directories with the clock files in
+/// them. Every run does it at its start, whatever faults it has itself.
+pub fn remove_leftovers() {
+    for left in cgroup::sweep() {
+        tracing::info!("removed {}, left by a run that died", left.display());
+    }
+    for left in disk::sweep() {
+        tracing::info!("unmounted {}, left by a run that died", left.display());
+    }
+    for left in crate::supervisor::services::scratch::sweep(&std::env::temp_dir()) {
+        tracing::info!("removed {}, left by a run that died", left.display());
+    }
+}
+
 /// What the service faults of a run need of this machine, checked before anything starts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FaultNeeds {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use nix::unistd::geteuid;
 
 use crate::backend::owner::Owner;
-use crate::supervisor::faults::disk;
+use crate::supervisor::faults::{clock, disk};
 
 /// Every scratch directory's name starts so.
 const PREFIX: &str = "anyplay-chaos-";
@@ -67,7 +67,7 @@ impl Drop for Scratch {
 
 /// Removes the scratch directories in `root` that are ours to judge (our user's, not links) and
 /// whose marker names a provably dead owner; returns them.
-fn sweep(root: &Path) -> Vec<PathBuf> {
+pub(crate) fn sweep(root: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(root) else {
         return Vec::new();
     };
@@ -86,7 +86,11 @@ fn sweep(root: &Path) -> Vec<PathBuf> {
                 .and_then(|text| Owner::from_text(&text))
                 .is_some_and(|owner| owner.is_provably_dead())
         })
-        .filter(|path| std::fs::remove_dir_all(path).is_ok())
+        .filter(|path| {
+            // A dead run's clock directory names the shared memory libfaketime left.
+            clock::remove_shared_memory(path);
+            std::fs::remove_dir_all(path).is_ok()
+        })
         .collect()
 }
 
