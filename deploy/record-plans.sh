@@ -4,18 +4,30 @@
 # summary.md as the tool wrote them, RUNS.md naming the machine, the commit and the exact
 # commands, and README.md made from them by deploy/plans-readme.sh. The runs' histories
 # and logs stay in a scratch directory (named in RUNS.md).
-#   deploy/record-plans.sh
+#   deploy/record-plans.sh              every plan, RUNS.md written anew
+#   deploy/record-plans.sh NAME...      only those plans, their section appended to RUNS.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=results/plans
 scratch=$(mktemp -d -t anyplay-plans.XXXXXX)
-rm -rf "$out"
+if (($#)); then
+    plans=()
+    for name in "$@"; do
+        [[ -f plans/$name.yaml ]] || { echo "record-plans.sh: no plans/$name.yaml" >&2; exit 2; }
+        plans+=("plans/$name.yaml")
+    done
+    what="$*"
+else
+    rm -rf "$out"
+    plans=(plans/*.yaml)
+    what="every plan"
+fi
 mkdir -p "$out"
 cargo build --release -q -p anyplay-chaos
 commit=$(git rev-parse HEAD)
 dirty=$(git status --porcelain --untracked-files=no | wc -l)
 codes=()
-for plan in plans/*.yaml; do
+for plan in "${plans[@]}"; do
     name=$(basename "$plan" .yaml)
     echo "record-plans.sh: $plan" >&2
     code=0
@@ -26,7 +38,8 @@ for plan in plans/*.yaml; do
     codes+=("$name $code")
 done
 {
-    echo "## $(date -u +%Y-%m-%dT%H:%M:%SZ): every plan"
+    (($#)) && echo
+    echo "## $(date -u +%Y-%m-%dT%H:%M:%SZ): $what"
     echo
     echo "| | |"
     echo "|---|---|"
@@ -34,6 +47,12 @@ done
     echo "| commit | \`$commit\`$( ((dirty)) && echo " (with $dirty uncommitted changes)") |"
     echo "| machine | $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(. /etc/os-release; echo "$PRETTY_NAME") |"
     echo "| exit codes | $(IFS=,; echo "${codes[*]}" | sed 's/,/, /g') |"
-} >"$out/RUNS.md"
+} >"$out/RUNS.md.new"
+if (($#)); then
+    cat "$out/RUNS.md.new" >>"$out/RUNS.md"
+    rm "$out/RUNS.md.new"
+else
+    mv "$out/RUNS.md.new" "$out/RUNS.md"
+fi
 deploy/plans-readme.sh
 echo "results: $out (runs in $scratch)"
