@@ -17,6 +17,9 @@ static NEXT: AtomicUsize = AtomicUsize::new(0);
 /// The offset file of one faked clock, in a directory removed on drop.
 pub struct SteppedClock {
     dir: PathBuf,
+    /// Processes seen on this clock: libfaketime leaves a semaphore and a shared memory
+    /// object in /dev/shm named after each, removed on drop.
+    pids: std::sync::Mutex<Vec<u32>>,
 }
 
 impl SteppedClock {
@@ -32,7 +35,10 @@ impl SteppedClock {
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));
         std::fs::create_dir_all(&dir).expect("clock directory");
-        let clock = SteppedClock { dir };
+        let clock = SteppedClock {
+            dir,
+            pids: std::sync::Mutex::new(Vec::new()),
+        };
         clock.step(0);
         clock
     }
@@ -81,8 +87,11 @@ impl SteppedClock {
         let probe = Command::new("date")
             .arg("+%s")
             .envs(self.env())
-            .output()
+            .stdout(std::process::Stdio::piped())
+            .spawn()
             .expect("run date on the faked clock");
+        self.noted(&[node.pid(), probe.id()]);
+        let probe = probe.wait_with_output().expect("date's output");
         let shown: i64 = String::from_utf8_lossy(&probe.stdout)
             .trim()
             .parse()
@@ -101,8 +110,22 @@ impl SteppedClock {
     }
 }
 
+impl SteppedClock {
+    fn noted(&self, pids: &[u32]) {
+        self.pids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(pids);
+    }
+}
+
 impl Drop for SteppedClock {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+        let pids = self.pids.lock().unwrap_or_else(|e| e.into_inner());
+        for pid in pids.iter() {
+            let _ = std::fs::remove_file(format!("/dev/shm/faketime_shm_{pid}"));
+            let _ = std::fs::remove_file(format!("/dev/shm/sem.faketime_sem_{pid}"));
+        }
     }
 }
