@@ -103,6 +103,24 @@ mod tests {
         assert_eq!(result.value, Some(Quantity::Ratio(0.0)));
     }
 
+    /// A lasting fault (here a full disk) excuses errors while it holds and the grace after,
+    /// not later.
+    #[test]
+    fn a_full_disk_excuses_errors_only_while_it_holds() {
+        let mut events =
+            crate::checks::testing::action(10.0, 18.0, ActionKind::DiskFull, "postgres");
+        events.extend([
+            tick(9.0, 1000, 0),
+            tick(12.0, 1000, 700),
+            tick(30.0, 1000, 0),
+        ]);
+        let history: History = events.clone().into_iter().collect();
+        assert!(check(&history, 0.001, 5.0).pass);
+        events.push(tick(25.0, 1000, 50));
+        let result = check(&events.into_iter().collect(), 0.001, 5.0);
+        assert!(!result.pass, "{result:?}");
+    }
+
     #[test]
     fn errors_outside_fail_over_the_limit() {
         let events = [tick(1.0, 1000, 0), tick(2.0, 1000, 5)];

@@ -432,6 +432,66 @@ mod tests {
         );
     }
 
+    /// A CPU-starved service or a link fault on an event's way may hold a delivery past its
+    /// window; a clock, memory or disk fault gives no such leave: the change is owed.
+    #[test]
+    fn only_faults_that_hold_events_up_excuse_a_missing_delivery() {
+        let missing = |kind, target: &str| {
+            let mut events = action(9.0, 19.0, kind, target);
+            events.extend([
+                change(10.0, 1, 100, 9.9, "node-1"),
+                presence(10.1, 2, 2, 1, 1, 100),
+                presence(10.1, 3, 3, 1, 1, 99),
+            ]);
+            judge(events)
+        };
+        use crate::plan::ActionKind::*;
+        for (kind, target) in [
+            (Cpu, "node-1"),
+            (Bandwidth, "players<->node-1"),
+            (Slicer, "players<->node-1"),
+            (Timeout, "node-1<->nats"),
+        ] {
+            // Excused, not judged: with nothing else to judge the check cannot pass either.
+            let result = missing(kind, target);
+            assert_eq!(
+                result.result,
+                Verdict::Unknown,
+                "{kind} {target}: {result:?}"
+            );
+            assert!(
+                result.detail.contains("2 deliveries in a pause"),
+                "{}",
+                result.detail
+            );
+        }
+        for (kind, target) in [
+            (Clock, "node-1"),
+            (Memory, "node-1"),
+            (DiskFull, "postgres"),
+            (Cpu, "node-1"),
+        ] {
+            // The same loss, with the fault over before the change.
+            let result = if kind == Cpu {
+                let mut events = action(2.0, 5.0, kind, target);
+                events.extend([
+                    change(10.0, 1, 100, 9.9, "node-1"),
+                    presence(10.1, 2, 2, 1, 1, 100),
+                    presence(10.1, 3, 3, 1, 1, 99),
+                ]);
+                judge(events)
+            } else {
+                missing(kind, target)
+            };
+            assert_eq!(result.result, Verdict::Fail, "{kind} {target}: {result:?}");
+            assert!(
+                result.detail.contains("1 v100 → 3 (never)"),
+                "{}",
+                result.detail
+            );
+        }
+    }
+
     /// Core NATS keeps nothing for a node that is reconnecting: what a restart of it loses
     /// is owed by resync only, until the nodes are back on it; a change after that is owed.
     #[test]

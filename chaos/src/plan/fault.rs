@@ -62,6 +62,30 @@ impl fmt::Display for LinkFault {
     }
 }
 
+/// A link fault's parameters after its kind and link, as plans and timelines print them:
+/// ` drop up on 30% of connections`.
+pub(super) fn write_details(
+    f: &mut fmt::Formatter<'_>,
+    fault: &LinkFault,
+    ways: Ways,
+    share: Option<f64>,
+) -> fmt::Result {
+    match fault {
+        // A partition's mode is only worth a word when it is not the default.
+        LinkFault::Partition {
+            mode: CutMode::Hold,
+        } => {}
+        fault => write!(f, " {fault}")?,
+    }
+    if ways != Ways::Both {
+        write!(f, " {ways}")?;
+    }
+    match share {
+        Some(share) => write!(f, " on {:.0}% of connections", share * 100.0),
+        None => Ok(()),
+    }
+}
+
 impl From<LinkFault> for crate::proxy::LinkFault {
     fn from(fault: LinkFault) -> Self {
         use crate::proxy::{Latency, LinkFault as Proxy};

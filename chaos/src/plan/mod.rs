@@ -498,19 +498,7 @@ impl fmt::Display for Action {
                 duration: d,
                 ..
             } => {
-                match fault {
-                    // A partition's mode is only worth a word when it is not the default.
-                    LinkFault::Partition {
-                        mode: CutMode::Hold,
-                    } => {}
-                    fault => write!(f, " {fault}")?,
-                }
-                if *ways != Ways::Both {
-                    write!(f, " {ways}")?;
-                }
-                if let Some(share) = toxicity {
-                    write!(f, " on {:.0}% of connections", share * 100.0)?;
-                }
+                fault::write_details(f, fault, *ways, *toxicity)?;
                 write!(f, " for {}", duration::format(*d))
             }
             Action::Service {

@@ -145,19 +145,7 @@ impl fmt::Display for Op {
                 toxicity,
             } => {
                 write!(f, "{} {route}", fault.kind())?;
-                match fault {
-                    LinkFault::Partition {
-                        mode: super::CutMode::Hold,
-                    } => {}
-                    fault => write!(f, " {fault}")?,
-                }
-                if *ways != Ways::Both {
-                    write!(f, " {ways}")?;
-                }
-                match toxicity {
-                    Some(t) => write!(f, " on {:.0}% of connections", t.share * 100.0),
-                    None => Ok(()),
-                }
+                super::fault::write_details(f, fault, *ways, toxicity.map(|t| t.share))
             }
             Op::Heal { route, fault } => write!(f, "end the {} of {route}", fault.kind()),
             Op::Squeeze { service, fault } => write!(f, "{} {service} {fault}", fault.kind()),
