@@ -1,5 +1,8 @@
 //! The fault proxy over real loopback sockets: forwarding, latency, cut and reset.
 
+#[path = "support/loopback.rs"]
+mod loopback;
+
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -12,23 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::timeout;
 
-/// An echo server; counts the connections it accepted.
-async fn echo() -> (SocketAddr, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&accepted);
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            counter.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let (mut read, mut write) = stream.split();
-                let _ = tokio::io::copy(&mut read, &mut write).await;
-            });
-        }
-    });
-    (addr, accepted)
-}
+use loopback::{echo, eventually};
 
 async fn proxied_echo() -> (Proxy, Arc<AtomicUsize>) {
     let (upstream, accepted) = echo().await;
@@ -46,14 +33,6 @@ async fn round_trip(stream: &mut TcpStream, message: &[u8]) -> Vec<u8> {
         .expect("an answer in time")
         .expect("read");
     answer
-}
-
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !check() {
-        assert!(Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 #[tokio::test]

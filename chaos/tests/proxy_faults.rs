@@ -1,10 +1,12 @@
 //! The lasting faults over real loopback sockets, where what a peer sees is an RST, a FIN or
 //! nothing: drop-cuts, limit_data, timeout and toxicity.
 
+#[path = "support/loopback.rs"]
+mod loopback;
+
 use std::io::ErrorKind;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyplay_chaos::proxy::{
@@ -15,23 +17,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 
-/// An echo server; counts the connections it accepted.
-async fn echo() -> (SocketAddr, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let accepted = Arc::new(AtomicUsize::new(0));
-    let counter = Arc::clone(&accepted);
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            counter.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let (mut read, mut write) = stream.split();
-                let _ = tokio::io::copy(&mut read, &mut write).await;
-            });
-        }
-    });
-    (addr, accepted)
-}
+use loopback::{echo, eventually};
 
 /// A server that reads each connection to its end and reports what it got.
 async fn sink() -> (
@@ -82,14 +68,6 @@ async fn next_read(stream: &mut TcpStream) -> std::io::Result<usize> {
     timeout(Duration::from_secs(5), stream.read(&mut buf))
         .await
         .expect("in time")
-}
-
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !check() {
-        assert!(Instant::now() < deadline, "never: {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 #[tokio::test]
