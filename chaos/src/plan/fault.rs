@@ -7,60 +7,8 @@ use std::time::Duration;
 
 use anyplay_cloud::duration;
 
-pub use crate::proxy::{CutMode, Ways};
-
-/// A fault the proxy sets on a link until the step's `for` ends.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum LinkFault {
-    /// `hold` keeps bytes and new connections waiting; `drop` loses them, as a real partition does.
-    Partition {
-        mode: CutMode,
-    },
-    Latency {
-        ms: u32,
-        jitter: u32,
-    },
-    /// Kilobits per second (1 kbps = 125 bytes/s), per connection and direction.
-    Bandwidth {
-        kbps: u32,
-    },
-    /// A close is passed on only after `delay`.
-    SlowClose {
-        delay: Duration,
-    },
-    /// Nothing flows; each connection is closed after `after` (`None`: never).
-    Timeout {
-        after: Option<Duration>,
-    },
-    /// Each connection is closed once exactly `bytes` have passed.
-    LimitData {
-        bytes: u64,
-    },
-    /// Data goes on in pieces of `bytes`, `delay` apart.
-    Slicer {
-        bytes: u32,
-        delay: Duration,
-    },
-}
-
-impl fmt::Display for LinkFault {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LinkFault::Partition { mode } => write!(f, "{mode}"),
-            LinkFault::Latency { ms, jitter } => write!(f, "{ms}±{jitter}ms"),
-            LinkFault::Bandwidth { kbps } => write!(f, "{kbps} kbps"),
-            LinkFault::SlowClose { delay } => write!(f, "closes {} late", duration::format(*delay)),
-            LinkFault::Timeout { after: Some(after) } => {
-                write!(f, "closed after {}", duration::format(*after))
-            }
-            LinkFault::Timeout { after: None } => f.write_str("never closed"),
-            LinkFault::LimitData { bytes } => write!(f, "{bytes} bytes"),
-            LinkFault::Slicer { bytes, delay } => {
-                write!(f, "{bytes}-byte pieces {} apart", duration::format(*delay))
-            }
-        }
-    }
-}
+// A plan's link faults are the proxy's own, in the proxy's units.
+pub use crate::proxy::{CutMode, LinkFault, Ways};
 
 /// A link fault's parameters after its kind and link, as plans and timelines print them:
 /// ` drop up on 30% of connections`.
@@ -72,9 +20,7 @@ pub(super) fn write_details(
 ) -> fmt::Result {
     match fault {
         // A partition's mode is only worth a word when it is not the default.
-        LinkFault::Partition {
-            mode: CutMode::Hold,
-        } => {}
+        LinkFault::Cut(CutMode::Hold) => {}
         fault => write!(f, " {fault}")?,
     }
     if ways != Ways::Both {
@@ -83,28 +29,6 @@ pub(super) fn write_details(
     match share {
         Some(share) => write!(f, " on {:.0}% of connections", share * 100.0),
         None => Ok(()),
-    }
-}
-
-impl From<LinkFault> for crate::proxy::LinkFault {
-    fn from(fault: LinkFault) -> Self {
-        use crate::proxy::{Latency, LinkFault as Proxy};
-        let ms = |ms: u32| Duration::from_millis(ms.into());
-        match fault {
-            LinkFault::Partition { mode } => Proxy::Cut(mode),
-            LinkFault::Latency { ms: delay, jitter } => {
-                Proxy::Latency(Latency::new(ms(delay), ms(jitter)))
-            }
-            LinkFault::Bandwidth { kbps } => Proxy::Bandwidth { kbps },
-            LinkFault::SlowClose { delay } => Proxy::SlowClose { delay },
-            LinkFault::Timeout { after } => Proxy::Timeout { after },
-            LinkFault::LimitData { bytes } => Proxy::LimitData { bytes },
-            LinkFault::Slicer { bytes, delay } => Proxy::Slicer {
-                // A u32 always fits a usize on the 64-bit machines this runs on.
-                bytes: bytes as usize,
-                delay,
-            },
-        }
     }
 }
 

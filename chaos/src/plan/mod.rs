@@ -411,16 +411,17 @@ impl fmt::Display for ActionKind {
     }
 }
 
-impl LinkFault {
-    pub fn kind(&self) -> ActionKind {
-        match self {
-            LinkFault::Partition { .. } => ActionKind::Partition,
-            LinkFault::Latency { .. } => ActionKind::Latency,
-            LinkFault::Bandwidth { .. } => ActionKind::Bandwidth,
-            LinkFault::SlowClose { .. } => ActionKind::SlowClose,
-            LinkFault::Timeout { .. } => ActionKind::Timeout,
-            LinkFault::LimitData { .. } => ActionKind::LimitData,
-            LinkFault::Slicer { .. } => ActionKind::Slicer,
+impl From<crate::proxy::LinkFaultKind> for ActionKind {
+    fn from(kind: crate::proxy::LinkFaultKind) -> Self {
+        use crate::proxy::LinkFaultKind as Kind;
+        match kind {
+            Kind::Cut => ActionKind::Partition,
+            Kind::Latency => ActionKind::Latency,
+            Kind::Bandwidth => ActionKind::Bandwidth,
+            Kind::SlowClose => ActionKind::SlowClose,
+            Kind::Timeout => ActionKind::Timeout,
+            Kind::LimitData => ActionKind::LimitData,
+            Kind::Slicer => ActionKind::Slicer,
         }
     }
 }
@@ -446,7 +447,7 @@ impl Action {
             Action::Rolling { .. } => ActionKind::Rolling,
             Action::Pause { .. } => ActionKind::Pause,
             Action::Drop(_) => ActionKind::Drop,
-            Action::Link { fault, .. } => fault.kind(),
+            Action::Link { fault, .. } => fault.kind().into(),
             Action::Service { fault, .. } => fault.kind(),
         }
     }

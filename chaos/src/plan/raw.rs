@@ -546,14 +546,16 @@ fn raw_entry(at: std::time::Duration, action: &Action) -> RawEntry {
         } => {
             let pair = Some(pair(link));
             match *fault {
-                LinkFault::Partition { mode } => {
+                LinkFault::Cut(mode) => {
                     raw.partition = pair;
                     raw.mode = Some(mode.to_string());
                 }
-                LinkFault::Latency { ms, jitter } => {
+                LinkFault::Latency(latency) => {
+                    // Plans write whole milliseconds, so these always fit.
+                    let ms = |d: std::time::Duration| u32::try_from(d.as_millis()).ok();
                     raw.latency = pair;
-                    raw.ms = Some(ms);
-                    raw.jitter = Some(jitter);
+                    raw.ms = ms(latency.delay);
+                    raw.jitter = ms(latency.jitter);
                 }
                 LinkFault::Bandwidth { kbps } => {
                     raw.bandwidth = pair;
@@ -573,7 +575,7 @@ fn raw_entry(at: std::time::Duration, action: &Action) -> RawEntry {
                 }
                 LinkFault::Slicer { bytes, delay } => {
                     raw.slicer = pair;
-                    raw.bytes = Some(bytes.into());
+                    raw.bytes = i64::try_from(bytes).ok();
                     raw.delay = Some(duration::format(delay));
                 }
             }

@@ -144,10 +144,12 @@ impl fmt::Display for Op {
                 ways,
                 toxicity,
             } => {
-                write!(f, "{} {route}", fault.kind())?;
+                write!(f, "{} {route}", ActionKind::from(fault.kind()))?;
                 super::fault::write_details(f, fault, *ways, toxicity.map(|t| t.share))
             }
-            Op::Heal { route, fault } => write!(f, "end the {} of {route}", fault.kind()),
+            Op::Heal { route, fault } => {
+                write!(f, "end the {} of {route}", ActionKind::from(fault.kind()))
+            }
             Op::Squeeze { service, fault } => write!(f, "{} {service} {fault}", fault.kind()),
             Op::Release { service, fault } => {
                 write!(f, "end the {} of {service}", fault.kind())
@@ -434,7 +436,7 @@ fn holds(action: &Action, at: Duration, count: u32) -> Vec<(Resource, Duration, 
             ..
         } => routes_of(*link, count)
             .into_iter()
-            .map(|r| (Resource::Route(r, fault.kind()), at, at + *duration))
+            .map(|r| (Resource::Route(r, fault.kind().into()), at, at + *duration))
             .collect(),
         Action::Service {
             target,
@@ -734,9 +736,7 @@ mod tests {
                     node: 1,
                     peer: Peer::Postgres
                 },
-                fault: LinkFault::Partition {
-                    mode: super::super::CutMode::Hold
-                },
+                fault: LinkFault::Cut(super::super::CutMode::Hold),
                 ways: Ways::Both,
                 toxicity: None,
             }
@@ -749,9 +749,7 @@ mod tests {
                     node: 3,
                     peer: Peer::Postgres
                 },
-                fault: LinkFault::Partition {
-                    mode: super::super::CutMode::Hold
-                },
+                fault: LinkFault::Cut(super::super::CutMode::Hold),
             }
         );
     }

@@ -11,6 +11,8 @@ use std::time::Duration;
 use anyplay_cloud::duration;
 
 use super::raw::{locate, KeyPath, RawDependency, RawEntry, RawNodes, RawPlan};
+use crate::proxy::Latency;
+
 use super::{
     Action, ActionKind, Bytes, Client, ClockOffset, Dependency, Entry, Limits, Link, LinkFault,
     Load, Nodes, Plan, PlanError, Reconnect, ServiceFault, Services, Store, Target,
@@ -445,18 +447,19 @@ impl Cx<'_> {
                 Target::Node(1),
                 Target::RandomNode,
             ])?),
-            ActionKind::Partition => link_fault(LinkFault::Partition {
-                mode: p.word("mode", &raw.mode)?.unwrap_or_default(),
-            })?,
+            ActionKind::Partition => link_fault(LinkFault::Cut(
+                p.word("mode", &raw.mode)?.unwrap_or_default(),
+            ))?,
             ActionKind::Latency => {
-                let ms = p.needed("ms", raw.ms, "the added delay")?;
-                if ms == 0 {
+                let delay = p.needed("ms", raw.ms, "the added delay")?;
+                if delay == 0 {
                     return Err(self.err(&path.key("ms"), "a latency of 0 ms does nothing".into()));
                 }
-                link_fault(LinkFault::Latency {
-                    ms,
-                    jitter: raw.jitter.unwrap_or(0),
-                })?
+                let ms = |ms: u32| Duration::from_millis(ms.into());
+                link_fault(LinkFault::Latency(Latency::new(
+                    ms(delay),
+                    ms(raw.jitter.unwrap_or(0)),
+                )))?
             }
             ActionKind::Bandwidth => link_fault(LinkFault::Bandwidth {
                 kbps: p.positive("kbps", raw.kbps, "kilobits per second")?,

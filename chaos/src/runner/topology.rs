@@ -379,12 +379,11 @@ impl Topology {
                 ways,
                 toxicity,
             } => {
-                self.route(route)?.set(fault.into(), ways, toxicity);
+                self.route(route)?.set(fault, ways, toxicity);
                 Ok(())
             }
             Op::Heal { route, fault } => {
-                self.route(route)?
-                    .clear(crate::proxy::LinkFault::from(fault).kind());
+                self.route(route)?.clear(fault.kind());
                 Ok(())
             }
             Op::Squeeze { service, fault } => self

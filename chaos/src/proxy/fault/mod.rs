@@ -149,6 +149,29 @@ pub enum LinkFault {
     },
 }
 
+/// As plans and timelines print a fault's parameters: `drop`, `100±20ms`, `128 kbps`.
+impl std::fmt::Display for LinkFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use anyplay_cloud::duration::format;
+        match self {
+            LinkFault::Cut(mode) => write!(f, "{mode}"),
+            LinkFault::Latency(l) => {
+                write!(f, "{}±{}ms", l.delay.as_millis(), l.jitter.as_millis())
+            }
+            LinkFault::Bandwidth { kbps } => write!(f, "{kbps} kbps"),
+            LinkFault::SlowClose { delay } => write!(f, "closes {} late", format(*delay)),
+            LinkFault::Timeout { after: Some(after) } => {
+                write!(f, "closed after {}", format(*after))
+            }
+            LinkFault::Timeout { after: None } => f.write_str("never closed"),
+            LinkFault::LimitData { bytes } => write!(f, "{bytes} bytes"),
+            LinkFault::Slicer { bytes, delay } => {
+                write!(f, "{bytes}-byte pieces {} apart", format(*delay))
+            }
+        }
+    }
+}
+
 /// The kinds of [`LinkFault`], one slot each on a proxy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum LinkFaultKind {
