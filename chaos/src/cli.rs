@@ -67,6 +67,9 @@ pub enum Command {
         /// Directory of the runs and the summary; default results/runs/selftest-<UTC time>.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Cases run at once (each is a small cluster of its own, using about half a core).
+        #[arg(long, default_value_t = std::num::NonZeroUsize::MIN)]
+        jobs: std::num::NonZeroUsize,
     },
     /// Runs one cloud node (what a run's node processes are): takes `anyplay-cloud`'s flags.
     #[command(hide = true)]
@@ -291,6 +294,7 @@ pub fn rerun(dir: &Path, junit: Option<&Path>) -> anyhow::Result<Outcome> {
 pub fn selftest(
     cases: Vec<anyplay_chaos::selftest::Case>,
     out: Option<PathBuf>,
+    jobs: std::num::NonZeroUsize,
 ) -> anyhow::Result<Outcome> {
     use anyplay_chaos::selftest;
     let cases = if cases.is_empty() {
@@ -304,7 +308,7 @@ pub fn selftest(
     std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     raise_fd_limit();
-    let summary = runtime()?.block_on(selftest::run(&cases, &out, command))?;
+    let summary = runtime()?.block_on(selftest::run(&cases, &out, jobs, command))?;
     print!("{}", selftest::table(&summary.rows));
     println!(
         "\nself-test {}; wrote {} and {}",

@@ -45,7 +45,7 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Rerun { dir, junit } => cli::rerun(&dir, junit.as_deref()),
         Command::Compare { a, b } => cli::compare(&a, &b),
         #[cfg(feature = "seeded-defects")]
-        Command::Selftest { cases, out } => cli::selftest(cases, out),
+        Command::Selftest { cases, out, jobs } => cli::selftest(cases, out, jobs),
         Command::Node { args } => cli::node(args),
     }
 }

@@ -6,10 +6,13 @@
 //! (`ANYPLAY_SEEDED_DEFECT`); the nodes are this binary, built with the same feature.
 
 use std::fmt;
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyplay_cloud::defects::SeededDefect;
+use futures_util::StreamExt;
 use serde::Serialize;
 
 use crate::checks::{self, Verdict as CheckVerdict};
@@ -271,27 +274,45 @@ pub fn base_plan() -> Result<Plan, crate::plan::PlanError> {
     Plan::from_yaml(PLAN_YAML)
 }
 
-/// Runs each case in turn, each into `out/<case>`, and writes the summary files there.
-pub async fn run(cases: &[Case], out: &Path, command: String) -> Result<Summary, RunError> {
+/// Runs the cases, `jobs` at a time, each into `out/<case>`, and writes the summary files
+/// there. After an interrupted run no further case starts; the ones running end as they do.
+pub async fn run(
+    cases: &[Case],
+    out: &Path,
+    jobs: NonZeroUsize,
+    command: String,
+) -> Result<Summary, RunError> {
     let base = base_plan()?;
-    let mut rows = Vec::new();
-    for &case in cases {
-        let dir = out.join(case.to_string());
-        eprintln!("anyplay-chaos selftest: {case}");
-        let finished = runner::run(RunOptions {
-            plan: case.plan(&base),
-            out: Some(dir),
-            seed: None,
-            backend: None,
-            images: Vec::new(),
+    let interrupted = AtomicBool::new(false);
+    let finished: Vec<Result<Option<Row>, RunError>> = futures_util::stream::iter(cases)
+        .map(|&case| {
+            let (base, interrupted) = (&base, &interrupted);
+            async move {
+                if interrupted.load(Ordering::SeqCst) {
+                    return Ok(None);
+                }
+                eprintln!("anyplay-chaos selftest: {case}");
+                let finished = runner::run(RunOptions {
+                    plan: case.plan(base),
+                    out: Some(out.join(case.to_string())),
+                    seed: None,
+                    backend: None,
+                    images: Vec::new(),
+                })
+                .await?;
+                interrupted.fetch_or(finished.interrupted, Ordering::SeqCst);
+                let row = judge(case, &finished.report, &finished.dir);
+                eprintln!("anyplay-chaos selftest: {case}: {}", row.result);
+                Ok(Some(row))
+            }
         })
-        .await?;
-        let row = judge(case, &finished.report, &finished.dir);
-        eprintln!("anyplay-chaos selftest: {case}: {}", row.result);
-        rows.push(row);
-        if finished.interrupted {
-            break;
-        }
+        .buffered(jobs.get())
+        .collect()
+        .await;
+    // Every started run has ended (and cleaned up) before an error is reported.
+    let mut rows = Vec::new();
+    for row in finished {
+        rows.extend(row?);
     }
     let summary = Summary {
         passed: rows.len() == cases.len() && rows.iter().all(|r| r.result.expected()),
