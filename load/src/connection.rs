@@ -214,7 +214,7 @@ async fn attempt(
         Ok(Err(e)) => e.status(),
         Err(_) => Status::NoAnswer,
     };
-    shared.record(player.index, Op::WsConnect, opened, status);
+    player.record(Op::WsConnect, opened, status);
     let mut ws = match result {
         Ok(Ok(ws)) => ws,
         _ if status == Status::Http(401) => return Ended::NeedsSignIn(status),

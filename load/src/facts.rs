@@ -5,9 +5,13 @@
 //! A fleet emits them into one [`FactSink`] when somebody asked for them
 //! ([`crate::Fleet::facts`]); `anyplay-chaos` turns them into its `events.jsonl`, so nothing
 //! is rebuilt from ledgers after a run.
+//!
+//! A fact is generic over how it tells time: an [`Instant`] in the process that lived it, or
+//! µs since the Unix epoch ([`UnixMicros`]) when it travels to another process (a load agent's
+//! facts to the supervisor); [`Clock`] converts between the two.
 
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
@@ -16,19 +20,78 @@ use crate::stats::{Op, Status};
 use crate::wire::{AccountId, NodeId, Session, SessionId};
 
 /// A fact, when it happened, and whose.
-#[derive(Debug, Clone)]
-pub struct Stamped {
-    pub at: Instant,
-    /// The player's index in the fleet.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Stamped<T = Instant> {
+    pub at: T,
+    /// The player's index in the run (agents keep the index their share starts at).
     pub player: usize,
-    pub fact: Fact,
+    /// The player's account; `None` before its sign-up or sign-in answered.
+    pub account: Option<AccountId>,
+    pub fact: Fact<T>,
+}
+
+/// Microseconds since the Unix epoch on the clock of the process that lived the fact.
+pub type UnixMicros = u64;
+
+/// Converts a process's instants to Unix µs and back, from one reading of both clocks, so that
+/// a step of the wall clock during a run does not bend the facts' times.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    instant: Instant,
+    unix: UnixMicros,
+}
+
+impl Clock {
+    /// Reads both clocks now.
+    pub fn now() -> Clock {
+        Clock {
+            instant: Instant::now(),
+            unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as u64),
+        }
+    }
+
+    pub fn to_unix(&self, at: Instant) -> UnixMicros {
+        match at.checked_duration_since(self.instant) {
+            Some(after) => self.unix + after.as_micros() as u64,
+            None => self
+                .unix
+                .saturating_sub(self.instant.duration_since(at).as_micros() as u64),
+        }
+    }
+
+    /// The instant here of `unix` read on a clock `offset_us` ahead of this one (an agent's
+    /// clock offset to the supervisor, as measured when it was recruited).
+    pub fn to_instant(&self, unix: UnixMicros, offset_us: i64) -> Instant {
+        let here = unix as i64 - offset_us - self.unix as i64;
+        let span = Duration::from_micros(here.unsigned_abs());
+        if here >= 0 {
+            self.instant + span
+        } else {
+            self.instant.checked_sub(span).unwrap_or(self.instant)
+        }
+    }
+}
+
+impl<T> Stamped<T> {
+    /// The same fact with every time converted by `f`.
+    pub fn map_times<U>(self, f: impl Fn(T) -> U) -> Stamped<U> {
+        Stamped {
+            at: f(self.at),
+            player: self.player,
+            account: self.account,
+            fact: self.fact.map_times(f),
+        }
+    }
 }
 
 /// Numbers every event connection a fleet opens (the first is 1).
 pub type ConnId = u64;
 
 /// Which of an account's devices a connection belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Device {
     /// The player's own device: it reconnects by the rule.
     Primary,
@@ -46,8 +109,9 @@ impl Device {
     }
 }
 
-#[derive(Debug, Clone)]
-pub enum Fact {
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Fact<T = Instant> {
     /// An op ended ([`Status::class`] says whether it was ok, refused or failed).
     Call {
         op: Op,
@@ -61,7 +125,7 @@ pub enum Fact {
         device: Device,
         node: NodeId,
         node_index: usize,
-        opened: Instant,
+        opened: T,
     },
     /// The connection ended: a close frame's `code`, or a `cause` without one.
     Closed {
@@ -75,15 +139,15 @@ pub enum Fact {
     /// The player's activity change was acknowledged (`204`).
     PresenceSet {
         version: u64,
-        sent: Instant,
+        sent: T,
         node_index: usize,
     },
     /// A friend or session write was answered (or gave up).
-    Write(WriteFact),
+    Write(WriteFact<T>),
     /// The `GET /v1/friends` after a welcome, sent at `sent`: each friend's presence.
     Resync {
         conn: ConnId,
-        sent: Instant,
+        sent: T,
         friends: Vec<(AccountId, bool, u64)>,
     },
     /// A session as an answer showed it.
@@ -92,8 +156,78 @@ pub enum Fact {
     SignOff { for_good: bool },
 }
 
+impl<T> Fact<T> {
+    /// The same fact with every time converted by `f`.
+    pub fn map_times<U>(self, f: impl Fn(T) -> U) -> Fact<U> {
+        match self {
+            Fact::Call {
+                op,
+                status,
+                latency,
+            } => Fact::Call {
+                op,
+                status,
+                latency,
+            },
+            Fact::Welcome {
+                conn,
+                device,
+                node,
+                node_index,
+                opened,
+            } => Fact::Welcome {
+                conn,
+                device,
+                node,
+                node_index,
+                opened: f(opened),
+            },
+            Fact::Closed {
+                conn,
+                device,
+                code,
+                cause,
+            } => Fact::Closed {
+                conn,
+                device,
+                code,
+                cause,
+            },
+            Fact::Received { conn, event } => Fact::Received { conn, event },
+            Fact::PresenceSet {
+                version,
+                sent,
+                node_index,
+            } => Fact::PresenceSet {
+                version,
+                sent: f(sent),
+                node_index,
+            },
+            Fact::Write(w) => Fact::Write(WriteFact {
+                op: w.op,
+                other: w.other,
+                session: w.session,
+                outcome: w.outcome,
+                befriended: w.befriended,
+                sent: f(w.sent),
+            }),
+            Fact::Resync {
+                conn,
+                sent,
+                friends,
+            } => Fact::Resync {
+                conn,
+                sent: f(sent),
+                friends,
+            },
+            Fact::SessionView(session) => Fact::SessionView(session),
+            Fact::SignOff { for_good } => Fact::SignOff { for_good },
+        }
+    }
+}
+
 /// An event as the client read it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Received {
     pub seq: Option<u64>,
     /// The event's `type`.
@@ -158,15 +292,15 @@ impl WriteOutcome {
     }
 }
 
-#[derive(Debug, Clone)]
-pub struct WriteFact {
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WriteFact<T = Instant> {
     pub op: WriteOp,
     pub other: Option<AccountId>,
     pub session: Option<SessionId>,
     pub outcome: WriteOutcome,
     /// A friend request answered `200 friends`: it made the friendship.
     pub befriended: bool,
-    pub sent: Instant,
+    pub sent: T,
 }
 
 /// The one classification of a call's outcome, for error ratios and writes alike.
@@ -193,14 +327,84 @@ impl FactSink {
         self.sender.set(tx).ok().map(|()| rx)
     }
 
-    pub fn emit(&self, player: usize, fact: Fact) {
+    pub fn emit(&self, player: usize, account: Option<AccountId>, fact: Fact) {
         if let Some(tx) = self.sender.get() {
             // A receiver that went away wants nothing more.
             let _ = tx.send(Stamped {
                 at: Instant::now(),
                 player,
+                account,
                 fact,
             });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::{Op, Status};
+
+    fn near(a: Instant, b: Instant) -> bool {
+        let gap = if a > b { a - b } else { b - a };
+        gap <= Duration::from_micros(1)
+    }
+
+    #[test]
+    fn a_fact_crosses_to_another_process_with_its_times() {
+        let clock = Clock::now();
+        let at = Instant::now();
+        let sent = at - Duration::from_millis(250);
+        let fact = Stamped {
+            at,
+            player: 7,
+            account: Some(AccountId(42)),
+            fact: Fact::Write(WriteFact {
+                op: WriteOp::FriendAccept,
+                other: Some(AccountId(43)),
+                session: None,
+                outcome: WriteOutcome::Unknown,
+                befriended: false,
+                sent,
+            }),
+        };
+        let line = serde_json::to_string(&fact.map_times(|t| clock.to_unix(t))).unwrap();
+        let back: Stamped<UnixMicros> = serde_json::from_str(&line).unwrap();
+        // Read on the same clock: the same instants.
+        let here = back.clone().map_times(|t| clock.to_instant(t, 0));
+        assert!(near(here.at, at));
+        let Fact::Write(w) = &here.fact else {
+            panic!("{line}")
+        };
+        assert!(near(w.sent, sent));
+        assert_eq!((here.player, here.account), (7, Some(AccountId(42))));
+        // Read from a clock 2 s ahead of this one: 2 s earlier here.
+        let ahead = back.map_times(|t| clock.to_instant(t, 2_000_000));
+        assert!(near(ahead.at + Duration::from_secs(2), at));
+    }
+
+    #[test]
+    fn calls_keep_their_op_and_status_by_their_report_names() {
+        for (op, status) in [
+            (Op::FriendRequest, Status::Http(409)),
+            (Op::E2eLogin, Status::Done),
+            (Op::Cards, Status::WrongCount),
+            (Op::WsConnect, Status::NoAnswer),
+        ] {
+            let fact: Fact<UnixMicros> = Fact::Call {
+                op,
+                status,
+                latency: Duration::from_millis(3),
+            };
+            let line = serde_json::to_string(&fact).unwrap();
+            assert!(line.contains(op.name()), "{line}");
+            let Fact::Call {
+                op: o, status: s, ..
+            } = serde_json::from_str::<Fact<UnixMicros>>(&line).unwrap()
+            else {
+                panic!("{line}")
+            };
+            assert_eq!((o, s), (op, status));
         }
     }
 }

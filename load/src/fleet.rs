@@ -54,12 +54,20 @@ impl Shared {
             .clone()
     }
 
-    /// Records an op of `player` that started at `since`, and its fact.
-    pub fn record(&self, player: usize, op: Op, since: Instant, status: Status) {
+    /// Records an op of `player` (with `account`) that started at `since`, and its fact.
+    pub fn record(
+        &self,
+        player: usize,
+        account: Option<AccountId>,
+        op: Op,
+        since: Instant,
+        status: Status,
+    ) {
         let latency = since.elapsed();
         self.recorder().record(op, latency, status);
         self.emit(
             player,
+            account,
             Fact::Call {
                 op,
                 status,
@@ -68,9 +76,9 @@ impl Shared {
         );
     }
 
-    /// Emits a fact of `player`, when somebody listens.
-    pub fn emit(&self, player: usize, fact: Fact) {
-        self.facts.emit(player, fact);
+    /// Emits a fact of `player` (with `account`), when somebody listens.
+    pub fn emit(&self, player: usize, account: Option<AccountId>, fact: Fact) {
+        self.facts.emit(player, account, fact);
     }
 
     /// A number for a new event connection.

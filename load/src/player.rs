@@ -121,6 +121,17 @@ impl Player {
         self.account.get().copied()
     }
 
+    /// Emits a fact of this player, when somebody listens.
+    pub(crate) fn emit(&self, fact: Fact) {
+        self.shared.emit(self.index, self.account(), fact);
+    }
+
+    /// Records an op of this player that started at `since`, and its fact.
+    pub(crate) fn record(&self, op: Op, since: Instant, status: Status) {
+        self.shared
+            .record(self.index, self.account(), op, since, status);
+    }
+
     /// Whether one of its devices holds a welcomed event connection.
     pub fn is_online(&self) -> bool {
         self.online.load(Ordering::Acquire) || self.second_online.load(Ordering::Acquire)
@@ -213,8 +224,7 @@ impl Player {
         call: impl Future<Output = Result<Answer<T>, ClientError>>,
     ) -> Result<T, ClientError> {
         let result = call.await;
-        self.shared
-            .record(self.index, op, since, status_of(&result));
+        self.record(op, since, status_of(&result));
         result.map(|answer| answer.body)
     }
 
@@ -236,7 +246,7 @@ impl Player {
     async fn token_for(&self, op: Op, since: Instant) -> Result<String, ClientError> {
         self.access_token()
             .await
-            .inspect_err(|e| self.shared.record(self.index, op, since, e.status()))
+            .inspect_err(|e| self.record(op, since, e.status()))
     }
 
     /// The access token, refreshed first when it is near expiry.
@@ -316,7 +326,7 @@ impl Player {
             FirstAttempt::Failed(status) => status,
             FirstAttempt::Welcomed { .. } | FirstAttempt::AlreadyConnected => Status::Done,
         };
-        self.shared.record(self.index, Op::E2eLogin, since, status);
+        self.record(Op::E2eLogin, since, status);
         if let FirstAttempt::Welcomed { resync } = first {
             // Only a panic ends it early, and that was reported where it happened.
             let _ = resync.await;
@@ -397,16 +407,13 @@ impl Player {
         }
         self.online_flag(device).store(true, Ordering::Release);
         self.conn_events.fetch_add(1, Ordering::AcqRel);
-        self.shared.emit(
-            self.index,
-            Fact::Welcome {
-                conn,
-                device,
-                node,
-                node_index,
-                opened,
-            },
-        );
+        self.emit(Fact::Welcome {
+            conn,
+            device,
+            node,
+            node_index,
+            opened,
+        });
     }
 
     pub(crate) fn closed(
@@ -423,15 +430,12 @@ impl Player {
         if device == Device::Primary && lost {
             self.losses.fetch_add(1, Ordering::AcqRel);
         }
-        self.shared.emit(
-            self.index,
-            Fact::Closed {
-                conn,
-                device,
-                code,
-                cause,
-            },
-        );
+        self.emit(Fact::Closed {
+            conn,
+            device,
+            code,
+            cause,
+        });
     }
 
     /// Handles one message of event connection `conn`.
@@ -446,18 +450,15 @@ impl Player {
                 .recorder()
                 .record(Op::PresenceDelivery, delivery, Status::Done);
         }
-        self.shared.emit(
-            self.index,
-            Fact::Received {
-                conn,
-                event: Received {
-                    seq: message.seq,
-                    kind: message.kind,
-                    presence,
-                    delivery,
-                },
+        self.emit(Fact::Received {
+            conn,
+            event: Received {
+                seq: message.seq,
+                kind: message.kind,
+                presence,
+                delivery,
             },
-        );
+        });
     }
 
     /// Notes a presence version of `from`; its delivery time when it is the first sight of a
@@ -483,14 +484,11 @@ impl Player {
                 .iter()
                 .map(|f| (f.account_id, f.presence.online, f.presence.version))
                 .collect();
-            self.shared.emit(
-                self.index,
-                Fact::Resync {
-                    conn,
-                    sent,
-                    friends,
-                },
-            );
+            self.emit(Fact::Resync {
+                conn,
+                sent,
+                friends,
+            });
         }
     }
 
@@ -519,17 +517,14 @@ impl Player {
             Err(ClientError::NotSignedIn) => WriteOutcome::Refused,
             Err(e) => WriteOutcome::of(e.status()),
         };
-        self.shared.emit(
-            self.index,
-            Fact::Write(WriteFact {
-                op,
-                other,
-                session,
-                outcome,
-                befriended,
-                sent,
-            }),
-        );
+        self.emit(Fact::Write(WriteFact {
+            op,
+            other,
+            session,
+            outcome,
+            befriended,
+            sent,
+        }));
     }
 
     /// Asks `to` to be friends; a `200 friends` (they had asked already) makes the friendship.
@@ -645,14 +640,11 @@ impl Player {
             api.presence_set(&token, activity, version).await
         })
         .await?;
-        self.shared.emit(
-            self.index,
-            Fact::PresenceSet {
-                version,
-                sent,
-                node_index,
-            },
-        );
+        self.emit(Fact::PresenceSet {
+            version,
+            sent,
+            node_index,
+        });
         Ok(version)
     }
 
@@ -682,8 +674,7 @@ impl Player {
         self.wrote(op, None, session, sent, result, false);
         if let Ok(session) = result {
             lock(&self.ledger).session_acknowledged(session.id.clone());
-            self.shared
-                .emit(self.index, Fact::SessionView(session.clone()));
+            self.emit(Fact::SessionView(session.clone()));
         }
     }
 
@@ -757,7 +748,7 @@ impl Player {
             }
             other => status_of(other),
         };
-        self.shared.record(self.index, Op::Cards, since, status);
+        self.record(Op::Cards, since, status);
         result.map(drop)
     }
 
@@ -775,7 +766,7 @@ impl Player {
     /// Signs off: closes its connections itself (1000), bounded by `deadline`; `for_good`
     /// when it will not come back.
     pub async fn sign_off(&self, for_good: bool, deadline: tokio::time::Instant) {
-        self.shared.emit(self.index, Fact::SignOff { for_good });
+        self.emit(Fact::SignOff { for_good });
         self.disconnect(Device::Second, deadline).await;
         self.disconnect(Device::Primary, deadline).await;
     }

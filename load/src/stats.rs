@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use serde::{Serialize, Serializer};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::facts::CallClass;
 use crate::sync::lock;
@@ -36,6 +37,31 @@ pub enum Op {
 }
 
 impl Op {
+    pub const ALL: [Op; 17] = [
+        Op::AuthEmail,
+        Op::AuthCode,
+        Op::AuthSignup,
+        Op::WsConnect,
+        Op::E2eLogin,
+        Op::FriendsList,
+        Op::FriendRequest,
+        Op::FriendAccept,
+        Op::FriendDecline,
+        Op::FriendCancel,
+        Op::Unfriend,
+        Op::PresenceSet,
+        Op::PresenceDelivery,
+        Op::SessionCreate,
+        Op::SessionJoin,
+        Op::SessionLeave,
+        Op::Cards,
+    ];
+
+    /// The op of a contract name.
+    pub fn from_name(name: &str) -> Option<Op> {
+        Op::ALL.into_iter().find(|op| op.name() == name)
+    }
+
     /// The op's name in the JSON report.
     pub fn name(self) -> &'static str {
         match self {
@@ -70,6 +96,13 @@ impl Op {
 impl Serialize for Op {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Op {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Op::from_name(&name).ok_or_else(|| D::Error::custom(format!("no op is named {name:?}")))
     }
 }
 
@@ -112,12 +145,30 @@ impl Status {
             Status::Done => "ok".into(),
         }
     }
+
+    /// The status of a [`Status::label`].
+    pub fn from_label(label: &str) -> Option<Status> {
+        Some(match label {
+            "no_answer" => Status::NoAnswer,
+            "wrong_count" => Status::WrongCount,
+            "ok" => Status::Done,
+            code => Status::Http(code.parse().ok()?),
+        })
+    }
 }
 
 /// In the report, statuses are map keys by their label.
 impl Serialize for Status {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(&self.label())
+    }
+}
+
+impl<'de> Deserialize<'de> for Status {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let label = String::deserialize(d)?;
+        Status::from_label(&label)
+            .ok_or_else(|| D::Error::custom(format!("no status is labelled {label:?}")))
     }
 }
 

@@ -159,7 +159,7 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
     };
     let fleet = load_run.ctx.fleet.clone();
     let (stop, stopped) = watch::channel(false);
-    let recorder = players::Recorder::new(log.clone(), fleet.clone(), &topology.nodes);
+    let recorder = players::Recorder::new(log.clone(), &topology.nodes);
     let facts = fleet
         .facts()
         .ok_or_else(|| RunError::Files("the players' facts were taken already".into()))?;

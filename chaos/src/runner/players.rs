@@ -139,7 +139,6 @@ struct Account {
 /// Translates the players' facts into the history, and counts the current second.
 pub struct Recorder {
     log: EventLog,
-    fleet: Arc<Fleet>,
     /// The nodes in the target's order: a call's node index names one.
     nodes: Vec<NodeId>,
     accounts: Mutex<HashMap<u64, Account>>,
@@ -149,10 +148,9 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    pub fn new(log: EventLog, fleet: Arc<Fleet>, nodes: &[NodeAddrs]) -> Arc<Recorder> {
+    pub fn new(log: EventLog, nodes: &[NodeAddrs]) -> Arc<Recorder> {
         Arc::new(Recorder {
             log,
-            fleet,
             nodes: nodes.iter().map(|n| NodeId(n.name.clone())).collect(),
             accounts: Mutex::new(HashMap::new()),
             memberships: Mutex::new(BTreeSet::new()),
@@ -163,14 +161,6 @@ impl Recorder {
     /// Takes the counts of the second that just ended.
     pub fn take_second(&self) -> Second {
         std::mem::take(&mut *lock(&self.second))
-    }
-
-    fn account(&self, player: usize) -> Option<u64> {
-        self.fleet
-            .players()
-            .get(player)
-            .and_then(|p| p.account())
-            .map(|a| a.0)
     }
 
     fn node(&self, index: usize) -> NodeId {
@@ -207,7 +197,9 @@ impl Recorder {
     }
 
     fn on(&self, stamped: Stamped) {
-        let Stamped { at, player, fact } = stamped;
+        let Stamped {
+            at, account, fact, ..
+        } = stamped;
         let seconds = |i: std::time::Instant| self.log.seconds(i);
         // Calls come before sign-in; everything else is of a signed-in account.
         if let Fact::Call {
@@ -221,7 +213,7 @@ impl Recorder {
             }
             return;
         }
-        let Some(account) = self.account(player) else {
+        let Some(account) = account.map(|a| a.0) else {
             return;
         };
         let event = match fact {
