@@ -7,6 +7,7 @@
 //! # Layout
 //!
 //! - [`settings`]: raw command-line flags, then validated [`Settings`]; bad settings never start a run.
+//! - [`budget`]: the sockets a run's processes will hold, against the open-file limit.
 //! - [`target`]: what a run plays against ([`Target`]): node endpoints, where sign-in codes come
 //!   from ([`CodeSource`]), and optional control over nodes ([`NodeControl`]).
 //! - [`mail_log`]: the external [`CodeSource`], tailing the cloud's mail-log file.
@@ -28,6 +29,7 @@
 //! - [`provenance`]: the machine and the commit a run came from (load reports and chaos runs).
 //! - [`runner`]: a whole run, in the order the contract fixes.
 
+pub mod budget;
 pub mod choices;
 pub mod client;
 pub mod connection;

@@ -10,7 +10,7 @@ use anyplay_load::inprocess::InProcess;
 use anyplay_load::progress::Progress;
 use anyplay_load::report::{json, table};
 use anyplay_load::settings::{Args, Mode, Settings};
-use anyplay_load::{runner, Target};
+use anyplay_load::{budget, runner, Target};
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -27,9 +27,16 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    // Thousands of players need thousands of sockets: take the whole hard limit.
-    if let Err(e) = anyplay_cloud::raise_fd_limit() {
-        tracing::warn!("could not raise the open-files limit: {e}");
+    // Thousands of players need thousands of sockets: take the whole hard limit, and refuse
+    // a run that needs more before it starts.
+    match budget::open_file_limit() {
+        Ok(limit) => {
+            if let Err(e) = budget::check(&budget::of_load_run(&settings), limit) {
+                eprintln!("anyplay-load: refused: {e}");
+                return ExitCode::from(2);
+            }
+        }
+        Err(e) => tracing::warn!("could not raise the open-files limit: {e}"),
     }
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,

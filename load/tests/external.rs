@@ -248,6 +248,8 @@ async fn bad_settings_are_refused_before_anything_starts() {
             "--cards-size",
         ),
         (vec!["--storm", "kill-node"], "--storm"),
+        // Two sockets a player in process: more than any process may open.
+        (vec!["--players", "1000000"], "sockets for 1000000 players"),
         (
             vec![
                 "--url",

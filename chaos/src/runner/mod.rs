@@ -45,6 +45,8 @@ pub enum RunError {
     Load(#[from] anyplay_load::LoadError),
     #[error("the run directory: {0}")]
     Files(String),
+    #[error("the run needs more sockets than a process may open: {0}")]
+    Sockets(#[from] anyplay_load::budget::TooManySockets),
     #[error("the report: {0}")]
     Report(#[from] report::ReportError),
 }
@@ -104,6 +106,10 @@ fn prepare(options: RunOptions) -> Result<(Plan, PathBuf), RunError> {
     }
     // Another seed can make the timeline impossible: refuse before anything starts.
     plan.resolve(plan.seed)?;
+    // So can a plan too big for this machine's processes.
+    if let Ok(limit) = anyplay_load::budget::open_file_limit() {
+        anyplay_load::budget::check(&players::sockets(&plan), limit)?;
+    }
     for image in &options.images {
         plan = plan.with_image(image);
     }

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use anyplay_load::budget::{Devices, Holder};
 use anyplay_load::facts::{CloseCause, Fact, Stamped};
 use anyplay_load::mail_log::{MailLog, DEFAULT_WAIT};
 use anyplay_load::reconnect::{ReconnectMode, REPLACED};
@@ -21,7 +22,7 @@ use hdrhistogram::Histogram;
 use tokio::sync::mpsc;
 
 use crate::events::{Event, EventLog, FriendList, FriendPresence, Membership, SessionView, Write};
-use crate::plan::{Plan, Reconnect};
+use crate::plan::{Backend, Plan, Reconnect};
 use crate::sync::lock;
 
 use super::topology::{NodeAddrs, MAIL_LOG};
@@ -86,6 +87,27 @@ pub fn settings(plan: &Plan, duration: Duration) -> Settings {
         },
         ..defaults
     }
+}
+
+/// The processes of this machine that hold the players' sockets: the supervisor (the
+/// players, and both ends of each proxied connection), and each node process (containers
+/// have the engine's limits).
+pub fn sockets(plan: &Plan) -> Vec<Holder> {
+    let load = &plan.load;
+    let devices = Devices {
+        second: load.second_devices,
+    };
+    let players = u64::from(load.players);
+    let per_player = if load.through_proxy { 3 } else { 1 };
+    let mut holders = vec![Holder::new("the supervisor", players, devices, per_player)];
+    if plan.backend == Backend::Process {
+        let nodes = u64::from(plan.services.nodes.count.max(1));
+        holders.extend(
+            (1..=nodes)
+                .map(|n| Holder::new(format!("node-{n}"), players.div_ceil(nodes), devices, 1)),
+        );
+    }
+    holders
 }
 
 /// The nodes as the players reach them, with sign-in codes from the nodes' mail log.
@@ -465,6 +487,20 @@ mod tests {
     fn node_crash() -> Plan {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plans/node-crash.yaml");
         Plan::load(&path).expect("plans/node-crash.yaml")
+    }
+
+    #[test]
+    fn a_plan_too_big_for_one_supervisor_is_refused_before_it_starts() {
+        let mut plan = node_crash();
+        plan.load.players = 8_000;
+        plan.load.through_proxy = true;
+        plan.load.second_devices = 0.0;
+        let refused = anyplay_load::budget::check(&sockets(&plan), 20_000).unwrap_err();
+        let names: Vec<&str> = refused.over.iter().map(|h| h.name.as_str()).collect();
+        // 24,000 sockets in the supervisor; 4,000 players per node fit.
+        assert_eq!(names, ["the supervisor"]);
+        plan.load.through_proxy = false;
+        assert_eq!(anyplay_load::budget::check(&sockets(&plan), 20_000), Ok(()));
     }
 
     #[test]
