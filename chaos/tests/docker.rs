@@ -12,7 +12,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use containers::containers_of;
-use support::{chaos, one_at_a_time, reduced_plan, report, run_plan, scratch};
+use support::{a_run_turn, chaos, reduced_plan, report, run_plan, scratch};
 
 /// The local images, for a machine that cannot pull the plans' upstream ones.
 const LOCAL_IMAGES: [&str; 6] = [
@@ -41,7 +41,7 @@ fn events(out: &Path) -> Vec<serde_json::Value> {
 
 #[test]
 fn node_crash_passes_in_containers_and_the_kill_is_a_signal() {
-    let _turn = one_at_a_time();
+    let _turn = a_run_turn();
     let dir = scratch("docker-node-crash");
     let plan = reduced_plan("node-crash", &dir, 200, "10s");
     // And a pause of NATS before the kill: docker pause / unpause.
@@ -99,7 +99,7 @@ fn node_crash_passes_in_containers_and_the_kill_is_a_signal() {
 
 #[test]
 fn resource_faults_pass_in_containers_and_leave_nothing_behind() {
-    let _turn = one_at_a_time();
+    let _turn = a_run_turn();
     let dir = scratch("docker-resource-faults");
     let plan = reduced_plan("resource-faults", &dir, 200, "10s");
     let out = dir.join("run");
@@ -137,7 +137,7 @@ fn resource_faults_pass_in_containers_and_leave_nothing_behind() {
 
 #[test]
 fn a_sigkilled_supervisor_s_containers_go_when_the_next_run_starts() {
-    let _turn = one_at_a_time();
+    let _turn = a_run_turn();
     let dir = scratch("docker-sigkill");
     let plan = reduced_plan("node-crash", &dir, 20, "5s");
     let first = dir.join("first");

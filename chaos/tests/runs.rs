@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use support::{chaos, one_at_a_time, reduced_plan, report, run_plan, scratch};
+use support::{a_run_turn, chaos, reduced_plan, report, run_plan, scratch};
 
 /// Runs a reduced plan and asserts a pass, with every check and the files a run writes.
 fn passes(name: &str, players: u32) {
-    let _turn = one_at_a_time();
+    let _turn = a_run_turn();
     let dir = scratch(name);
     let plan = reduced_plan(name, &dir, players, "10s");
     let out = dir.join("run");
@@ -89,7 +89,7 @@ fn resource_faults_pass_on_processes() {
 
 #[test]
 fn nodes_outlive_restarts_of_nats_and_postgres() {
-    let _turn = one_at_a_time();
+    let _turn = a_run_turn();
     let dir = scratch("dependency-restarts");
     let plan = reduced_plan("dependency-restarts", &dir, 100, "15s");
     let out = dir.join("run");
@@ -160,7 +160,7 @@ fn processes_naming(dir: &Path) -> Vec<String> {
 
 #[test]
 fn a_sigkilled_supervisor_leaves_no_process_behind() {
-    let _turn = one_at_a_time();
+    let _turn = a_run_turn();
     let dir = scratch("sigkill");
     let plan = reduced_plan("node-crash", &dir, 50, "5s");
     // A client whose background child the parent-death signal alone would not reach.
@@ -266,7 +266,7 @@ fn ends_within(supervisor: &mut std::process::Child, limit: Duration) -> Duratio
 /// a second signal ends the run at once; either way the report covers what ran.
 #[test]
 fn ctrl_c_in_a_lasting_partition_ends_soon_and_a_second_one_at_once() {
-    let _turn = one_at_a_time();
+    let _turn = a_run_turn();
     let dir = scratch("interrupt");
     let plan = reduced_plan("players-partition", &dir, 60, "5s");
     let mut yaml: serde_yaml::Value =
