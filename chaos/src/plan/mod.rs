@@ -136,6 +136,18 @@ pub struct Load {
     pub churn_rate: f64,
     /// The share of players that also open a second device (0 to 1).
     pub second_devices: f64,
+    /// Load agents that play the players instead of the supervisor.
+    pub agents: Option<Agents>,
+}
+
+/// Players played by load agents, which take their work over NATS.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Agents {
+    pub count: std::num::NonZeroU32,
+    /// The supervisor starts them itself, as processes it supervises.
+    pub local: bool,
+    /// The NATS where agents wait for work; `None`: the run's own.
+    pub nats: Option<String>,
 }
 
 /// A real client program that rides through the run; its exit code is a check of its own.

@@ -96,6 +96,12 @@ pub struct RawLoad {
     pub churn_rate: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub second_devices: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agents: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agents_local: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nats: Option<String>,
 }
 
 /// One timeline entry: `at` plus exactly one action key and that action's parameters.
@@ -483,6 +489,9 @@ impl From<&Plan> for RawPlan {
                 friend_rate: Some(load.friend_rate),
                 churn_rate: Some(load.churn_rate),
                 second_devices: Some(load.second_devices),
+                agents: load.agents.as_ref().map(|a| a.count.get()),
+                agents_local: load.agents.as_ref().map(|a| a.local),
+                nats: load.agents.as_ref().and_then(|a| a.nats.clone()),
             }),
             timeline: plan
                 .timeline

@@ -6,6 +6,7 @@
 //! NATS; NATS only links nodes that share PostgreSQL, so it is refused with `store: sqlite`.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::num::NonZeroU32;
 use std::time::Duration;
 
 use anyplay_cloud::duration;
@@ -14,8 +15,8 @@ use super::raw::{locate, KeyPath, RawDependency, RawEntry, RawNodes, RawPlan};
 use crate::proxy::Latency;
 
 use super::{
-    Action, ActionKind, Bytes, Client, ClockOffset, Dependency, Entry, Limits, Link, LinkFault,
-    Load, Nodes, Plan, PlanError, Reconnect, ServiceFault, Services, Store, Target,
+    Action, ActionKind, Agents, Bytes, Client, ClockOffset, Dependency, Entry, Limits, Link,
+    LinkFault, Load, Nodes, Plan, PlanError, Reconnect, ServiceFault, Services, Store, Target,
 };
 
 /// Defaults for keys a plan may leave out.
@@ -54,7 +55,7 @@ pub fn validate(raw: RawPlan, src: &str) -> Result<Plan, PlanError> {
         nodes: cx.nodes(raw_services.nodes.unwrap_or_default())?,
     };
     cx.topology(store, raw.store.is_some(), &services)?;
-    let load = cx.load(raw.load)?;
+    let load = cx.load(raw.load, &services)?;
 
     let timeline_path = root.key("timeline");
     let mut timeline = Vec::with_capacity(raw.timeline.len());
@@ -242,7 +243,11 @@ impl Cx<'_> {
         Ok(())
     }
 
-    fn load(&self, raw: Option<super::raw::RawLoad>) -> Result<Load, PlanError> {
+    fn load(
+        &self,
+        raw: Option<super::raw::RawLoad>,
+        services: &Services,
+    ) -> Result<Load, PlanError> {
         let path = KeyPath::default().key("load");
         let Some(raw) = raw else {
             return Err(self.err(
@@ -279,7 +284,9 @@ impl Cx<'_> {
                 format!("must be a share from 0 to 1, got {second_devices}"),
             ));
         }
+        let agents = self.agents(&raw, services, &path)?;
         Ok(Load {
+            agents,
             friend_rate,
             churn_rate,
             second_devices,
@@ -292,6 +299,67 @@ impl Cx<'_> {
             cards_rate: raw.cards_rate.unwrap_or(0),
             through_proxy: raw.through_proxy.unwrap_or(false),
         })
+    }
+
+    /// `agents`, `agents_local` and `nats` of the load section.
+    fn agents(
+        &self,
+        raw: &super::raw::RawLoad,
+        services: &Services,
+        path: &KeyPath,
+    ) -> Result<Option<Agents>, PlanError> {
+        let Some(count) = raw.agents else {
+            for (key, set) in [
+                ("agents_local", raw.agents_local.is_some()),
+                ("nats", raw.nats.is_some()),
+            ] {
+                if set {
+                    return Err(self.err(
+                        &path.key(key),
+                        format!("`{key}` is about load agents: set `agents: N` too"),
+                    ));
+                }
+            }
+            return Ok(None);
+        };
+        let Some(count) = NonZeroU32::new(count) else {
+            return Err(self.err(
+                &path.key("agents"),
+                "at least one agent (leave `agents` out to play the players in the supervisor)"
+                    .into(),
+            ));
+        };
+        let local = raw.agents_local.unwrap_or(false);
+        if let Some(url) = &raw.nats {
+            let fine = url
+                .strip_prefix("nats://")
+                .and_then(|rest| rest.rsplit_once(':'))
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+            if !fine {
+                return Err(self.err(
+                    &path.key("nats"),
+                    format!("`{url}` is not a NATS address (nats://HOST:PORT)"),
+                ));
+            }
+        } else if services.nats.is_none() {
+            return Err(self.err(
+                &path.key("agents"),
+                "agents take their work over NATS: declare `services.nats`, or give `load.nats`"
+                    .into(),
+            ));
+        } else if !local && services.nats.as_ref().is_some_and(|n| n.port.is_none()) {
+            return Err(self.err(
+                &path.key("agents"),
+                "agents outside the run cannot find the run's NATS on a new port each run: \
+                 set `agents_local: true`, `services.nats.port`, or `load.nats`"
+                    .into(),
+            ));
+        }
+        Ok(Some(Agents {
+            count,
+            local,
+            nats: raw.nats.clone(),
+        }))
     }
 
     fn limits(&self, raw: super::raw::RawChecks) -> Result<Limits, PlanError> {
@@ -810,6 +878,51 @@ mod tests {
     }
 
     const SINGLE: &str = "name: one\nload: {players: 10, through_proxy: true}\n";
+
+    #[test]
+    fn load_agents_are_validated_with_line_and_key() {
+        let cluster = |load: &str| {
+            format!(
+                "name: x\nstore: postgres\nservices:\n  postgres: {{}}\n  nats: {{}}\n  nodes: {{count: 2}}\nload:\n  players: 10\n{load}"
+            )
+        };
+        let plan = check(&cluster("  agents: 2\n  agents_local: true\n")).unwrap();
+        let agents = plan.load.agents.clone().unwrap();
+        assert_eq!(
+            (agents.count.get(), agents.local, agents.nats),
+            (2, true, None)
+        );
+        // What is written reads back the same.
+        assert_eq!(check(&plan.to_yaml()).unwrap(), plan);
+        let outside = check(&cluster("  agents: 4\n  nats: nats://127.0.0.1:4222\n")).unwrap();
+        assert_eq!(
+            outside.load.agents.unwrap().nats.as_deref(),
+            Some("nats://127.0.0.1:4222")
+        );
+        for (load, line, key, says) in [
+            ("  agents: 0\n", 9, "load.agents", "at least one agent"),
+            (
+                "  agents_local: true\n",
+                9,
+                "load.agents_local",
+                "set `agents: N`",
+            ),
+            (
+                "  agents: 2\n  nats: 127.0.0.1\n",
+                10,
+                "load.nats",
+                "nats://HOST:PORT",
+            ),
+            ("  agents: 2\n", 9, "load.agents", "agents_local: true"),
+        ] {
+            let (l, k, message) = refused(&cluster(load));
+            assert_eq!((l, k.as_str()), (line, key), "{load}: {message}");
+            assert!(message.contains(says), "{load}: {message}");
+        }
+        let (_, key, message) = refused("name: one\nload: {players: 10, agents: 2}\n");
+        assert_eq!(key, "load.agents");
+        assert!(message.contains("services.nats"), "{message}");
+    }
 
     #[test]
     fn a_minimal_plan_takes_the_defaults() {

@@ -106,6 +106,11 @@ fn prepare(options: RunOptions) -> Result<(Plan, PathBuf), RunError> {
     }
     // Another seed can make the timeline impossible: refuse before anything starts.
     plan.resolve(plan.seed)?;
+    if plan.load.agents.is_some() {
+        return Err(RunError::Topology(
+            "load.agents: this supervisor cannot hand players to load agents yet".into(),
+        ));
+    }
     // So can a plan too big for this machine's processes.
     if let Ok(limit) = anyplay_load::budget::open_file_limit() {
         anyplay_load::budget::check(&players::sockets(&plan), limit)?;

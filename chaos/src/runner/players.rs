@@ -89,17 +89,32 @@ pub fn settings(plan: &Plan, duration: Duration) -> Settings {
     }
 }
 
-/// The processes of this machine that hold the players' sockets: the supervisor (the
-/// players, and both ends of each proxied connection), and each node process (containers
-/// have the engine's limits).
+/// The processes of this machine that hold the players' sockets: the supervisor (both ends of
+/// each proxied connection, and the players themselves unless agents play them), local
+/// agents, and each node process (containers have the engine's limits).
 pub fn sockets(plan: &Plan) -> Vec<Holder> {
     let load = &plan.load;
     let devices = Devices {
         second: load.second_devices,
     };
     let players = u64::from(load.players);
-    let per_player = if load.through_proxy { 3 } else { 1 };
-    let mut holders = vec![Holder::new("the supervisor", players, devices, per_player)];
+    let proxied = if load.through_proxy { 2 } else { 0 };
+    let mut holders = Vec::new();
+    match &load.agents {
+        None => holders.push(Holder::new("the supervisor", players, devices, 1 + proxied)),
+        Some(agents) => {
+            if proxied > 0 {
+                holders.push(Holder::new("the supervisor", players, devices, proxied));
+            }
+            if agents.local {
+                let count = u64::from(agents.count.get());
+                let share = players.div_ceil(count);
+                holders.extend(
+                    (1..=count).map(|n| Holder::new(format!("agent-{n}"), share, devices, 1)),
+                );
+            }
+        }
+    }
     if plan.backend == Backend::Process {
         let nodes = u64::from(plan.services.nodes.count.max(1));
         holders.extend(
@@ -501,6 +516,29 @@ mod tests {
         assert_eq!(names, ["the supervisor"]);
         plan.load.through_proxy = false;
         assert_eq!(anyplay_load::budget::check(&sockets(&plan), 20_000), Ok(()));
+    }
+
+    #[test]
+    fn local_agents_take_the_players_sockets_from_the_supervisor() {
+        let mut plan = node_crash();
+        plan.services.nodes.count = 4;
+        plan.load.players = 50_000;
+        plan.load.second_devices = 0.0;
+        plan.load.through_proxy = false;
+        plan.load.agents = Some(crate::plan::Agents {
+            count: std::num::NonZeroU32::new(4).unwrap(),
+            local: true,
+            nats: None,
+        });
+        // 12,500 a process: agents and nodes alike.
+        assert_eq!(anyplay_load::budget::check(&sockets(&plan), 20_000), Ok(()));
+        let holders = sockets(&plan);
+        assert!(holders.iter().all(|h| h.sockets == 12_500), "{holders:?}");
+        // Through the proxy, the supervisor holds two ends of each: too many.
+        plan.load.through_proxy = true;
+        let refused = anyplay_load::budget::check(&sockets(&plan), 20_000).unwrap_err();
+        assert_eq!(refused.over[0].name, "the supervisor");
+        assert_eq!(refused.over[0].sockets, 100_000);
     }
 
     #[test]
