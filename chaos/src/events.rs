@@ -203,40 +203,14 @@ pub struct Write {
 
 pub use anyplay_load::facts::{WriteOp, WriteOutcome};
 
+/// The final reads' records, as the players (in this process or on agents) read them.
+pub use anyplay_load::final_reads::{FriendList, Membership, SessionView};
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FriendPresence {
     pub account: u64,
     pub online: bool,
     pub version: u64,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SessionView {
-    pub account: u64,
-    pub session: String,
-    pub leader: u64,
-    pub members: Vec<u64>,
-    pub max_members: u32,
-}
-
-/// One player's friends at the end, and which of them the cloud showed online.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FriendList {
-    pub account: u64,
-    pub friends: Vec<u64>,
-    #[serde(default)]
-    pub online: Vec<u64>,
-}
-
-/// Whether `account` is a member of `session` at the end (`GET /v1/sessions/{id}` as that
-/// account: 200 listing it, or 404), with the session as it answered.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Membership {
-    pub account: u64,
-    pub session: String,
-    pub member: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub view: Option<SessionView>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

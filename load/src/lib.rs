@@ -19,6 +19,7 @@
 //! - [`planned`]: the schedule those choices give, per player, from the settings alone.
 //! - [`ledger`]: what a player knows of its friends and session, to choose whom to play with.
 //! - [`facts`]: what players live through, emitted as it happens (the history chaos records).
+//! - [`final_reads`]: what players read at the end of a chaos run (friends, sessions, connections).
 //! - [`player`], [`connection`] and [`fleet`]: players, their devices' event sockets, and the set
 //!   of them with its facts and the `drop_all` fault.
 //! - [`schedule`]: the open-loop scheduler; [`stats`]: HdrHistograms per op, merged exactly.
@@ -35,6 +36,7 @@ pub mod client;
 pub mod connection;
 pub mod error;
 pub mod facts;
+pub mod final_reads;
 pub mod fleet;
 pub mod generator;
 pub mod inprocess;

@@ -9,19 +9,19 @@ use std::time::Duration;
 
 use anyplay_load::budget::{Devices, Holder};
 use anyplay_load::facts::{CloseCause, Fact, Stamped};
+use anyplay_load::final_reads::{self, FinalReads};
 use anyplay_load::mail_log::{MailLog, DEFAULT_WAIT};
 use anyplay_load::reconnect::{ReconnectMode, REPLACED};
 use anyplay_load::settings::{
     CardSettings, Mode, PresenceSettings, Scenario, SessionSettings, Settings, TrafficSettings,
 };
 use anyplay_load::stats;
-use anyplay_load::wire::{NodeId, Session, SessionId};
-use anyplay_load::{Fleet, NodeEndpoint, Player, Target};
-use futures_util::StreamExt;
+use anyplay_load::wire::{NodeId, SessionId};
+use anyplay_load::{Fleet, NodeEndpoint, Target};
 use hdrhistogram::Histogram;
 use tokio::sync::mpsc;
 
-use crate::events::{Event, EventLog, FriendList, FriendPresence, Membership, SessionView, Write};
+use crate::events::{Event, EventLog, FriendPresence, SessionView, Write};
 use crate::plan::{Backend, Plan, Reconnect};
 use crate::sync::lock;
 
@@ -34,8 +34,7 @@ const SESSION_SIZE: u32 = 4;
 const SESSION_HOLD: Duration = Duration::from_secs(3);
 /// Accounts per gamer-card call.
 const CARDS_SIZE: usize = 20;
-/// Final reads at once, and how long they may take together.
-const FINAL_READS_AT_ONCE: usize = 32;
+/// How long the final reads may take together.
 pub const FINAL_READS_LIMIT: Duration = Duration::from_secs(60);
 
 /// The load settings of the plan, with its rates running for `duration` and its seed drawing
@@ -385,20 +384,10 @@ impl Recorder {
                     })
                     .collect(),
             },
-            Fact::SessionView(session) => Event::SessionView(view(account, &session)),
+            Fact::SessionView(session) => Event::SessionView(SessionView::of(account, &session)),
             Fact::SignOff { for_good } => Event::SignOff { account, for_good },
         };
         self.write(at, event);
-    }
-}
-
-fn view(account: u64, session: &Session) -> SessionView {
-    SessionView {
-        account,
-        session: session.id.0.clone(),
-        leader: session.leader.0,
-        members: session.members.iter().map(|m| m.0).collect(),
-        max_members: session.max_members,
     }
 }
 
@@ -407,58 +396,14 @@ fn view(account: u64, session: &Session) -> SessionView {
 /// a connection (or none) all through the reads. What was not read in time is left out, and
 /// the checks count it as not read.
 pub async fn record_final_state(log: &EventLog, recorder: &Recorder, fleet: &Fleet) {
-    let players: Vec<&Arc<Player>> = fleet
-        .players()
-        .iter()
-        .filter(|p| p.account().is_some())
-        .collect();
-    let before: Vec<(bool, u64)> = players.iter().map(|p| p.connection_state()).collect();
-    let friends = Mutex::new(Vec::new());
-    let memberships = Mutex::new(Vec::new());
     let pairs: Vec<(u64, SessionId)> = lock(&recorder.memberships).iter().cloned().collect();
-    let reads = async {
-        let memberships = &memberships;
-        futures_util::stream::iter(players.iter())
-            .for_each_concurrent(FINAL_READS_AT_ONCE, |player| async {
-                let Some(me) = player.account() else { return };
-                match player.list_friends(std::time::Instant::now()).await {
-                    Ok(view) => lock(&friends).push(FriendList {
-                        account: me.0,
-                        friends: view.friends.iter().map(|f| f.account_id.0).collect(),
-                        online: view
-                            .friends
-                            .iter()
-                            .filter(|f| f.presence.online)
-                            .map(|f| f.account_id.0)
-                            .collect(),
-                    }),
-                    Err(e) => tracing::warn!("final friends of {me}: {e}"),
-                }
-            })
-            .await;
-        futures_util::stream::iter(pairs.iter())
-            .for_each_concurrent(FINAL_READS_AT_ONCE, |(account, session)| async move {
-                let Some(player) = fleet.by_account(anyplay_load::wire::AccountId(*account)) else {
-                    return;
-                };
-                match player.session(session).await {
-                    Ok(found) => lock(memberships).push(Membership {
-                        account: *account,
-                        session: session.0.clone(),
-                        member: found
-                            .as_ref()
-                            .is_some_and(|s| s.members.iter().any(|m| m.0 == *account)),
-                        view: found.as_ref().map(|s| view(*account, s)),
-                    }),
-                    Err(e) => tracing::warn!("final session {session} of {account}: {e}"),
-                }
-            })
-            .await;
-    };
-    if tokio::time::timeout(FINAL_READS_LIMIT, reads)
-        .await
-        .is_err()
-    {
+    let reads = final_reads::read(fleet, &pairs, FINAL_READS_LIMIT).await;
+    record_final_reads(log, reads);
+}
+
+/// Writes the final reads into the history, with a note when they did not all end in time.
+pub fn record_final_reads(log: &EventLog, reads: FinalReads) {
+    if reads.late {
         let _ = log.record(Event::Note {
             text: format!(
                 "the final reads took longer than {}s: what was not read is not judged",
@@ -466,30 +411,11 @@ pub async fn record_final_state(log: &EventLog, recorder: &Recorder, fleet: &Fle
             ),
         });
     }
-    let (mut connected, mut offline) = (Vec::new(), Vec::new());
-    for (player, before) in players.iter().zip(before) {
-        let (Some(account), after) = (player.account(), player.connection_state()) else {
-            continue;
-        };
-        if before == after {
-            if after.0 {
-                connected.push(account.0);
-            } else {
-                offline.push(account.0);
-            }
-        }
-    }
-    let mut friends = friends.into_inner().unwrap_or_else(|p| p.into_inner());
-    friends.sort_by_key(|f| f.account);
-    let mut memberships = memberships.into_inner().unwrap_or_else(|p| p.into_inner());
-    memberships.sort_by(|a, b| (a.account, &a.session).cmp(&(b.account, &b.session)));
-    connected.sort_unstable();
-    offline.sort_unstable();
     let _ = log.record(Event::FinalState {
-        friends,
-        memberships,
-        connected,
-        offline,
+        friends: reads.friends,
+        memberships: reads.memberships,
+        connected: reads.connected,
+        offline: reads.offline,
     });
 }
 
