@@ -36,6 +36,31 @@ pub enum Op {
 }
 
 impl Op {
+    pub const ALL: [Op; 17] = [
+        Op::AuthEmail,
+        Op::AuthCode,
+        Op::AuthSignup,
+        Op::WsConnect,
+        Op::E2eLogin,
+        Op::FriendsList,
+        Op::FriendRequest,
+        Op::FriendAccept,
+        Op::FriendDecline,
+        Op::FriendCancel,
+        Op::Unfriend,
+        Op::PresenceSet,
+        Op::PresenceDelivery,
+        Op::SessionCreate,
+        Op::SessionJoin,
+        Op::SessionLeave,
+        Op::Cards,
+    ];
+
+    /// The op whose report name is `name`.
+    pub fn named(name: &str) -> Option<Op> {
+        Op::ALL.into_iter().find(|op| op.name() == name)
+    }
+
     /// The op's name in the JSON report.
     pub fn name(self) -> &'static str {
         match self {
@@ -103,6 +128,16 @@ impl Status {
         }
     }
 
+    /// The status whose [`Status::label`] is `label`.
+    pub fn labelled(label: &str) -> Option<Status> {
+        match label {
+            "no_answer" => Some(Status::NoAnswer),
+            "wrong_count" => Some(Status::WrongCount),
+            "ok" => Some(Status::Done),
+            code => code.parse().ok().map(Status::Http),
+        }
+    }
+
     /// The key in the report: `"200"`, `"no_answer"`, `"wrong_count"`, `"ok"`.
     pub fn label(self) -> String {
         match self {
@@ -121,10 +156,11 @@ impl Serialize for Status {
     }
 }
 
-/// Latencies are kept in microseconds, up to an hour, with 3 significant digits.
+/// Latencies are kept in microseconds, up to an hour, with 3 significant digits (2 per second
+/// of a series).
 const MAX_MICROS: u64 = 3_600_000_000;
 
-fn histogram(sigfig: u8) -> Histogram<u64> {
+pub fn histogram(sigfig: u8) -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_MICROS, sigfig).expect("constant bounds are valid")
 }
 
