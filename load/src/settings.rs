@@ -922,6 +922,60 @@ mod tests {
     }
 
     #[test]
+    fn agents_need_nats_external_nodes_and_no_ladder() {
+        let spread = |flags: &[&str]| {
+            let mut argv = vec!["anyplay-load"];
+            argv.extend_from_slice(flags);
+            let args = Args::try_parse_from(argv).expect("flags parse");
+            let settings = Settings::from_args(args.clone()).expect("valid settings");
+            agents(&args, &settings)
+        };
+        let external = ["--url", "http://127.0.0.1:1", "--mail-log", "m"];
+        let with = |more: &[&'static str]| [&external[..], more].concat();
+        assert_eq!(spread(&external), Ok(None));
+        let refused = |flags: &[&str]| spread(flags).expect_err("refused").flag;
+        assert_eq!(
+            refused(&with(&["--agents", "0", "--nats", "nats://x"])),
+            "--agents"
+        );
+        assert_eq!(refused(&with(&["--agents", "3"])), "--agents");
+        assert_eq!(refused(&with(&["--nats", "nats://x"])), "--nats");
+        assert_eq!(
+            refused(&["--agents", "3", "--nats", "nats://x"]),
+            "--agents"
+        );
+        let e = spread(&with(&[
+            "--agents",
+            "3",
+            "--nats",
+            "nats://x",
+            "--scenarios",
+            "ladder",
+            "--ladder",
+            "1000",
+        ]));
+        assert_eq!(e.expect_err("refused").flag, "--agents");
+        assert_eq!(
+            spread(&with(&["--agents", "3", "--nats", "nats://x"])),
+            Ok(Some(AgentsSettings {
+                count: 3,
+                nats_url: "nats://x".into()
+            }))
+        );
+        // The agent's own flags are a subcommand's.
+        let args = Args::try_parse_from([
+            "anyplay-load",
+            "agent",
+            "--nats",
+            "nats://x",
+            "--name",
+            "a1",
+        ])
+        .expect("the agent's flags parse");
+        assert!(matches!(args.command, Some(Command::Agent(a)) if a.name.as_deref() == Some("a1")));
+    }
+
+    #[test]
     fn duration_flags_take_seconds_or_a_unit() {
         let s = settings(&[]).expect("defaults");
         assert_eq!(s.presence.duration, Duration::from_secs(10));
