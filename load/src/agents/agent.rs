@@ -263,13 +263,10 @@ impl Held {
         }
     }
 
+    /// Stops the players and the run's tasks; nothing is sent any more.
     async fn abort(self) {
-        self.health.abort();
-        if let Some(phase) = &self.phase {
-            phase.abort();
-        }
-        self.run.ctx.fleet.shutdown().await;
         self.publisher.abort();
+        self.finish().await;
     }
 }
 
@@ -279,14 +276,25 @@ fn refused(reason: impl ToString) -> Reply {
     }
 }
 
-/// Sends the queued events to the coordinator, in order.
+/// Sends the queued events to the coordinator, in order. Results that cannot go (more than
+/// the server's largest message) are reported as the phase's failure, so that the coordinator
+/// does not wait for them.
 async fn publish(client: async_nats::Client, subject: String, mut queued: mpsc::Receiver<Event>) {
     while let Some(event) = queued.recv().await {
-        if let Err(e) = client
+        let sent = client
             .publish(subject.clone(), protocol::encode(&event).into())
-            .await
-        {
+            .await;
+        if let Err(e) = sent {
             tracing::warn!("sending to the coordinator: {e}");
+            if let Event::PhaseDone { phase, .. } = event {
+                let failed = Event::PhaseFailed {
+                    phase,
+                    error: format!("its results could not be sent: {e}"),
+                };
+                let _ = client
+                    .publish(subject.clone(), protocol::encode(&failed).into())
+                    .await;
+            }
         }
     }
     let _ = client.flush().await;

@@ -463,10 +463,9 @@ impl Coordinator {
 
     /// Tells every agent the run is over without a finish (after an error).
     pub async fn abort(&mut self) {
-        let names = self.names.clone();
+        let live = self.live();
         join_all(
-            names
-                .iter()
+            live.iter()
                 .map(|name| self.ask(name, &Request::Abort, REQUEST_WAIT)),
         )
         .await;
