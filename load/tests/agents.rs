@@ -14,6 +14,7 @@ use serde_json::Value;
 use sqlx::migrate::MigrateDatabase;
 
 use anyplay_load::agents::protocol::{self, Event, Phase, ScenarioResult};
+use anyplay_load::agents::Coordinator;
 use anyplay_load::stats::ms;
 
 use crate::processes::{load, CloudProcess, LOAD};
@@ -401,4 +402,27 @@ async fn an_agent_killed_mid_run_is_named_and_the_run_is_incomplete() {
     assert_eq!(names, ["login", "friends", "presence", "storm"]);
     assert_eq!(scenarios[0]["players"]["online"], 60);
     assert_eq!(scenarios[3]["storm"]["players_hit"], 40, "{}", scenarios[3]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_few_agents_is_an_error_that_says_who_answered() {
+    let _alone = ONE_RUN_AT_A_TIME.lock().await;
+    let services = services();
+    let agent = Agent::start(&services.nats_url, "only");
+    // The agent is listening once it says so.
+    let waited = std::time::Instant::now();
+    while !agent.log().contains("waiting for work") {
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "{}",
+            agent.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let recruited = Coordinator::recruit(&services.nats_url, None, 2, Duration::from_secs(3)).await;
+    let e = recruited.err().expect("one agent is not two");
+    assert!(
+        e.to_string().contains("1 of 2 load agents answered") && e.to_string().contains("only"),
+        "{e}"
+    );
 }
