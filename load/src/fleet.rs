@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
@@ -105,16 +106,18 @@ impl Shared {
 /// The players of a run.
 pub struct Fleet {
     shared: Arc<Shared>,
+    /// The run's number of `players[0]` (not 0 on a load agent, which plays a share).
+    first: usize,
     players: Vec<Arc<Player>>,
 }
 
 impl Fleet {
-    /// Makes `size` players (none signed in yet) against `target`, reconnecting by `reconnect`
-    /// with waits drawn from `seed`. Their emails and handles carry a tag of this run, so runs
-    /// against the same cloud never collide.
+    /// Makes the run's players numbered `players` (none signed in yet) against `target`,
+    /// reconnecting by `reconnect` with waits drawn from `seed`. Their emails and handles carry
+    /// a tag of this fleet, so runs (and load agents) against the same cloud never collide.
     pub async fn new(
         target: &Target,
-        size: usize,
+        players: Range<usize>,
         reconnect: ReconnectMode,
         seed: u64,
         source_ips: Option<&SourceIps>,
@@ -150,10 +153,15 @@ impl Fleet {
             .sample_string(&mut rand::rng(), 5)
             .to_lowercase();
         let node_count = shared.nodes.len();
-        let players = (0..size)
+        let first = players.start;
+        let players = players
             .map(|index| Arc::new(Player::new(index, &tag, index % node_count, shared.clone())))
             .collect();
-        Ok(Fleet { shared, players })
+        Ok(Fleet {
+            shared,
+            first,
+            players,
+        })
     }
 
     pub fn players(&self) -> &[Arc<Player>] {
@@ -169,9 +177,17 @@ impl Fleet {
         self.online().count()
     }
 
+    /// Event connections up right now, second devices included.
+    pub fn connections(&self) -> usize {
+        self.players.iter().map(|p| p.connections()).sum()
+    }
+
     /// The player with this account, once it signed in.
     pub fn by_account(&self, account: AccountId) -> Option<&Arc<Player>> {
-        self.shared.player_of(account).map(|i| &self.players[i])
+        self.shared
+            .player_of(account)
+            .and_then(|index| index.checked_sub(self.first))
+            .and_then(|local| self.players.get(local))
     }
 
     /// The players `player` is friends with by its ledger, in fleet order rather than by

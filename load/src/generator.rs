@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -22,7 +22,7 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(250);
 #[derive(Clone)]
 pub struct SchedLag(Arc<Mutex<Histogram<u64>>>);
 
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct LagReport {
     pub p50: f64,
     pub p99: f64,
@@ -48,9 +48,20 @@ impl SchedLag {
         lock(&self.0).saturating_record(micros);
     }
 
+    /// Everything recorded so far.
+    pub fn histogram(&self) -> Histogram<u64> {
+        lock(&self.0).clone()
+    }
+
     /// In milliseconds.
     pub fn summary(&self) -> LagReport {
-        let hist = lock(&self.0);
+        LagReport::of(&lock(&self.0))
+    }
+}
+
+impl LagReport {
+    /// The lateness in `hist` (µs), in milliseconds.
+    pub fn of(hist: &Histogram<u64>) -> Self {
         LagReport {
             p50: ms(hist.value_at_quantile(0.5)),
             p99: ms(hist.value_at_quantile(0.99)),
@@ -67,7 +78,7 @@ pub struct ProcessUsage {
     pub rss_mb_peak: f64,
 }
 
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct PoolReport {
     pub samples: usize,
     pub avg: f64,
@@ -75,7 +86,7 @@ pub struct PoolReport {
 }
 
 /// The report's `generator` object.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GeneratorReport {
     pub sched_lag_ms: LagReport,
     pub cpu_cores_avg: f64,

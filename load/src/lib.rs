@@ -29,7 +29,9 @@
 //! - [`report`]: the JSON report and the stdout tables; [`progress`]: progress on stderr.
 //! - [`provenance`]: the machine and the commit a run came from (load reports and chaos runs).
 //! - [`runner`]: a whole run, in the order the contract fixes.
+//! - [`agents`]: a run spread over load agents on other machines, coordinated over NATS.
 
+pub mod agents;
 pub mod budget;
 pub mod choices;
 pub mod client;

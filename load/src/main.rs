@@ -1,4 +1,5 @@
-//! The `anyplay-load` command: flags to settings, a target, a run, the tables and the JSON report.
+//! The `anyplay-load` command: flags to settings, a target, a run, the tables and the JSON report;
+//! or, as `anyplay-load agent`, a load agent that plays shares of runs coordinated over NATS.
 
 use std::process::ExitCode;
 
@@ -8,9 +9,9 @@ use tracing_subscriber::EnvFilter;
 
 use anyplay_load::inprocess::InProcess;
 use anyplay_load::progress::Progress;
-use anyplay_load::report::{json, table};
-use anyplay_load::settings::{Args, Mode, Settings};
-use anyplay_load::{budget, runner, Target};
+use anyplay_load::report::{json, table, Report};
+use anyplay_load::settings::{self, AgentArgs, AgentsSettings, Args, Command, Mode, Settings};
+use anyplay_load::{agents, budget, runner, Target};
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -20,33 +21,45 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    if let Some(Command::Agent(agent)) = args.command.clone() {
+        return serve(agent);
+    }
+    let spread = args.clone();
     let settings = match Settings::from_args(args) {
         Ok(settings) => settings,
-        Err(e) => {
-            eprintln!("anyplay-load: refused: {e}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return refused(e),
     };
-    // Thousands of players need thousands of sockets: take the whole hard limit, and refuse
-    // a run that needs more before it starts.
-    match budget::open_file_limit() {
-        Ok(limit) => {
-            if let Err(e) = budget::check(&budget::of_load_run(&settings), limit) {
-                eprintln!("anyplay-load: refused: {e}");
-                return ExitCode::from(2);
+    let agents = match settings::agents(&spread, &settings) {
+        Ok(agents) => agents,
+        Err(e) => return refused(e),
+    };
+    // A run too big for this process is refused before it starts (agents hold their own
+    // players' sockets, and each checks its share).
+    if agents.is_none() {
+        match budget::open_file_limit() {
+            Ok(limit) => {
+                if let Err(e) = budget::check(&budget::of_load_run(&settings), limit) {
+                    return refused(e);
+                }
             }
+            Err(e) => tracing::warn!("could not raise the open-files limit: {e}"),
         }
-        Err(e) => tracing::warn!("could not raise the open-files limit: {e}"),
     }
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("anyplay-load: starting the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+    let Some(runtime) = runtime() else {
+        return ExitCode::FAILURE;
     };
-    match runtime.block_on(run(settings)) {
-        Ok(()) => ExitCode::SUCCESS,
+    match runtime.block_on(run(settings, agents)) {
+        Ok(report) if report.incomplete => {
+            for agent in report.agents.iter().flatten().filter(|a| a.lost) {
+                eprintln!(
+                    "anyplay-load: agent {:?} stopped answering at {:.1}s: the run is incomplete",
+                    agent.name,
+                    agent.lost_at_s.unwrap_or(0.0)
+                );
+            }
+            ExitCode::FAILURE
+        }
+        Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("anyplay-load: {e:#}");
             ExitCode::FAILURE
@@ -54,7 +67,41 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(settings: Settings) -> anyhow::Result<()> {
+fn refused(e: impl std::fmt::Display) -> ExitCode {
+    eprintln!("anyplay-load: refused: {e}");
+    ExitCode::from(2)
+}
+
+/// The runtime, after taking the whole open-files limit: thousands of players need thousands of
+/// sockets.
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    if let Err(e) = budget::open_file_limit() {
+        tracing::warn!("could not raise the open-files limit: {e}");
+    }
+    match tokio::runtime::Runtime::new() {
+        Ok(runtime) => Some(runtime),
+        Err(e) => {
+            eprintln!("anyplay-load: starting the runtime: {e}");
+            None
+        }
+    }
+}
+
+/// `anyplay-load agent`: serves runs until killed.
+fn serve(args: AgentArgs) -> ExitCode {
+    let Some(runtime) = runtime() else {
+        return ExitCode::FAILURE;
+    };
+    match runtime.block_on(agents::agent::serve(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("anyplay-load agent: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(settings: Settings, agents: Option<AgentsSettings>) -> anyhow::Result<Report> {
     let (cloud, target) = match &settings.mode {
         Mode::External(external) => (None, Target::external(external)?),
         Mode::InProcess { .. } | Mode::Cluster { .. } => {
@@ -62,7 +109,11 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
             (Some(cloud), target)
         }
     };
-    let report = runner::run(&settings, target, Progress::stderr()).await;
+    let progress = Progress::stderr();
+    let report = match &agents {
+        Some(agents) => agents::run(&settings, &target, agents, &progress).await,
+        None => runner::run(&settings, target, progress).await,
+    };
     if let Some(cloud) = cloud {
         cloud.shutdown().await;
     }
@@ -72,5 +123,5 @@ async fn run(settings: Settings) -> anyhow::Result<()> {
         json::write(&report, path)
             .with_context(|| format!("writing the report to {}", path.display()))?;
     }
-    Ok(())
+    Ok(report)
 }

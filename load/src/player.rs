@@ -60,7 +60,8 @@ impl Credentials {
 
 /// One simulated player.
 pub struct Player {
-    /// Index in the fleet (also picks the source address and the first node).
+    /// Its number in the run, across load agents (also picks the source address, the first
+    /// node and its reconnect waits).
     pub index: usize,
     pub email: String,
     pub handle: String,
@@ -135,6 +136,12 @@ impl Player {
     /// Whether one of its devices holds a welcomed event connection.
     pub fn is_online(&self) -> bool {
         self.online.load(Ordering::Acquire) || self.second_online.load(Ordering::Acquire)
+    }
+
+    /// How many of its devices hold a welcomed event connection.
+    pub fn connections(&self) -> usize {
+        usize::from(self.online.load(Ordering::Acquire))
+            + usize::from(self.second_online.load(Ordering::Acquire))
     }
 
     /// Whether it holds a connection, and how many welcomes and closes its connections had:

@@ -7,7 +7,9 @@ use std::time::Duration;
 use rand::Rng;
 
 /// How players reconnect (`--reconnect`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ReconnectMode {
     /// As the contract tells clients: jitter and a doubling pause.

@@ -62,7 +62,7 @@ impl Run {
         let before = server::scrape_all(&metrics_http, &target.nodes).await;
         let fleet = Fleet::new(
             &target,
-            settings.total_players(),
+            settings.first_player..settings.first_player + settings.total_players(),
             settings.reconnect,
             settings.seed,
             settings.source_ips.as_ref(),
@@ -101,6 +101,8 @@ impl Run {
             scenarios,
             server: server::report(&self.before, &after),
             process,
+            agents: None,
+            incomplete: false,
         }
     }
 }
@@ -127,25 +129,30 @@ pub async fn warm_up(ctx: &Ctx) -> Result<Vec<ScenarioReport>, LoadError> {
 async fn play(run: &Run) -> Result<Vec<ScenarioReport>, LoadError> {
     let ctx = &run.ctx;
     let mut reports = warm_up(ctx).await?;
-    for scenario in &ctx.settings.scenarios {
-        reports.push(match scenario {
-            // Always run first, in the warm-up.
-            Scenario::Login | Scenario::Friends => continue,
-            // The provoking traffic rides beside the presence changes.
-            Scenario::Presence => {
-                let (report, _) = tokio::join!(
-                    presence::run(ctx),
-                    traffic::drive(ctx, ctx.settings.presence.duration)
-                );
-                report
-            }
-            Scenario::Sessions => sessions::run(ctx).await,
-            Scenario::Cards => cards::run(ctx).await,
-            Scenario::Ladder => ladder::run(ctx).await,
-            Scenario::Storm => storm::run(ctx).await?,
-        });
+    for next in &ctx.settings.scenarios {
+        reports.extend(scenario(ctx, *next).await?);
     }
     Ok(reports)
+}
+
+/// One scenario after the warm-up; none for those of the warm-up (login, friends).
+pub async fn scenario(ctx: &Ctx, scenario: Scenario) -> Result<Option<ScenarioReport>, LoadError> {
+    Ok(Some(match scenario {
+        // Always run first, in the warm-up.
+        Scenario::Login | Scenario::Friends => return Ok(None),
+        // The provoking traffic rides beside the presence changes.
+        Scenario::Presence => {
+            let (report, _) = tokio::join!(
+                presence::run(ctx),
+                traffic::drive(ctx, ctx.settings.presence.duration)
+            );
+            report
+        }
+        Scenario::Sessions => sessions::run(ctx).await,
+        Scenario::Cards => cards::run(ctx).await,
+        Scenario::Ladder => ladder::run(ctx).await,
+        Scenario::Storm => storm::run(ctx).await?,
+    }))
 }
 
 /// Settings can be valid and still ask what this target cannot give (a library caller may

@@ -6,14 +6,26 @@ use std::time::Duration;
 
 use anyplay_cloud::duration::parse_seconds;
 use clap::Parser;
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::choices::DEFAULT_SEED;
 use crate::net::SourceIps;
 use crate::reconnect::ReconnectMode;
 
 /// A scenario of `--scenarios`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum, Serialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    clap::ValueEnum,
+    Serialize,
+    Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Scenario {
     Login,
@@ -40,7 +52,7 @@ impl Scenario {
 }
 
 /// The fault of the `storm` scenario (`--storm`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum StormKind {
     /// Every connection breaks at once, without a close frame.
@@ -194,10 +206,90 @@ pub struct Args {
     /// Write the JSON report to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Split the players over this many load agents (`anyplay-load agent`) found on `--nats`.
+    #[arg(long)]
+    pub agents: Option<usize>,
+    /// The NATS server the load agents listen on (with `--agents`).
+    #[arg(long)]
+    pub nats: Option<String>,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// What `anyplay-load` does besides a run.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Command {
+    /// Wait on NATS for runs of `anyplay-load --agents N`, and play a share of each.
+    Agent(AgentArgs),
+}
+
+/// The flags of `anyplay-load agent`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentArgs {
+    /// The NATS server the coordinators offer work on.
+    #[arg(long)]
+    pub nats: String,
+    /// This agent's name in reports (default: host name and process id).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Loopback source addresses for this agent's players, e.g. 127.0.0.2-127.0.0.40.
+    #[arg(long)]
+    pub source_ips: Option<SourceIps>,
+}
+
+/// A run spread over load agents (`--agents N --nats URL`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentsSettings {
+    pub count: usize,
+    pub nats_url: String,
+}
+
+/// The agents `args` ask for, if any, checked against the run's `settings`.
+pub fn agents(args: &Args, settings: &Settings) -> Result<Option<AgentsSettings>, SettingsError> {
+    let (count, nats_url) = match (args.agents, &args.nats) {
+        (None, None) => return Ok(None),
+        (None, Some(_)) => return Err(refuse("--nats", "only applies with --agents N")),
+        (Some(_), None) => {
+            return Err(refuse(
+                "--agents",
+                "agents are reached over NATS: give --nats nats://HOST:4222",
+            ))
+        }
+        (Some(0), _) => return Err(refuse("--agents", "must be at least 1")),
+        (Some(count), Some(url)) => (count, url.clone()),
+    };
+    if !matches!(settings.mode, Mode::External(_)) {
+        return Err(refuse(
+            "--agents",
+            "agents play external nodes: give --url per node and --mail-log",
+        ));
+    }
+    if settings.runs(Scenario::Ladder) {
+        return Err(refuse(
+            "--agents",
+            "the ladder runs on one machine; leave it out of --scenarios",
+        ));
+    }
+    if settings.source_ips.is_some() {
+        return Err(refuse(
+            "--source-ips",
+            "with --agents, each agent takes its own (anyplay-load agent --source-ips)",
+        ));
+    }
+    if count > settings.players {
+        return Err(refuse(
+            "--agents",
+            format!(
+                "{count} agents need at least as many players (--players {})",
+                settings.players
+            ),
+        ));
+    }
+    Ok(Some(AgentsSettings { count, nats_url }))
 }
 
 /// Where the cloud comes from.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Mode {
     /// One node on SQLite inside the harness, with a memory mail sink.
@@ -216,69 +308,79 @@ pub enum Mode {
     External(External),
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct External {
     pub nodes: Vec<ExternalNode>,
     pub mail_log: PathBuf,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExternalNode {
     pub url: String,
     pub metrics_url: Option<String>,
     pub pid: Option<u32>,
 }
 
-fn secs<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_secs_f64())
+/// Durations are seconds in the report (and on the wire to load agents).
+mod secs {
+    use super::*;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let secs = f64::deserialize(d)?;
+        Duration::try_from_secs_f64(secs).map_err(serde::de::Error::custom)
+    }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PresenceSettings {
     pub rate: f64,
-    #[serde(serialize_with = "secs")]
+    #[serde(with = "secs")]
     pub duration: Duration,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SessionSettings {
     pub rate: f64,
     pub size: u32,
-    #[serde(serialize_with = "secs")]
+    #[serde(with = "secs")]
     pub hold: Duration,
-    #[serde(serialize_with = "secs")]
+    #[serde(with = "secs")]
     pub duration: Duration,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CardSettings {
     pub rate: f64,
     pub size: usize,
-    #[serde(serialize_with = "secs")]
+    #[serde(with = "secs")]
     pub duration: Duration,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StormSettings {
     pub kind: StormKind,
-    #[serde(serialize_with = "secs")]
+    #[serde(with = "secs")]
     pub timeout: Duration,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LadderSettings {
     pub rungs: Vec<usize>,
-    #[serde(serialize_with = "secs")]
+    #[serde(with = "secs")]
     pub warmup: Duration,
-    #[serde(serialize_with = "secs")]
+    #[serde(with = "secs")]
     pub steady: Duration,
-    #[serde(serialize_with = "secs")]
+    #[serde(with = "secs")]
     pub think: Duration,
     pub budget_ms: f64,
 }
 
 /// The traffic that provokes what the chaos checks judge ([`crate::scenarios::traffic`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct TrafficSettings {
     /// Friend writes per second (0: none).
     pub friend_rate: f64,
@@ -289,7 +391,7 @@ pub struct TrafficSettings {
 }
 
 /// Validated settings of a run.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Settings {
     /// What runs after the login wave and the friend graph, in order, the storm last.
     pub scenarios: Vec<Scenario>,
@@ -309,9 +411,18 @@ pub struct Settings {
     /// Seed of every choice that decides what a player does or when ([`crate::choices`]).
     pub seed: u64,
     pub mode: Mode,
-    #[serde(serialize_with = "display")]
+    /// Each host gives its own (a load agent's `--source-ips`), so they never travel.
+    #[serde(serialize_with = "display", skip_deserializing)]
     pub source_ips: Option<SourceIps>,
     pub json: Option<PathBuf>,
+    /// The run's number of this run's first player: 0, unless this run is one load agent's
+    /// share of a larger one ([`crate::agents`]), whose players keep their number in the whole.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub first_player: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 fn display<S: Serializer>(ips: &Option<SourceIps>, s: S) -> Result<S::Ok, S::Error> {
@@ -402,6 +513,7 @@ impl Settings {
             mode,
             source_ips: args.source_ips,
             json: args.json,
+            first_player: 0,
         };
         settings.validate()?;
         Ok(settings)
@@ -807,6 +919,60 @@ mod tests {
         let s =
             settings(&["--scenarios", "ladder", "--ladder", "1000,3000"]).expect("valid ladder");
         assert_eq!(s.total_players(), 3000);
+    }
+
+    #[test]
+    fn agents_need_nats_external_nodes_and_no_ladder() {
+        let spread = |flags: &[&str]| {
+            let mut argv = vec!["anyplay-load"];
+            argv.extend_from_slice(flags);
+            let args = Args::try_parse_from(argv).expect("flags parse");
+            let settings = Settings::from_args(args.clone()).expect("valid settings");
+            agents(&args, &settings)
+        };
+        let external = ["--url", "http://127.0.0.1:1", "--mail-log", "m"];
+        let with = |more: &[&'static str]| [&external[..], more].concat();
+        assert_eq!(spread(&external), Ok(None));
+        let refused = |flags: &[&str]| spread(flags).expect_err("refused").flag;
+        assert_eq!(
+            refused(&with(&["--agents", "0", "--nats", "nats://x"])),
+            "--agents"
+        );
+        assert_eq!(refused(&with(&["--agents", "3"])), "--agents");
+        assert_eq!(refused(&with(&["--nats", "nats://x"])), "--nats");
+        assert_eq!(
+            refused(&["--agents", "3", "--nats", "nats://x"]),
+            "--agents"
+        );
+        let e = spread(&with(&[
+            "--agents",
+            "3",
+            "--nats",
+            "nats://x",
+            "--scenarios",
+            "ladder",
+            "--ladder",
+            "1000",
+        ]));
+        assert_eq!(e.expect_err("refused").flag, "--agents");
+        assert_eq!(
+            spread(&with(&["--agents", "3", "--nats", "nats://x"])),
+            Ok(Some(AgentsSettings {
+                count: 3,
+                nats_url: "nats://x".into()
+            }))
+        );
+        // The agent's own flags are a subcommand's.
+        let args = Args::try_parse_from([
+            "anyplay-load",
+            "agent",
+            "--nats",
+            "nats://x",
+            "--name",
+            "a1",
+        ])
+        .expect("the agent's flags parse");
+        assert!(matches!(args.command, Some(Command::Agent(a)) if a.name.as_deref() == Some("a1")));
     }
 
     #[test]

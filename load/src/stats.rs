@@ -57,8 +57,8 @@ impl Op {
         Op::Cards,
     ];
 
-    /// The op of a contract name.
-    pub fn from_name(name: &str) -> Option<Op> {
+    /// The op whose report name is `name`.
+    pub fn named(name: &str) -> Option<Op> {
         Op::ALL.into_iter().find(|op| op.name() == name)
     }
 
@@ -102,7 +102,7 @@ impl Serialize for Op {
 impl<'de> Deserialize<'de> for Op {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let name = String::deserialize(d)?;
-        Op::from_name(&name).ok_or_else(|| D::Error::custom(format!("no op is named {name:?}")))
+        Op::named(&name).ok_or_else(|| D::Error::custom(format!("no op is named {name:?}")))
     }
 }
 
@@ -136,6 +136,16 @@ impl Status {
         }
     }
 
+    /// The status whose [`Status::label`] is `label`.
+    pub fn labelled(label: &str) -> Option<Status> {
+        match label {
+            "no_answer" => Some(Status::NoAnswer),
+            "wrong_count" => Some(Status::WrongCount),
+            "ok" => Some(Status::Done),
+            code => code.parse().ok().map(Status::Http),
+        }
+    }
+
     /// The key in the report: `"200"`, `"no_answer"`, `"wrong_count"`, `"ok"`.
     pub fn label(self) -> String {
         match self {
@@ -144,16 +154,6 @@ impl Status {
             Status::WrongCount => "wrong_count".into(),
             Status::Done => "ok".into(),
         }
-    }
-
-    /// The status of a [`Status::label`].
-    pub fn from_label(label: &str) -> Option<Status> {
-        Some(match label {
-            "no_answer" => Status::NoAnswer,
-            "wrong_count" => Status::WrongCount,
-            "ok" => Status::Done,
-            code => Status::Http(code.parse().ok()?),
-        })
     }
 }
 
@@ -167,15 +167,16 @@ impl Serialize for Status {
 impl<'de> Deserialize<'de> for Status {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let label = String::deserialize(d)?;
-        Status::from_label(&label)
+        Status::labelled(&label)
             .ok_or_else(|| D::Error::custom(format!("no status is labelled {label:?}")))
     }
 }
 
-/// Latencies are kept in microseconds, up to an hour, with 3 significant digits.
+/// Latencies are kept in microseconds, up to an hour, with 3 significant digits (2 per second
+/// of a series).
 const MAX_MICROS: u64 = 3_600_000_000;
 
-fn histogram(sigfig: u8) -> Histogram<u64> {
+pub fn histogram(sigfig: u8) -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_MICROS, sigfig).expect("constant bounds are valid")
 }
 

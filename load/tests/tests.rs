@@ -1,8 +1,11 @@
 //! The harness's integration tests, one module per mode, all against the real `anyplay-cloud`:
 //! in process on SQLite, as an external process, and as a two-node cluster on the PostgreSQL and
-//! NATS that `deploy/test.sh` starts (`source deploy/test-services.sh` exports their URLs).
+//! NATS that `deploy/test.sh` starts (`source deploy/test-services.sh` exports their URLs), and
+//! spread over load agent processes that meet on that NATS.
 
+mod agents;
 mod cluster;
 mod external;
 mod in_process;
+mod processes;
 mod support;

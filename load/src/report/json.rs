@@ -67,6 +67,8 @@ mod tests {
                 cloud_in_harness: true,
                 nodes: vec![],
             },
+            agents: None,
+            incomplete: false,
         }
     }
 

@@ -5,10 +5,11 @@ pub mod json;
 pub mod table;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use crate::agents::AgentReport;
 use crate::generator::{GeneratorReport, ProcessReport};
 use crate::provenance::Machine;
 use crate::schedule::{Outcome, Plan};
@@ -30,6 +31,11 @@ pub struct Report {
     /// Per node, the `/metrics` series that moved during the run.
     pub server: BTreeMap<String, Metrics>,
     pub process: ProcessReport,
+    /// The load agents that played the run (`--agents`): their shares, clocks and health.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agents: Option<Vec<AgentReport>>,
+    /// True when a load agent stopped answering: the figures lack its players from then on.
+    pub incomplete: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -68,7 +74,7 @@ pub struct SecondReport {
 }
 
 /// Whether an open-loop scenario started its operations at the rate it was asked for.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RateReport {
     pub target_per_s: f64,
     pub achieved_per_s: f64,
@@ -88,7 +94,7 @@ impl RateReport {
 }
 
 /// The login wave: how many of the players asked for ended online.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PlayersReport {
     pub asked: usize,
     pub online: usize,
@@ -108,6 +114,24 @@ pub struct DeliveryReport {
     pub max_ms: f64,
 }
 
+impl DeliveryReport {
+    /// The counts, and the delivery times `snapshot` recorded.
+    pub fn new(changes: u64, expected: u64, received: u64, snapshot: &Snapshot) -> Self {
+        let latency = snapshot.ops.get(&Op::PresenceDelivery).map(|s| &s.latency);
+        let q = |q: f64| latency.map_or(0.0, |h| ms(h.value_at_quantile(q)));
+        DeliveryReport {
+            changes,
+            expected,
+            received,
+            missing: expected.saturating_sub(received),
+            p50_ms: q(0.5),
+            p95_ms: q(0.95),
+            p99_ms: q(0.99),
+            max_ms: latency.map_or(0.0, |h| ms(h.max())),
+        }
+    }
+}
+
 /// How the players came back after the storm.
 #[derive(Debug, Clone, Serialize)]
 pub struct StormReport {
@@ -118,6 +142,9 @@ pub struct StormReport {
     pub back_s: BackTimes,
     /// Failed calls and connection attempts during the storm.
     pub errors: u64,
+    /// Each returned player's time back, so that storms of load agents merge exactly.
+    #[serde(skip)]
+    pub back: Vec<Duration>,
 }
 
 /// Seconds from the break until 50/90/95/99/100 % of the hit players had a welcome again;
@@ -187,6 +214,12 @@ pub struct ScenarioReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ladder: Option<LadderReport>,
     pub series: Vec<SecondReport>,
+    /// What the figures above were made from, so that reports of load agents merge exactly.
+    #[serde(skip)]
+    pub snapshot: Snapshot,
+    /// When its recording began (a load agent tells it relative to the agreed start).
+    #[serde(skip)]
+    pub began: Instant,
 }
 
 impl ScenarioReport {
@@ -224,6 +257,10 @@ impl ScenarioReport {
                     p99_ms: s.p99_ms().unwrap_or(0.0),
                 })
                 .collect(),
+            snapshot: snapshot.clone(),
+            began: Instant::now()
+                .checked_sub(elapsed)
+                .unwrap_or_else(Instant::now),
         }
     }
 

@@ -14,7 +14,7 @@ use crate::player::Player;
 use crate::report::{DeliveryReport, ScenarioReport};
 use crate::scenarios::{Ctx, Driven};
 use crate::schedule::{self, Plan};
-use crate::stats::{ms, Op, Recorder};
+use crate::stats::Recorder;
 use crate::sync::lock;
 use crate::wire::AccountId;
 
@@ -121,25 +121,15 @@ pub(crate) async fn drive(ctx: &Ctx, recorder: &Recorder) -> Driven {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
-    let snapshot = recorder.snapshot();
     let expected = lock(&expected).len() as u64;
-    let latency = snapshot
-        .ops
-        .get(&Op::PresenceDelivery)
-        .map(|s| s.latency.clone());
-    let q = |q: f64| latency.as_ref().map_or(0.0, |h| ms(h.value_at_quantile(q)));
     Driven {
         plan,
         outcome,
-        delivery: Some(DeliveryReport {
-            changes: changes.load(Ordering::Relaxed),
+        delivery: Some(DeliveryReport::new(
+            changes.load(Ordering::Relaxed),
             expected,
             received,
-            missing: expected - received,
-            p50_ms: q(0.5),
-            p95_ms: q(0.95),
-            p99_ms: q(0.99),
-            max_ms: latency.as_ref().map_or(0.0, |h| ms(h.max())),
-        }),
+            &recorder.snapshot(),
+        )),
     }
 }

@@ -103,8 +103,9 @@ pub async fn run(ctx: &Ctx) -> Result<ScenarioReport, LoadError> {
         reconnect: ctx.settings.reconnect,
         players_hit: hit.len(),
         players_back: back.len(),
-        back_s: back_times(back, hit.len()),
+        back_s: back_times(back.clone(), hit.len()),
         errors: snapshot.http_calls().1,
+        back,
     });
     Ok(report)
 }

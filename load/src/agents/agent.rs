@@ -1,0 +1,341 @@
+//! `anyplay-load agent`: a long-lived process that waits on NATS for a coordinator's offer, plays
+//! the share of players it is assigned with the same [`Run`] and scenarios as a run in one
+//! process, starts each phase at the instant it is told, and sends back what it measured.
+//! It plays one run at a time.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::{FutureExt, StreamExt};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::agents::codes::NatsCodes;
+use crate::agents::protocol::{self, Answer, Event, Finished, Offer, Phase, Reply, Request};
+use crate::agents::protocol::{ScenarioResult, WireHistogram};
+use crate::agents::{health, AgentsError};
+use crate::error::LoadError;
+use crate::net::SourceIps;
+use crate::player::unix_micros;
+use crate::progress::Progress;
+use crate::runner::{self, Run};
+use crate::scenarios::Ctx;
+use crate::settings::{AgentArgs, Settings};
+use crate::target::{NodeEndpoint, Target};
+
+/// How long an agent that answered an offer waits to be assigned (another may have been taken).
+const ASSIGN_WAIT: Duration = Duration::from_secs(10);
+/// How long an agent holding a run, with no phase going, waits for its coordinator before it
+/// gives the run up.
+const COORDINATOR_SILENCE: Duration = Duration::from_secs(60);
+/// Events waiting to be sent to the coordinator.
+const EVENT_QUEUE: usize = 1024;
+
+/// The agent's name: `--name`, or the host's name and the process id.
+fn name(args: &AgentArgs) -> Result<String, AgentsError> {
+    let name = args.name.clone().unwrap_or_else(|| {
+        let host = sysinfo::System::host_name().unwrap_or_else(|| "agent".into());
+        let host: String = host
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        format!("{host}-{}", std::process::id())
+    });
+    if protocol::is_token(&name) {
+        Ok(name)
+    } else {
+        Err(AgentsError::Invalid(format!(
+            "--name {name:?}: only letters, digits, '-' and '_' (it is part of NATS subjects)"
+        )))
+    }
+}
+
+/// Serves offers on `args.nats` until the process ends.
+pub async fn serve(args: AgentArgs) -> Result<(), AgentsError> {
+    let name = name(&args)?;
+    let client = super::connect(&args.nats, &name).await?;
+    let mut offers = client
+        .subscribe(protocol::ANY_OFFER)
+        .await
+        .map_err(|e| AgentsError::nats(&args.nats, &e))?;
+    eprintln!(
+        "anyplay-load agent {name:?}: waiting for work on {}",
+        args.nats
+    );
+    while let Some(message) = offers.next().await {
+        let (Ok(offer), Some(reply)) = (
+            protocol::decode::<Offer>(&message.payload),
+            message.reply.clone(),
+        ) else {
+            continue;
+        };
+        if !protocol::is_token(&offer.run) {
+            continue;
+        }
+        // Listening before answering, so that the assignment cannot come first.
+        let mut inbox = client
+            .subscribe(protocol::to_agent(&offer.run, &name))
+            .await
+            .map_err(|e| AgentsError::nats(&args.nats, &e))?;
+        let answer = protocol::encode(&Answer { name: name.clone() });
+        if let Err(e) = client.publish(reply, answer.into()).await {
+            tracing::warn!("answering the offer of run {}: {e}", offer.run);
+            continue;
+        }
+        let agent = Agent {
+            client: client.clone(),
+            run: offer.run.clone(),
+            name: name.clone(),
+            source_ips: args.source_ips.clone(),
+        };
+        agent.play(&mut inbox).await;
+        let _ = inbox.unsubscribe().await;
+        // Offers that came meanwhile are old: their coordinators took other agents or gave up.
+        while let Some(Some(_)) = offers.next().now_or_never() {}
+    }
+    Ok(())
+}
+
+/// An agent within one run.
+struct Agent {
+    client: async_nats::Client,
+    run: String,
+    name: String,
+    source_ips: Option<SourceIps>,
+}
+
+/// The run an agent holds.
+struct Held {
+    run: Run,
+    events: mpsc::Sender<Event>,
+    publisher: JoinHandle<()>,
+    health: JoinHandle<()>,
+    phase: Option<JoinHandle<()>>,
+}
+
+impl Agent {
+    /// Answers the coordinator's requests until the run ends or the coordinator goes quiet.
+    async fn play(&self, inbox: &mut async_nats::Subscriber) {
+        let mut held: Option<Held> = None;
+        loop {
+            let playing = held
+                .as_ref()
+                .and_then(|h| h.phase.as_ref())
+                .is_some_and(|phase| !phase.is_finished());
+            let wait = match &held {
+                None => ASSIGN_WAIT,
+                Some(_) => COORDINATOR_SILENCE,
+            };
+            let message = match tokio::time::timeout(wait, inbox.next()).await {
+                Ok(Some(message)) => message,
+                Ok(None) => break,
+                Err(_) if playing => continue,
+                Err(_) => {
+                    if held.is_some() {
+                        tracing::warn!("run {}: the coordinator went quiet; giving up", self.run);
+                    }
+                    break;
+                }
+            };
+            let Some(reply_to) = message.reply.clone() else {
+                continue;
+            };
+            let (reply, done) = match protocol::decode::<Request>(&message.payload) {
+                Ok(request) => self.answer(request, &mut held).await,
+                Err(e) => (refused(e), false),
+            };
+            if let Err(e) = self
+                .client
+                .publish(reply_to, protocol::encode(&reply).into())
+                .await
+            {
+                tracing::warn!("run {}: answering the coordinator: {e}", self.run);
+            }
+            if done {
+                break;
+            }
+        }
+        if let Some(held) = held {
+            held.abort().await;
+        }
+    }
+
+    /// The reply to `request`, and whether the run is over.
+    async fn answer(&self, request: Request, held: &mut Option<Held>) -> (Reply, bool) {
+        match (request, held.as_mut()) {
+            (Request::Clock, _) => (
+                Reply::Clock {
+                    now_us: unix_micros(),
+                },
+                false,
+            ),
+            (Request::Assign { settings, nodes }, None) => {
+                match self.hold(*settings, nodes).await {
+                    Ok(run) => {
+                        *held = Some(run);
+                        (Reply::Assigned, false)
+                    }
+                    Err(e) => (refused(e), true),
+                }
+            }
+            (Request::Assign { .. }, Some(_)) => (refused("this agent holds a run already"), false),
+            (Request::Phase { phase, at_us }, Some(run)) => {
+                if run.phase.as_ref().is_some_and(|p| !p.is_finished()) {
+                    return (refused("a phase is still going"), false);
+                }
+                let (ctx, events) = (run.run.ctx.clone(), run.events.clone());
+                run.phase = Some(tokio::spawn(play_phase(ctx, phase, at_us, events)));
+                (Reply::Starting, false)
+            }
+            (Request::Finish, Some(_)) => match held.take() {
+                Some(run) => (Reply::Finished(Box::new(run.finish().await)), true),
+                None => (refused("no run"), true),
+            },
+            (Request::Abort, _) => {
+                if let Some(run) = held.take() {
+                    run.abort().await;
+                }
+                (Reply::Aborted, true)
+            }
+            (_, None) => (refused("no run assigned yet"), false),
+        }
+    }
+
+    /// Takes the share `settings` of the run against `nodes`.
+    async fn hold(&self, mut settings: Settings, nodes: Vec<String>) -> Result<Held, LoadError> {
+        settings.source_ips = self.source_ips.clone();
+        let target = Target {
+            nodes: nodes
+                .into_iter()
+                .map(|api| NodeEndpoint {
+                    api,
+                    ops: None,
+                    pid: None,
+                })
+                .collect(),
+            codes: Arc::new(NatsCodes::new(self.client.clone(), &self.run)),
+            control: None,
+            pool: None,
+        };
+        let run = Run::start(&settings, target, Progress::hidden()).await?;
+        let (events, queued) = mpsc::channel(EVENT_QUEUE);
+        let subject = protocol::from_agent(&self.run, &self.name);
+        let publisher = tokio::spawn(publish(self.client.clone(), subject, queued));
+        let health = health::start(run.ctx.fleet.clone(), events.clone());
+        eprintln!(
+            "anyplay-load agent {:?}: run {}: players {}..{}",
+            self.name,
+            self.run,
+            settings.first_player,
+            settings.first_player + settings.players
+        );
+        Ok(Held {
+            run,
+            events,
+            publisher,
+            health,
+            phase: None,
+        })
+    }
+}
+
+impl Held {
+    /// Stops the players, lets the queued events go out, and tells the run's own health.
+    async fn finish(self) -> Finished {
+        let Held {
+            run,
+            events,
+            publisher,
+            health,
+            phase,
+        } = self;
+        health.abort();
+        if let Some(phase) = phase {
+            phase.abort();
+        }
+        let sched_lag = WireHistogram::encode(&run.ctx.lag.histogram());
+        let report = run.finish(Vec::new()).await;
+        drop(events);
+        let _ = tokio::time::timeout(Duration::from_secs(5), publisher).await;
+        Finished {
+            generator: report.generator,
+            sched_lag,
+        }
+    }
+
+    /// Stops the players and the run's tasks; nothing is sent any more.
+    async fn abort(self) {
+        self.publisher.abort();
+        self.finish().await;
+    }
+}
+
+fn refused(reason: impl ToString) -> Reply {
+    Reply::Refused {
+        reason: reason.to_string(),
+    }
+}
+
+/// Sends the queued events to the coordinator, in order. Results that cannot go (more than
+/// the server's largest message) are reported as the phase's failure, so that the coordinator
+/// does not wait for them.
+async fn publish(client: async_nats::Client, subject: String, mut queued: mpsc::Receiver<Event>) {
+    while let Some(event) = queued.recv().await {
+        let sent = client
+            .publish(subject.clone(), protocol::encode(&event).into())
+            .await;
+        if let Err(e) = sent {
+            tracing::warn!("sending to the coordinator: {e}");
+            if let Event::PhaseDone { phase, .. } = event {
+                let failed = Event::PhaseFailed {
+                    phase,
+                    error: format!("its results could not be sent: {e}"),
+                };
+                let _ = client
+                    .publish(subject.clone(), protocol::encode(&failed).into())
+                    .await;
+            }
+        }
+    }
+    let _ = client.flush().await;
+}
+
+/// Plays `phase` from the agent's clock reading `at_us`, and sends its results.
+async fn play_phase(ctx: Ctx, phase: Phase, at_us: u64, events: mpsc::Sender<Event>) {
+    let start = Instant::now() + Duration::from_micros(at_us.saturating_sub(unix_micros()));
+    tokio::time::sleep_until(start.into()).await;
+    let played = match phase {
+        Phase::WarmUp => runner::warm_up(&ctx).await,
+        Phase::Scenario { scenario } => runner::scenario(&ctx, scenario)
+            .await
+            .map(|report| report.into_iter().collect()),
+    };
+    let event = match played {
+        Ok(reports) => {
+            let results: Result<Vec<ScenarioResult>, _> = reports
+                .iter()
+                .map(|report| ScenarioResult::of(report, ms_after(report.began, start)))
+                .collect();
+            match results {
+                Ok(results) => Event::PhaseDone { phase, results },
+                Err(e) => Event::PhaseFailed {
+                    phase,
+                    error: e.to_string(),
+                },
+            }
+        }
+        Err(e) => Event::PhaseFailed {
+            phase,
+            error: e.to_string(),
+        },
+    };
+    let _ = events.send(event).await;
+}
+
+/// Milliseconds from `start` to `at`, negative when `at` came first.
+fn ms_after(at: Instant, start: Instant) -> f64 {
+    match at.checked_duration_since(start) {
+        Some(after) => after.as_secs_f64() * 1000.0,
+        None => -(start.duration_since(at).as_secs_f64() * 1000.0),
+    }
+}

@@ -1,0 +1,207 @@
+//! A run spread over load agents: `anyplay-load agent` processes, anywhere NATS reaches, each
+//! playing a share of the players with the same [`crate::runner::Run`] and scenarios as a run in
+//! one process, and a coordinator (`anyplay-load --agents N --nats URL`) that splits the run,
+//! starts every phase at one agreed instant and merges what the agents measured exactly.
+//!
+//! - [`protocol`]: the subjects (under `anyplay.load.<run id>.`) and messages; histograms travel
+//!   serialized, never as percentiles.
+//! - [`share`]: each agent's players (a range of the run's numbers) and its part of each rate.
+//! - [`clock`]: an agent's clock offset to the coordinator's, from pings.
+//! - [`codes`]: sign-in codes relayed by the coordinator, so agents need no file of the cloud's.
+//! - [`health`]: an agent's health, once a second.
+//! - [`agent`]: the agent process; [`coordinator`]: the coordinator, as a library.
+//! - [`merge`]: the agents' reports of a phase as one.
+//!
+//! Each agent's players make friends among themselves only (the ring of `--friends` runs within
+//! a share), and draw each operation's actor from the run's seed among its own players; what a
+//! player draws for itself (its reconnect waits) uses its number in the run, as in one process.
+
+pub mod agent;
+pub mod clock;
+pub mod codes;
+pub mod coordinator;
+pub mod health;
+pub mod merge;
+pub mod protocol;
+pub mod share;
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+pub use coordinator::{AgentReport, Coordinator, HealthReport, PhaseResults};
+pub use protocol::Phase;
+
+use crate::client::http_client;
+use crate::error::LoadError;
+use crate::generator::{Generator, GeneratorReport, LagReport};
+use crate::progress::Progress;
+use crate::provenance::{self, Machine};
+use crate::report::{json, Report, ScenarioReport, SCHEMA};
+use crate::server;
+use crate::settings::{AgentsSettings, Scenario, Settings};
+use crate::target::Target;
+
+/// How long a coordinator waits for its agents to answer the offer.
+pub const RECRUIT_WAIT: Duration = Duration::from_secs(30);
+
+/// Why a run over agents could not go on.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentsError {
+    #[error("NATS at {url}: {detail}")]
+    Nats { url: String, detail: String },
+    #[error("{} of {wanted} load agents answered on {url} within {waited:?}{}", answered.len(),
+        if answered.is_empty() { String::new() } else { format!(" ({})", answered.join(", ")) })]
+    TooFew {
+        wanted: usize,
+        answered: Vec<String>,
+        waited: Duration,
+        url: String,
+    },
+    #[error("agent {agent:?}: {reason}")]
+    Agent { agent: String, reason: String },
+    #[error("every agent stopped answering")]
+    AllLost,
+    #[error(transparent)]
+    Protocol(#[from] protocol::ProtocolError),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl AgentsError {
+    fn nats(url: &str, detail: &dyn std::fmt::Display) -> Self {
+        AgentsError::Nats {
+            url: url.to_string(),
+            detail: detail.to_string(),
+        }
+    }
+
+    fn agent(agent: &str, reason: impl Into<String>) -> Self {
+        AgentsError::Agent {
+            agent: agent.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// A NATS connection named `name` (for the server's monitoring).
+async fn connect(url: &str, name: &str) -> Result<async_nats::Client, AgentsError> {
+    async_nats::ConnectOptions::new()
+        .name(name)
+        .connect(url)
+        .await
+        .map_err(|e| AgentsError::nats(url, &e))
+}
+
+/// The whole run of `settings` over `agents` against `target`: recruit, assign, the warm-up
+/// and each scenario as a phase, then the merged report. An agent lost on the way leaves the
+/// report `incomplete`, with the agent named.
+pub async fn run(
+    settings: &Settings,
+    target: &Target,
+    agents: &AgentsSettings,
+    progress: &Progress,
+) -> Result<Report, LoadError> {
+    // The coordinator's own process and the nodes' ones; the players' health is the agents'.
+    let generator = Generator::start(target.nodes.iter().filter_map(|n| n.pid).collect(), None);
+    let http = http_client(None)
+        .map_err(|e| LoadError::Refused(format!("building an HTTP client: {e}")))?;
+    let before = server::scrape_all(&http, &target.nodes).await;
+    let spinner = progress.spinner("agents");
+    spinner.set_message(format!(
+        "waiting for {} on {}",
+        agents.count, agents.nats_url
+    ));
+    let mut coordinator =
+        Coordinator::recruit(&agents.nats_url, None, agents.count, RECRUIT_WAIT).await?;
+    let played = play(&mut coordinator, settings, target, &spinner).await;
+    let scenarios = match played {
+        Ok(scenarios) => scenarios,
+        Err(e) => {
+            coordinator.abort().await;
+            return Err(e);
+        }
+    };
+    spinner.set_message("finishing");
+    let finished = coordinator.finish().await;
+    spinner.finish_and_clear();
+    let after = server::scrape_all(&http, &target.nodes).await;
+    let (_, process) = generator.finish(false).await;
+    let agents = coordinator.reports();
+    Ok(Report {
+        schema: SCHEMA,
+        machine: Machine::detect(),
+        settings: settings.clone(),
+        commit: provenance::commit(),
+        date: json::now(),
+        generator: merged_generator(finished.iter().map(|(_, f)| f))?,
+        scenarios,
+        server: server::report(&before, &after),
+        process,
+        incomplete: agents.iter().any(|a| a.lost),
+        agents: Some(agents),
+    })
+}
+
+/// The phases of the run, each merged over the agents that played it.
+async fn play(
+    coordinator: &mut Coordinator,
+    settings: &Settings,
+    target: &Target,
+    spinner: &indicatif::ProgressBar,
+) -> Result<Vec<ScenarioReport>, LoadError> {
+    spinner.set_message(format!(
+        "assigning run {} to {}",
+        coordinator.run_id(),
+        coordinator.names().join(", ")
+    ));
+    coordinator.assign(settings, target).await?;
+    let phases = std::iter::once(Phase::WarmUp).chain(
+        settings
+            .scenarios
+            .iter()
+            .filter(|s| !matches!(s, Scenario::Login | Scenario::Friends))
+            .map(|&scenario| Phase::Scenario { scenario }),
+    );
+    let mut scenarios = Vec::new();
+    for phase in phases {
+        spinner.set_message(phase.name());
+        let played = coordinator.run_phase(phase).await?;
+        let results: Vec<_> = played.results.into_iter().map(|(_, r)| r).collect();
+        scenarios.extend(merge::phase(&results).map_err(AgentsError::from)?);
+    }
+    Ok(scenarios)
+}
+
+/// The agents' own health as one: scheduler lateness from their histograms added, CPU summed
+/// over the agents, memory the largest agent's peak (each agent's is in its health).
+fn merged_generator<'a>(
+    finished: impl Iterator<Item = &'a protocol::Finished>,
+) -> Result<GeneratorReport, AgentsError> {
+    let mut lag: Option<Histogram<u64>> = None;
+    let (mut cpu, mut rss) = (0.0, 0.0_f64);
+    for agent in finished {
+        let theirs = agent.sched_lag.decode()?;
+        match &mut lag {
+            Some(lag) => lag
+                .add(&theirs)
+                .map_err(|e| protocol::ProtocolError::Histogram(format!("{e:?}")))?,
+            None => lag = Some(theirs),
+        }
+        cpu += agent.generator.cpu_cores_avg;
+        rss = rss.max(agent.generator.rss_mb_peak);
+    }
+    Ok(GeneratorReport {
+        sched_lag_ms: lag.as_ref().map_or(
+            LagReport {
+                p50: 0.0,
+                p99: 0.0,
+                max: 0.0,
+            },
+            LagReport::of,
+        ),
+        cpu_cores_avg: cpu,
+        rss_mb_peak: rss,
+        pool_busy: None,
+    })
+}

@@ -1,0 +1,428 @@
+//! Runs spread over load agents: three `anyplay-load agent` processes and a coordinator
+//! (`anyplay-load --agents 3 --nats ...`) meet on the NATS of `deploy/test-services.sh` and play
+//! a two-node cluster of `anyplay-cloud` processes on its PostgreSQL. What the agents send the
+//! coordinator is read off NATS too, to check the merge against the agents' own samples.
+
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use hdrhistogram::Histogram;
+use serde_json::Value;
+use sqlx::migrate::MigrateDatabase;
+
+use anyplay_load::agents::protocol::{self, Event, Phase, ScenarioResult};
+use anyplay_load::agents::Coordinator;
+use anyplay_load::stats::ms;
+
+use crate::processes::{load, CloudProcess, LOAD};
+use crate::support::{check_contract_fields, services, temp_path, Services};
+
+/// Idle agents take any coordinator's offer, so the two tests' agents must not meet on the
+/// one NATS: they run one after the other.
+static ONE_RUN_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Two nodes on a database of their own, appending codes to one mail log.
+struct Cluster {
+    nodes: [CloudProcess; 2],
+    mail_log: PathBuf,
+}
+
+impl Cluster {
+    async fn start(services: &Services, tag: &str) -> Cluster {
+        let name = format!("anyplay_agents_{}_{tag}", std::process::id());
+        let (server, _) = services
+            .postgres_url
+            .rsplit_once('/')
+            .expect("a database URL with a path");
+        let database = format!("{server}/{name}");
+        sqlx::Postgres::create_database(&database)
+            .await
+            .expect("a database for the cluster");
+        let mail_log = temp_path("agents-mail.log");
+        let node = |i: usize| {
+            let node_id = format!("agents-{}-{tag}-{i}", std::process::id());
+            let (database, nats, mail_log) = (
+                database.clone(),
+                services.nats_url.clone(),
+                mail_log.clone(),
+            );
+            async move { CloudProcess::cluster(&node_id, &database, &nats, &mail_log).await }
+        };
+        let nodes = [node(1).await, node(2).await];
+        Cluster { nodes, mail_log }
+    }
+
+    /// The coordinator's flags for these nodes.
+    fn flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        for node in &self.nodes {
+            flags.extend(["--url".to_string(), node.api.clone()]);
+        }
+        flags.extend([
+            "--mail-log".to_string(),
+            self.mail_log.display().to_string(),
+        ]);
+        flags
+    }
+}
+
+/// An `anyplay-load agent` process, killed when dropped.
+struct Agent {
+    name: String,
+    child: tokio::process::Child,
+    log: PathBuf,
+}
+
+impl Agent {
+    fn start(nats: &str, name: &str) -> Agent {
+        let log = temp_path(&format!("agent-{name}.log"));
+        let child = tokio::process::Command::new(LOAD)
+            .args(["agent", "--nats", nats, "--name", name])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).expect("the agent's log"))
+            .kill_on_drop(true)
+            .spawn()
+            .expect("anyplay-load agent starts");
+        Agent {
+            name: name.to_string(),
+            child,
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// An agent's results of a phase, as it sent them.
+type PhaseDone = (String, Phase, Vec<ScenarioResult>);
+
+/// What the agents told the coordinator at the end of each phase, read off NATS.
+#[derive(Clone, Default)]
+struct Overheard(Arc<Mutex<Vec<PhaseDone>>>);
+
+impl Overheard {
+    async fn listen(nats: &str) -> Overheard {
+        let client = async_nats::connect(nats).await.expect("NATS");
+        let mut events = client
+            .subscribe("anyplay.load.*.from.*")
+            .await
+            .expect("a subscription");
+        let overheard = Overheard::default();
+        let sink = overheard.clone();
+        tokio::spawn(async move {
+            let _client = client;
+            while let Some(message) = events.next().await {
+                let agent = message
+                    .subject
+                    .as_str()
+                    .rsplit('.')
+                    .next()
+                    .unwrap_or("")
+                    .to_string();
+                if let Ok(Event::PhaseDone { phase, results }) = protocol::decode(&message.payload)
+                {
+                    sink.0
+                        .lock()
+                        .expect("not poisoned")
+                        .push((agent, phase, results));
+                }
+            }
+        });
+        // The subscription is in place once the server has seen it.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        overheard
+    }
+
+    fn done(&self, phase: Phase) -> usize {
+        self.0
+            .lock()
+            .expect("not poisoned")
+            .iter()
+            .filter(|(_, p, _)| *p == phase)
+            .count()
+    }
+
+    /// Every agent's result of scenario `name`.
+    fn results(&self, name: &str) -> Vec<(String, ScenarioResult)> {
+        self.0
+            .lock()
+            .expect("not poisoned")
+            .iter()
+            .flat_map(|(agent, _, results)| results.iter().map(move |r| (agent.clone(), r.clone())))
+            .filter(|(_, r)| r.scenario.name() == name)
+            .collect()
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn read_report(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).expect("the --json report");
+    let _ = std::fs::remove_file(path);
+    serde_json::from_str(&text).expect("JSON")
+}
+
+fn args(flags: &[&str], cluster: &Cluster, nats: &str, json: &Path) -> Vec<String> {
+    let mut args: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
+    args.extend(["--agents", "3", "--nats", nats].map(String::from));
+    args.extend(cluster.flags());
+    args.extend(["--json".to_string(), json.display().to_string()]);
+    args
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_agents_merge_into_the_histogram_of_all_their_samples() {
+    let _alone = ONE_RUN_AT_A_TIME.lock().await;
+    let services = services();
+    let cluster = Cluster::start(&services, "clean").await;
+    let agents: Vec<Agent> = ["c1", "c2", "c3"]
+        .iter()
+        .map(|n| Agent::start(&services.nats_url, n))
+        .collect();
+    let overheard = Overheard::listen(&services.nats_url).await;
+    let json = temp_path("agents-clean.json");
+    let flags = [
+        "--players",
+        "90",
+        "--rate",
+        "100",
+        "--friends",
+        "4",
+        "--scenarios",
+        "presence,cards,storm",
+        "--presence-rate",
+        "30",
+        "--presence-seconds",
+        "2",
+        "--cards-rate",
+        "30",
+        "--cards-seconds",
+        "2",
+        "--storm-timeout",
+        "30",
+    ];
+    let out = load(&args(&flags, &cluster, &services.nats_url, &json)).await;
+    let logs: Vec<String> = agents
+        .iter()
+        .map(|a| format!("{}:\n{}", a.name, a.log()))
+        .collect();
+    assert!(
+        out.status.success(),
+        "{}\nagents:\n{}",
+        text(&out),
+        logs.join("\n")
+    );
+    let report = read_report(&json);
+    check_contract_fields(&report);
+    assert_eq!(report["incomplete"], false);
+
+    // Each agent plays a third of the players, numbered on from the one before.
+    let shares: Vec<(String, Value)> = report["agents"]
+        .as_array()
+        .expect("the agents")
+        .iter()
+        .map(|a| {
+            (
+                a["name"].as_str().expect("a name").to_string(),
+                a["players"].clone(),
+            )
+        })
+        .collect();
+    let mut firsts: Vec<u64> = shares
+        .iter()
+        .map(|(_, p)| p[0].as_u64().expect("first"))
+        .collect();
+    firsts.sort();
+    assert_eq!(firsts, [0, 30, 60], "{shares:?}");
+    for agent in report["agents"].as_array().expect("the agents") {
+        assert_eq!(agent["lost"], false, "{agent}");
+        assert_eq!(agent["players"][1], 30, "{agent}");
+        assert!(agent["rtt_ms"].as_f64() >= Some(0.0), "{agent}");
+        assert!(agent["clock_offset_ms"].is_number(), "{agent}");
+        let health = agent["health"].as_array().expect("health");
+        assert!(!health.is_empty(), "{agent}");
+        for key in [
+            "t",
+            "sched_lag_ms_p99",
+            "cpu",
+            "rss_mb",
+            "connections",
+            "send_queue",
+        ] {
+            assert!(
+                health[0].get(key).is_some(),
+                "health has no {key}: {}",
+                health[0]
+            );
+        }
+    }
+
+    let scenario = |name: &str| {
+        report["scenarios"]
+            .as_array()
+            .expect("scenarios")
+            .iter()
+            .find(|s| s["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {report}"))
+            .clone()
+    };
+    assert_eq!(scenario("login")["players"]["online"], 90);
+    assert_eq!(scenario("login")["ops"]["e2e_login"]["ok"], 90);
+    let storm = &scenario("storm")["storm"];
+    assert_eq!(storm["players_hit"], 90, "{storm}");
+    assert_eq!(storm["players_back"], 90, "{storm}");
+
+    // The merged figures are those of all the agents' samples together.
+    for name in ["login", "friends", "presence", "cards", "storm"] {
+        let merged = scenario(name);
+        let parts = overheard.results(name);
+        let mut from: Vec<&str> = parts.iter().map(|(agent, _)| agent.as_str()).collect();
+        from.sort();
+        assert_eq!(from, ["c1", "c2", "c3"], "{name}");
+        let ops = merged["ops"].as_object().expect("ops");
+        assert!(!ops.is_empty(), "{name}");
+        for (op, figures) in ops {
+            let mut union: Option<Histogram<u64>> = None;
+            let mut count = 0;
+            for (_, part) in &parts {
+                let Some(wire) = part.ops.get(op) else {
+                    continue;
+                };
+                count += wire.count;
+                let h = wire.latency.decode().expect("a histogram");
+                match &mut union {
+                    Some(u) => u.add(&h).expect("same shape"),
+                    None => union = Some(h),
+                }
+            }
+            let union = union.expect("some agent recorded the op");
+            assert_eq!(figures["count"].as_u64(), Some(count), "{name}.{op}");
+            assert_eq!(union.len(), count, "{name}.{op}");
+            for (key, q) in [("p50_ms", 0.5), ("p95_ms", 0.95), ("p99_ms", 0.99)] {
+                assert_eq!(
+                    figures[key].as_f64(),
+                    Some(ms(union.value_at_quantile(q))),
+                    "{name}.{op}.{key}"
+                );
+            }
+            assert_eq!(
+                figures["max_ms"].as_f64(),
+                Some(ms(union.max())),
+                "{name}.{op}"
+            );
+        }
+        let calls: u64 = merged["series"]
+            .as_array()
+            .expect("series")
+            .iter()
+            .map(|s| s["calls"].as_u64().expect("calls"))
+            .sum();
+        let sent: u64 = parts
+            .iter()
+            .flat_map(|(_, p)| p.series.iter().map(|s| s.calls))
+            .sum();
+        assert_eq!(calls, sent, "{name}: series calls");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_killed_mid_run_is_named_and_the_run_is_incomplete() {
+    let _alone = ONE_RUN_AT_A_TIME.lock().await;
+    let services = services();
+    let cluster = Cluster::start(&services, "killed").await;
+    let mut agents: Vec<Agent> = ["k1", "k2", "k3"]
+        .iter()
+        .map(|n| Agent::start(&services.nats_url, n))
+        .collect();
+    let overheard = Overheard::listen(&services.nats_url).await;
+    let json = temp_path("agents-killed.json");
+    let flags = [
+        "--players",
+        "60",
+        "--rate",
+        "100",
+        "--friends",
+        "4",
+        "--scenarios",
+        "presence,storm",
+        "--presence-rate",
+        "20",
+        "--presence-seconds",
+        "12",
+        "--storm-timeout",
+        "20",
+    ];
+    let coordinator_args = args(&flags, &cluster, &services.nats_url, &json);
+    let coordinator = tokio::spawn(async move { load(&coordinator_args).await });
+    // Once the warm-up is over, the presence phase starts within seconds and runs for 12.
+    let waited = std::time::Instant::now();
+    while overheard.done(Phase::WarmUp) < 3 {
+        assert!(
+            waited.elapsed() < Duration::from_secs(90),
+            "no warm-up from all three agents"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    agents[1].child.start_kill().expect("SIGKILL to k2");
+
+    let out = coordinator.await.expect("the coordinator's task");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        stderr.contains("agent \"k2\" stopped answering at") && stderr.contains("incomplete"),
+        "{}",
+        text(&out)
+    );
+    let report = read_report(&json);
+    assert_eq!(report["incomplete"], true);
+    for agent in report["agents"].as_array().expect("the agents") {
+        let lost = agent["name"] == "k2";
+        assert_eq!(agent["lost"], lost, "{agent}");
+        assert_eq!(agent.get("lost_at_s").is_some(), lost, "{agent}");
+    }
+    // What the others measured is still there: the run is smaller, and says so.
+    let scenarios = report["scenarios"].as_array().expect("scenarios");
+    let names: Vec<&str> = scenarios
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(names, ["login", "friends", "presence", "storm"]);
+    assert_eq!(scenarios[0]["players"]["online"], 60);
+    assert_eq!(scenarios[3]["storm"]["players_hit"], 40, "{}", scenarios[3]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_few_agents_is_an_error_that_says_who_answered() {
+    let _alone = ONE_RUN_AT_A_TIME.lock().await;
+    let services = services();
+    let agent = Agent::start(&services.nats_url, "only");
+    // The agent is listening once it says so.
+    let waited = std::time::Instant::now();
+    while !agent.log().contains("waiting for work") {
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "{}",
+            agent.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let recruited = Coordinator::recruit(&services.nats_url, None, 2, Duration::from_secs(3)).await;
+    let e = recruited.err().expect("one agent is not two");
+    assert!(
+        e.to_string().contains("1 of 2 load agents answered") && e.to_string().contains("only"),
+        "{e}"
+    );
+}
