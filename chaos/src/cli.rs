@@ -77,6 +77,9 @@ pub enum Command {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Runs one load agent (what a plan's local agents are): `anyplay-load agent`'s flags.
+    #[command(hide = true)]
+    Agent(anyplay_load::settings::AgentArgs),
 }
 
 /// What `run` and `up` may change of the plan; the run directory records the result.
@@ -220,7 +223,7 @@ pub fn compare(a: &Path, b: &Path) -> anyhow::Result<Outcome> {
 /// supervisor's at `warn` so they do not drown its progress.
 pub fn init_logs(command: &Command) {
     let default = match command {
-        Command::Node { .. } => "info",
+        Command::Node { .. } | Command::Agent(_) => "info",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -332,6 +335,16 @@ pub fn node(args: Vec<String>) -> anyhow::Result<Outcome> {
     runtime()?
         .block_on(anyplay_cloud::serve_until_signalled(config))
         .context("the node failed")?;
+    Ok(Outcome::Pass)
+}
+
+/// `agent`: plays shares of runs offered on NATS until killed (the same code as
+/// `anyplay-load agent`).
+pub fn agent(args: anyplay_load::settings::AgentArgs) -> anyhow::Result<Outcome> {
+    raise_fd_limit();
+    runtime()?
+        .block_on(anyplay_load::agents::agent::serve(args))
+        .context("the load agent failed")?;
     Ok(Outcome::Pass)
 }
 

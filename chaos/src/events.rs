@@ -177,6 +177,25 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signal: Option<String>,
     },
+    /// A load agent stopped answering: its `players` (numbered from `first_player`) played on
+    /// unrecorded, or not at all, from here on.
+    AgentLost {
+        agent: String,
+        first_player: usize,
+        players: usize,
+    },
+}
+
+impl History {
+    /// The load agents lost during the run, by name.
+    pub fn lost_agents(&self) -> Vec<&str> {
+        self.iter()
+            .filter_map(|(_, e)| match e {
+                Event::AgentLost { agent, .. } => Some(agent.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
 }
 
 /// The id a node gives itself in its welcome (the service name, `node-1`, under chaos).

@@ -47,5 +47,6 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
         #[cfg(feature = "seeded-defects")]
         Command::Selftest { cases, out, jobs } => cli::selftest(cases, out, jobs),
         Command::Node { args } => cli::node(args),
+        Command::Agent(args) => cli::agent(args),
     }
 }

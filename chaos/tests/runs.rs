@@ -10,13 +10,25 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use support::{a_run_turn, chaos, reduced_plan, report, run_plan, scratch};
+use support::{a_run_turn, chaos, reduced_plan, reduced_plan_with, report, run_plan, scratch};
 
 /// Runs a reduced plan and asserts a pass, with every check and the files a run writes.
 fn passes(name: &str, players: u32) {
+    passes_with(name, name, players, |_| {}, |_| {});
+}
+
+/// [`passes`] with the plan changed by `edit` (the run's directory named `label`), and what
+/// `more` asserts of the run directory.
+fn passes_with(
+    name: &str,
+    label: &str,
+    players: u32,
+    edit: impl FnOnce(&mut serde_yaml::Value),
+    more: impl FnOnce(&Path),
+) {
     let _turn = a_run_turn();
-    let dir = scratch(name);
-    let plan = reduced_plan(name, &dir, players, "10s");
+    let dir = scratch(label);
+    let plan = reduced_plan_with(name, &dir, players, "10s", edit);
     let out = dir.join("run");
     let output = run_plan(&plan, &out, &[]);
     let stdout = String::from_utf8_lossy(&output.stdout);
@@ -64,12 +76,53 @@ fn passes(name: &str, players: u32) {
         stdout.contains("## Checks") && stdout.contains("## Faults"),
         "{stdout}"
     );
+    more(&out);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn node_crash_passes_on_postgres_and_nats() {
     passes("node-crash", 200);
+}
+
+/// The same plan with its players played by two local load agents: the same verdicts (every
+/// check passes), each agent's players in the history, and the load report per agent.
+#[test]
+fn node_crash_passes_with_two_local_agents() {
+    let agents = |plan: &mut serde_yaml::Value| {
+        plan["load"]["agents"] = 2.into();
+        plan["load"]["agents_local"] = true.into();
+    };
+    passes_with("node-crash", "node-crash-agents", 200, agents, |out| {
+        let load: Value =
+            serde_json::from_slice(&std::fs::read(out.join("load.json")).unwrap()).unwrap();
+        assert_eq!(load["incomplete"], false);
+        let agents = load["agents"].as_array().expect("the agents in load.json");
+        let mut names: Vec<&str> = agents.iter().map(|a| a["name"].as_str().unwrap()).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["agent-1", "agent-2"]);
+        for agent in agents {
+            assert_eq!(agent["lost"], false);
+            assert_eq!(agent["players"][1], 100);
+            assert!(!agent["health"].as_array().unwrap().is_empty());
+        }
+        for log in ["logs/agent-1.log", "logs/agent-2.log"] {
+            assert!(out.join(log).is_file(), "{log} is missing");
+        }
+        // Both agents' players were welcomed into the history, on connections of their own.
+        let history = std::fs::read_to_string(out.join("events.jsonl")).unwrap();
+        let welcomed: std::collections::BTreeSet<u64> = history
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|event| event["kind"] == "welcome")
+            .map(|event| event["account"].as_u64().unwrap())
+            .collect();
+        assert!(
+            welcomed.len() >= 200,
+            "{} accounts welcomed",
+            welcomed.len()
+        );
+    });
 }
 
 #[test]

@@ -327,15 +327,27 @@ impl FactSink {
         self.sender.set(tx).ok().map(|()| rx)
     }
 
+    /// Whether somebody takes the facts (a fleet that nobody listens to keeps none).
+    pub fn is_taken(&self) -> bool {
+        self.sender.get().is_some()
+    }
+
     pub fn emit(&self, player: usize, account: Option<AccountId>, fact: Fact) {
-        if let Some(tx) = self.sender.get() {
-            // A receiver that went away wants nothing more.
-            let _ = tx.send(Stamped {
+        if self.is_taken() {
+            self.forward(Stamped {
                 at: Instant::now(),
                 player,
                 account,
                 fact,
             });
+        }
+    }
+
+    /// Passes on a fact stamped elsewhere (a load agent's, on the coordinator).
+    pub fn forward(&self, stamped: Stamped) {
+        if let Some(tx) = self.sender.get() {
+            // A receiver that went away wants nothing more.
+            let _ = tx.send(stamped);
         }
     }
 }

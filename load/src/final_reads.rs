@@ -3,12 +3,14 @@
 //! which accounts held a connection (or none) all through the reads. The same reads serve a
 //! fleet in the supervisor and a load agent's share; their results add up by concatenation.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
+use crate::facts::{Fact, Stamped};
 use crate::fleet::Fleet;
 use crate::player::Player;
 use crate::sync::lock;
@@ -83,6 +85,33 @@ impl FinalReads {
         self.late |= other.late;
     }
 
+    /// These reads cut into parts of at most `per_part` friend lists and memberships each, so
+    /// that each part fits one message; the first part carries the rest. Extending one
+    /// `FinalReads` with every part gives these back.
+    pub fn into_parts(self, per_part: usize) -> Vec<FinalReads> {
+        let per_part = per_part.max(1);
+        let mut friends = self.friends.into_iter();
+        let mut memberships = self.memberships.into_iter();
+        let mut parts = vec![FinalReads {
+            friends: friends.by_ref().take(per_part).collect(),
+            memberships: memberships.by_ref().take(per_part).collect(),
+            connected: self.connected,
+            offline: self.offline,
+            late: self.late,
+        }];
+        loop {
+            let part = FinalReads {
+                friends: friends.by_ref().take(per_part).collect(),
+                memberships: memberships.by_ref().take(per_part).collect(),
+                ..FinalReads::default()
+            };
+            if part.friends.is_empty() && part.memberships.is_empty() {
+                return parts;
+            }
+            parts.push(part);
+        }
+    }
+
     /// In account order, so a history does not depend on which read answered first.
     pub fn sort(&mut self) {
         self.friends.sort_by_key(|f| f.account);
@@ -90,6 +119,25 @@ impl FinalReads {
             .sort_by(|a, b| (a.account, &a.session).cmp(&(b.account, &b.session)));
         self.connected.sort_unstable();
         self.offline.sort_unstable();
+    }
+}
+
+/// Every (account, session) pair a session write touched, as the facts tell: the pairs the
+/// final reads read again.
+#[derive(Debug, Default)]
+pub struct Touched(BTreeSet<(u64, SessionId)>);
+
+impl Touched {
+    pub fn note<T>(&mut self, stamped: &Stamped<T>) {
+        if let (Some(account), Fact::Write(write)) = (stamped.account, &stamped.fact) {
+            if let Some(session) = &write.session {
+                self.0.insert((account.0, session.clone()));
+            }
+        }
+    }
+
+    pub fn pairs(&self) -> Vec<(u64, SessionId)> {
+        self.0.iter().cloned().collect()
     }
 }
 
@@ -199,5 +247,19 @@ mod tests {
         assert_eq!(reads.connected, [1, 3, 5]);
         // One late share makes the whole late.
         assert!(reads.late);
+    }
+
+    #[test]
+    fn reads_cut_into_parts_add_up_to_the_whole() {
+        let whole = share(&[1, 2, 3, 4, 5], true);
+        let parts = whole.clone().into_parts(2);
+        assert_eq!(parts.len(), 3);
+        assert!(parts.iter().all(|p| p.friends.len() <= 2));
+        let mut again = FinalReads::default();
+        for part in parts {
+            again.extend(part);
+        }
+        assert_eq!(again, whole);
+        assert_eq!(FinalReads::default().into_parts(2).len(), 1);
     }
 }

@@ -144,7 +144,9 @@ impl Fleet {
             shutdown: watch::Sender::new(false),
             recorder: RwLock::new(Recorder::new()),
             facts: FactSink::default(),
-            connections: AtomicU64::new(0),
+            // A share of a run (a load agent's) numbers its connections above its first
+            // player's number shifted up, so no two shares give one number to two connections.
+            connections: AtomicU64::new((players.start as u64) << 32),
             directory: RwLock::new(HashMap::new()),
         });
         // Not from the seed on purpose: the tag must differ between runs, so that a rerun

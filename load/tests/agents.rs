@@ -154,7 +154,7 @@ impl Overheard {
             .expect("not poisoned")
             .iter()
             .flat_map(|(agent, _, results)| results.iter().map(move |r| (agent.clone(), r.clone())))
-            .filter(|(_, r)| r.scenario.name() == name)
+            .filter(|(_, r)| r.scenario == name)
             .collect()
     }
 }

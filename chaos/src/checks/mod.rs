@@ -179,6 +179,24 @@ pub fn run_all(history: &History, limits: &Limits, clients: &[Client]) -> Vec<Ch
         event_order::check(history, limits.event_order),
         session_integrity::check(history, limits.session_integrity),
     ];
+    // A lost agent's players went on unrecorded: whatever judges players has only part of
+    // the evidence, and a part can neither pass nor fail the whole.
+    let lost = history.lost_agents();
+    if !lost.is_empty() {
+        for result in &mut results {
+            *result = CheckResult::unknown(
+                &result.name,
+                result.limit,
+                format!(
+                    "load agent {} lost: its players' facts are missing (on what was \
+                     recorded: {}, {})",
+                    lost.join(", "),
+                    result.result,
+                    result.detail
+                ),
+            );
+        }
+    }
     results.extend(
         clients
             .iter()
@@ -280,6 +298,28 @@ mod tests {
         assert!(results
             .iter()
             .all(|r| r.pass == (r.result == Verdict::Pass)));
+    }
+
+    #[test]
+    fn a_lost_agent_leaves_every_player_check_unknown_and_names_it() {
+        let history = History::new(vec![crate::events::Record {
+            t: 3.0,
+            event: crate::events::Event::AgentLost {
+                agent: "agent-2".into(),
+                first_player: 50,
+                players: 50,
+            },
+        }]);
+        let clients = vec![Client {
+            name: "c".into(),
+            cmd: "true".into(),
+            expect_exit: 0,
+        }];
+        let results = run_all(&history, &Limits::default(), &clients);
+        for result in results.iter().filter(|r| !r.name.starts_with("client:")) {
+            assert_eq!(result.result, Verdict::Unknown, "{result:?}");
+            assert!(result.detail.contains("agent-2 lost"), "{}", result.detail);
+        }
     }
 
     #[test]

@@ -63,6 +63,7 @@ pub fn validate(raw: RawPlan, src: &str) -> Result<Plan, PlanError> {
         let path = timeline_path.index(i);
         let entry = cx.entry(entry, &path)?;
         cx.reachable(&entry.action, &services, store, &load, &path)?;
+        cx.agents_keep_their_nats(&entry.action, &load, &path)?;
         timeline.push(entry);
     }
 
@@ -616,6 +617,29 @@ impl Cx<'_> {
     }
 
     /// Refuses an action aimed at something the topology does not have.
+    /// Load agents that take their work over the run's own NATS lose their coordinator when
+    /// the timeline takes that NATS away (a link fault is the nodes' link, not the agents').
+    fn agents_keep_their_nats(
+        &self,
+        action: &Action,
+        load: &Load,
+        path: &KeyPath,
+    ) -> Result<(), PlanError> {
+        let on_own_nats = load.agents.as_ref().is_some_and(|a| a.nats.is_none());
+        if on_own_nats
+            && !matches!(action, Action::Link { .. })
+            && action.target() == Some(Target::Nats)
+        {
+            return Err(self.err(
+                &path.key(action.kind().as_str()),
+                "the load agents take their work over the run's own NATS, which this action \
+                 takes away: give them another one with `load.nats`"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
     fn reachable(
         &self,
         action: &Action,
@@ -894,6 +918,17 @@ mod tests {
         );
         // What is written reads back the same.
         assert_eq!(check(&plan.to_yaml()).unwrap(), plan);
+        let own = "  agents: 2\n  agents_local: true\n";
+        let nats_down = check(&format!(
+            "{}timeline:\n  - {{ at: 5s, kill: nats }}\n",
+            cluster(own)
+        ))
+        .unwrap_err();
+        assert!(
+            nats_down.to_string().contains("timeline[0].kill")
+                && nats_down.to_string().contains("load.nats"),
+            "{nats_down}"
+        );
         let outside = check(&cluster("  agents: 4\n  nats: nats://127.0.0.1:4222\n")).unwrap();
         assert_eq!(
             outside.load.agents.unwrap().nats.as_deref(),

@@ -4,13 +4,16 @@
 //!
 //! - [`topology`]: services and fault proxies, and the ops that act on them.
 //! - [`images`]: the Docker images of the services.
-//! - [`players`]: the load crate's players, their events into the history, the final state.
+//! - [`load`]: the players, in this process or over load agents ([`agents`]: the local ones).
+//! - [`players`]: the plan's load settings, the players' facts into the history, the final state.
 //! - [`samplers`]: connections 4+ times a second, and one series entry a second.
 //! - [`timeline`]: the steps of the resolved timeline, each at its time.
 //! - [`clients`]: the plan's own client programs, riding through the run.
 
+mod agents;
 mod clients;
 pub mod images;
+mod load;
 mod players;
 mod samplers;
 mod timeline;
@@ -20,9 +23,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyplay_load::progress::Progress;
-use anyplay_load::runner::Run;
-use anyplay_load::scenarios::{mixed, traffic};
 use indicatif::ProgressBar;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -32,6 +32,7 @@ use crate::plan::{Backend, ImageOverride, Plan, Service};
 use crate::report::{self, markdown, LOAD_REPORT_FILE, PLAN_FILE};
 use crate::supervisor::{ServiceEvent, ServiceEventKind};
 
+use load::Load;
 use topology::Topology;
 
 /// Why a run could not be carried out (a failed check is not an error: it is the verdict).
@@ -106,11 +107,6 @@ fn prepare(options: RunOptions) -> Result<(Plan, PathBuf), RunError> {
     }
     // Another seed can make the timeline impossible: refuse before anything starts.
     plan.resolve(plan.seed)?;
-    if plan.load.agents.is_some() {
-        return Err(RunError::Topology(
-            "load.agents: this supervisor cannot hand players to load agents yet".into(),
-        ));
-    }
     // So can a plan too big for this machine's processes.
     if let Ok(limit) = anyplay_load::budget::open_file_limit() {
         anyplay_load::budget::check(&players::sockets(&plan), limit)?;
@@ -161,42 +157,35 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
     let length = timeline.length();
     let settings = players::settings(&plan, length + plan.settle);
     let target = players::target(&dir, &topology.nodes)?;
-    let load_run = match Run::start(&settings, target, Progress::stderr()).await {
-        Ok(run) => run,
-        Err(e) => {
-            topology.shutdown().await;
-            return Err(e.into());
-        }
-    };
-    let fleet = load_run.ctx.fleet.clone();
+    let nats_url = topology.nats_url.clone();
+    let (mut load, facts) =
+        match Load::start(&plan, &settings, target, nats_url.as_deref(), &dir, &log).await {
+            Ok(started) => started,
+            Err(e) => {
+                topology.shutdown().await;
+                return Err(e);
+            }
+        };
+    let online = load.online();
     let (stop, stopped) = watch::channel(false);
     let recorder = players::Recorder::new(log.clone(), &topology.nodes);
-    let facts = fleet
-        .facts()
-        .ok_or_else(|| RunError::Files("the players' facts were taken already".into()))?;
     let following = tokio::spawn(recorder.clone().follow(facts, stopped.clone()));
 
     let mut interrupted = false;
-    let mut warm_up = tokio::spawn({
-        let ctx = load_run.ctx.clone();
-        async move { anyplay_load::runner::warm_up(&ctx).await }
-    });
     tokio::pin!(interrupt);
     let mut scenarios = tokio::select! {
-        done = &mut warm_up => match done {
-            Ok(Ok(reports)) => reports,
-            Ok(Err(e)) => {
+        done = load.warm_up() => match done {
+            Ok(reports) => reports,
+            Err(e) => {
                 let _ = stop.send(true);
-                let _ = load_run.finish(Vec::new()).await;
+                let _ = load.finish(Vec::new()).await;
                 topology.shutdown().await;
                 return Err(e.into());
             }
-            Err(e) => return Err(RunError::Files(format!("the warm-up task failed: {e}"))),
         },
         signal = &mut interrupt => {
             interrupted = true;
             let _ = log.record(Event::Note { text: format!("{signal} during the warm-up: the run stops") });
-            warm_up.abort();
             Vec::new()
         }
     };
@@ -213,7 +202,7 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
                 samplers::ticks(
                     log.clone(),
                     recorder.clone(),
-                    fleet.clone(),
+                    online.clone(),
                     topology.nodes.clone(),
                     pids.clone(),
                     move |name| {
@@ -228,23 +217,16 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
         // The series starts with the timeline: the warm-up's calls are in the load report.
         recorder.take_second();
         let _ = log.record(Event::Note {
-            text: format!(
-                "{} of {} players online",
-                fleet.online_count(),
-                plan.load.players
-            ),
+            text: format!("{} of {} players online", online(), plan.load.players),
         });
+        if let Err(e) = load.play(length).await {
+            let _ = log.record(Event::Note {
+                text: format!("the players could not start playing: {e}"),
+            });
+        }
         // An action's `t` minus this one's is its actual offset, to hold against its `at`.
         let _ = log.record(Event::TimelineStart);
         let timeline_zero = Instant::now();
-        let mixed = tokio::spawn({
-            let ctx = load_run.ctx.clone();
-            async move { mixed::run(&ctx).await }
-        });
-        let traffic = tokio::spawn({
-            let ctx = load_run.ctx.clone();
-            async move { traffic::drive(&ctx, length).await }
-        });
         let bar = ProgressBar::new(timeline.steps.len() as u64);
         let fired = timeline::fire(&timeline, timeline_zero, topology.clone(), &log, &bar);
         tokio::select! {
@@ -253,8 +235,14 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
                 let _ = log.record(Event::Note { text: format!("timeline done; settling for {:?}", plan.settle) });
                 if plan.load.churn_rate > 0.0 {
                     // Some players leave for good, so that stale_online judges both states.
-                    let leaving = traffic::leave_for_good(&fleet, plan.seed, traffic::LEAVING_SHARE).await;
-                    let _ = log.record(Event::Note { text: format!("{leaving} players signed off for good") });
+                    match load.leave_for_good(plan.seed).await {
+                        Ok(leaving) => {
+                            let _ = log.record(Event::Note { text: format!("{leaving} players signed off for good") });
+                        }
+                        Err(e) => {
+                            let _ = log.record(Event::Note { text: format!("the players could not sign off: {e}") });
+                        }
+                    }
                 }
                 tokio::select! {
                     () = tokio::time::sleep(plan.settle) => {}
@@ -270,23 +258,21 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
             }
         }
         if interrupted {
-            mixed.abort();
-            traffic.abort();
+            load.stop_play();
             // Listening starts here, before anything else runs, so a quick second press counts.
             if let Ok(again) = crate::supervisor::signals::termination_requested() {
                 tokio::spawn(stop_at_once_on(again, dir.clone(), topology.clone()));
             }
         } else {
-            let _ = traffic.await;
-            match mixed.await {
-                Ok(report) => scenarios.push(report),
+            match load.end_play().await {
+                Ok(report) => scenarios.extend(report),
                 Err(e) => tracing::warn!("the players' activity ended badly: {e}"),
             }
         }
         clients::finish(clients, &log).await;
         // The final reads go over healed links, whatever the timeline was doing when it ended.
         topology.heal().await;
-        players::record_final_state(&log, &recorder, &fleet).await;
+        players::record_final_state(&log, &recorder, &mut load).await;
         let _ = stop.send(true);
         for sampler in samplers {
             let _ = sampler.await;
@@ -294,7 +280,7 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
     }
     let _ = stop.send(true);
     let _ = following.await;
-    let load_report = load_run.finish(scenarios).await;
+    let load_report = load.finish(scenarios).await?;
     topology.shutdown().await;
     // Every exit has been seen once shutdown returned; the channel itself lives as long as the supervisor.
     services_task.abort();
@@ -406,18 +392,42 @@ pub async fn up(options: RunOptions) -> Result<(), RunError> {
     // The players play for as long as the topology is held.
     let settings = players::settings(&plan, Duration::from_secs(365 * 24 * 3600));
     let target = players::target(&dir, &topology.nodes)?;
-    let load_run = Run::start(&settings, target, Progress::stderr()).await?;
-    let ctx = load_run.ctx.clone();
-    let playing = tokio::spawn(async move {
-        if anyplay_load::runner::warm_up(&ctx).await.is_ok() {
-            mixed::run(&ctx).await;
-        }
-    });
+    let log = EventLog::create(&dir.join(EVENTS_FILE), Instant::now().into_std())
+        .map_err(|e| RunError::Files(e.to_string()))?;
+    let nats_url = topology.nats_url.clone();
+    let (mut load, facts) =
+        match Load::start(&plan, &settings, target, nats_url.as_deref(), &dir, &log).await {
+            Ok(started) => started,
+            Err(e) => {
+                topology.shutdown().await;
+                return Err(e);
+            }
+        };
+    // Nothing is judged: the facts go nowhere.
+    drop(facts);
     println!("logs: {}; Ctrl-C ends it", dir.join("logs").display());
-    let signal = interrupt.await;
-    eprintln!("anyplay-chaos: {signal}: stopping");
-    playing.abort();
-    let _ = load_run.finish(Vec::new()).await;
+    tokio::pin!(interrupt);
+    let warmed = tokio::select! {
+        warmed = load.warm_up() => Some(warmed),
+        signal = &mut interrupt => {
+            eprintln!("anyplay-chaos: {signal}: stopping");
+            None
+        }
+    };
+    if let Some(warmed) = warmed {
+        match warmed {
+            Ok(_) => {
+                if let Err(e) = load.play(Duration::ZERO).await {
+                    eprintln!("anyplay-chaos: the players could not start playing: {e}");
+                }
+            }
+            Err(e) => eprintln!("anyplay-chaos: the warm-up failed: {e}"),
+        }
+        let signal = interrupt.await;
+        eprintln!("anyplay-chaos: {signal}: stopping");
+    }
+    load.stop_play();
+    let _ = load.finish(Vec::new()).await;
     topology.shutdown().await;
     Ok(())
 }

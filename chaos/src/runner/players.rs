@@ -2,22 +2,22 @@
 //! settings, the load's target (the nodes as players reach them), the translation of the
 //! facts players live through into the run's history, and the final reads.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyplay_load::budget::{Devices, Holder};
 use anyplay_load::facts::{CloseCause, Fact, Stamped};
-use anyplay_load::final_reads::{self, FinalReads};
+use anyplay_load::final_reads::{FinalReads, Touched};
 use anyplay_load::mail_log::{MailLog, DEFAULT_WAIT};
 use anyplay_load::reconnect::{ReconnectMode, REPLACED};
 use anyplay_load::settings::{
     CardSettings, Mode, PresenceSettings, Scenario, SessionSettings, Settings, TrafficSettings,
 };
 use anyplay_load::stats;
-use anyplay_load::wire::{NodeId, SessionId};
-use anyplay_load::{Fleet, NodeEndpoint, Target};
+use anyplay_load::wire::NodeId;
+use anyplay_load::{NodeEndpoint, Target};
 use hdrhistogram::Histogram;
 use tokio::sync::mpsc;
 
@@ -25,6 +25,7 @@ use crate::events::{Event, EventLog, FriendPresence, SessionView, Write};
 use crate::plan::{Backend, Plan, Reconnect};
 use crate::sync::lock;
 
+use super::load::Load;
 use super::topology::{NodeAddrs, MAIL_LOG};
 use super::RunError;
 
@@ -179,7 +180,7 @@ pub struct Recorder {
     nodes: Vec<NodeId>,
     accounts: Mutex<HashMap<u64, Account>>,
     /// Every (account, session) a session write touched: read again at the end.
-    memberships: Mutex<BTreeSet<(u64, SessionId)>>,
+    touched: Mutex<Touched>,
     pub second: Mutex<Second>,
 }
 
@@ -189,7 +190,7 @@ impl Recorder {
             log,
             nodes: nodes.iter().map(|n| NodeId(n.name.clone())).collect(),
             accounts: Mutex::new(HashMap::new()),
-            memberships: Mutex::new(BTreeSet::new()),
+            touched: Mutex::default(),
             second: Mutex::new(Second::default()),
         })
     }
@@ -233,6 +234,7 @@ impl Recorder {
     }
 
     fn on(&self, stamped: Stamped) {
+        lock(&self.touched).note(&stamped);
         let Stamped {
             at, account, fact, ..
         } = stamped;
@@ -353,20 +355,15 @@ impl Recorder {
                 sent: seconds(sent),
                 node: self.node(node_index),
             },
-            Fact::Write(w) => {
-                if let Some(session) = &w.session {
-                    lock(&self.memberships).insert((account, session.clone()));
-                }
-                Event::Write(Write {
-                    op: w.op,
-                    account,
-                    other: w.other.map(|a| a.0),
-                    session: w.session.map(|s| s.0),
-                    outcome: w.outcome,
-                    befriended: w.befriended,
-                    sent: seconds(w.sent),
-                })
-            }
+            Fact::Write(w) => Event::Write(Write {
+                op: w.op,
+                account,
+                other: w.other.map(|a| a.0),
+                session: w.session.map(|s| s.0),
+                outcome: w.outcome,
+                befriended: w.befriended,
+                sent: seconds(w.sent),
+            }),
             Fact::Resync {
                 conn,
                 sent,
@@ -395,14 +392,14 @@ impl Recorder {
 /// who is shown online), every (account, session) pair a write touched, and which accounts held
 /// a connection (or none) all through the reads. What was not read in time is left out, and
 /// the checks count it as not read.
-pub async fn record_final_state(log: &EventLog, recorder: &Recorder, fleet: &Fleet) {
-    let pairs: Vec<(u64, SessionId)> = lock(&recorder.memberships).iter().cloned().collect();
-    let reads = final_reads::read(fleet, &pairs, FINAL_READS_LIMIT).await;
+pub async fn record_final_state(log: &EventLog, recorder: &Recorder, load: &mut Load) {
+    let pairs = lock(&recorder.touched).pairs();
+    let reads = load.final_reads(&pairs).await;
     record_final_reads(log, reads);
 }
 
 /// Writes the final reads into the history, with a note when they did not all end in time.
-pub fn record_final_reads(log: &EventLog, reads: FinalReads) {
+fn record_final_reads(log: &EventLog, reads: FinalReads) {
     if reads.late {
         let _ = log.record(Event::Note {
             text: format!(

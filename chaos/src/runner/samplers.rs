@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyplay_load::Fleet;
 use serde::Deserialize;
 use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
 use tokio::sync::watch;
@@ -14,6 +13,7 @@ use tokio::time::MissedTickBehavior;
 
 use crate::events::{Event, EventLog, NodeTick, Tick};
 
+use super::load::Online;
 use super::players::{p99_ms, Recorder};
 use super::topology::NodeAddrs;
 
@@ -95,7 +95,7 @@ pub type Pids = Arc<std::sync::Mutex<BTreeMap<String, u32>>>;
 pub async fn ticks(
     log: EventLog,
     recorder: Arc<Recorder>,
-    fleet: Arc<Fleet>,
+    online: Online,
     nodes: Vec<NodeAddrs>,
     pids: Pids,
     up: impl Fn(&str) -> bool,
@@ -140,7 +140,7 @@ pub async fn ticks(
             })
             .collect();
         let _ = log.record(Event::LoadTick(Tick {
-            online: fleet.online_count() as u64,
+            online: online() as u64,
             welcomes: second.welcomes,
             disconnects: second.disconnects,
             http_calls: second.calls.calls,

@@ -54,12 +54,24 @@ pub fn scratch(name: &str) -> PathBuf {
 
 /// The shipped plan `name` with the load and the settle cut down, written into `dir`.
 pub fn reduced_plan(name: &str, dir: &Path, players: u32, settle: &str) -> PathBuf {
+    reduced_plan_with(name, dir, players, settle, |_| {})
+}
+
+/// [`reduced_plan`], changed further by `edit`.
+pub fn reduced_plan_with(
+    name: &str,
+    dir: &Path,
+    players: u32,
+    settle: &str,
+    edit: impl FnOnce(&mut serde_yaml::Value),
+) -> PathBuf {
     let text =
         std::fs::read_to_string(workspace().join("plans").join(format!("{name}.yaml"))).unwrap();
     let mut plan: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
     plan["load"]["players"] = players.into();
     plan["load"]["login_rate"] = 100.into();
     plan["settle"] = settle.into();
+    edit(&mut plan);
     let path = dir.join(format!("{name}.yaml"));
     std::fs::write(&path, serde_yaml::to_string(&plan).unwrap()).unwrap();
     path

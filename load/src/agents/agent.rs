@@ -3,11 +3,11 @@
 //! process, starts each phase at the instant it is told, and sends back what it measured.
 //! It plays one run at a time.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::{FutureExt, StreamExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::agents::codes::NatsCodes;
@@ -15,12 +15,17 @@ use crate::agents::protocol::{self, Answer, Event, Finished, Offer, Phase, Reply
 use crate::agents::protocol::{ScenarioResult, WireHistogram};
 use crate::agents::{health, AgentsError};
 use crate::error::LoadError;
+use crate::facts::{Clock, Stamped};
+use crate::final_reads::{self, Touched};
 use crate::net::SourceIps;
 use crate::player::unix_micros;
 use crate::progress::Progress;
+use crate::report::ScenarioReport;
 use crate::runner::{self, Run};
-use crate::scenarios::Ctx;
+use crate::scenarios::traffic::{self, Driven};
+use crate::scenarios::{mixed, Ctx};
 use crate::settings::{AgentArgs, Settings};
+use crate::sync::lock;
 use crate::target::{NodeEndpoint, Target};
 
 /// How long an agent that answered an offer waits to be assigned (another may have been taken).
@@ -30,6 +35,12 @@ const ASSIGN_WAIT: Duration = Duration::from_secs(10);
 const COORDINATOR_SILENCE: Duration = Duration::from_secs(60);
 /// Events waiting to be sent to the coordinator.
 const EVENT_QUEUE: usize = 1024;
+/// Facts per message: well under NATS's default largest message (1 MB).
+const FACTS_PER_MESSAGE: usize = 500;
+/// How long a fact may wait for others to fill its message.
+const FACTS_EVERY: Duration = Duration::from_millis(100);
+/// Friend lists (and memberships) per message of the final reads.
+const READS_PER_MESSAGE: usize = 1000;
 
 /// The agent's name: `--name`, or the host's name and the process id.
 fn name(args: &AgentArgs) -> Result<String, AgentsError> {
@@ -110,7 +121,30 @@ struct Held {
     events: mpsc::Sender<Event>,
     publisher: JoinHandle<()>,
     health: JoinHandle<()>,
+    /// The players' facts on their way to the coordinator, when it asked for them.
+    facts: Option<FactStream>,
     phase: Option<JoinHandle<()>>,
+    play: Play,
+}
+
+/// What a phase may need besides the run's context.
+#[derive(Clone)]
+struct Play {
+    /// What [`Phase::Play`] started, until [`Phase::EndPlay`] takes it.
+    going: Arc<Mutex<Option<Playing>>>,
+    /// The sessions the players' writes touched (from their facts), for the final reads.
+    touched: Arc<Mutex<Touched>>,
+}
+
+struct Playing {
+    mixed: JoinHandle<ScenarioReport>,
+    traffic: JoinHandle<Driven>,
+}
+
+struct FactStream {
+    stop: oneshot::Sender<()>,
+    /// How many it sent.
+    task: JoinHandle<u64>,
 }
 
 impl Agent {
@@ -118,10 +152,11 @@ impl Agent {
     async fn play(&self, inbox: &mut async_nats::Subscriber) {
         let mut held: Option<Held> = None;
         loop {
-            let playing = held
-                .as_ref()
-                .and_then(|h| h.phase.as_ref())
-                .is_some_and(|phase| !phase.is_finished());
+            // A run is going while a phase is, or what `Play` started (the timeline's length).
+            let playing = held.as_ref().is_some_and(|h| {
+                h.phase.as_ref().is_some_and(|phase| !phase.is_finished())
+                    || lock(&h.play.going).is_some()
+            });
             let wait = match &held {
                 None => ASSIGN_WAIT,
                 Some(_) => COORDINATOR_SILENCE,
@@ -169,22 +204,28 @@ impl Agent {
                 },
                 false,
             ),
-            (Request::Assign { settings, nodes }, None) => {
-                match self.hold(*settings, nodes).await {
-                    Ok(run) => {
-                        *held = Some(run);
-                        (Reply::Assigned, false)
-                    }
-                    Err(e) => (refused(e), true),
+            (
+                Request::Assign {
+                    settings,
+                    nodes,
+                    facts,
+                },
+                None,
+            ) => match self.hold(*settings, nodes, facts).await {
+                Ok(run) => {
+                    *held = Some(run);
+                    (Reply::Assigned, false)
                 }
-            }
+                Err(e) => (refused(e), true),
+            },
             (Request::Assign { .. }, Some(_)) => (refused("this agent holds a run already"), false),
             (Request::Phase { phase, at_us }, Some(run)) => {
                 if run.phase.as_ref().is_some_and(|p| !p.is_finished()) {
                     return (refused("a phase is still going"), false);
                 }
                 let (ctx, events) = (run.run.ctx.clone(), run.events.clone());
-                run.phase = Some(tokio::spawn(play_phase(ctx, phase, at_us, events)));
+                let play = run.play.clone();
+                run.phase = Some(tokio::spawn(play_phase(ctx, play, phase, at_us, events)));
                 (Reply::Starting, false)
             }
             (Request::Finish, Some(_)) => match held.take() {
@@ -202,7 +243,12 @@ impl Agent {
     }
 
     /// Takes the share `settings` of the run against `nodes`.
-    async fn hold(&self, mut settings: Settings, nodes: Vec<String>) -> Result<Held, LoadError> {
+    async fn hold(
+        &self,
+        mut settings: Settings,
+        nodes: Vec<String>,
+        facts: bool,
+    ) -> Result<Held, LoadError> {
         settings.source_ips = self.source_ips.clone();
         let target = Target {
             nodes: nodes
@@ -222,6 +268,26 @@ impl Agent {
         let subject = protocol::from_agent(&self.run, &self.name);
         let publisher = tokio::spawn(publish(self.client.clone(), subject, queued));
         let health = health::start(run.ctx.fleet.clone(), events.clone());
+        let play = Play {
+            going: Arc::default(),
+            touched: Arc::default(),
+        };
+        let facts = match facts {
+            true => {
+                let facts = run.ctx.fleet.facts().ok_or_else(|| {
+                    LoadError::Refused("the players' facts were taken already".into())
+                })?;
+                let (stop, stopped) = oneshot::channel();
+                let task = tokio::spawn(stream_facts(
+                    facts,
+                    events.clone(),
+                    play.touched.clone(),
+                    stopped,
+                ));
+                Some(FactStream { stop, task })
+            }
+            false => None,
+        };
         eprintln!(
             "anyplay-load agent {:?}: run {}: players {}..{}",
             self.name,
@@ -234,7 +300,9 @@ impl Agent {
             events,
             publisher,
             health,
+            facts,
             phase: None,
+            play,
         })
     }
 }
@@ -247,19 +315,34 @@ impl Held {
             events,
             publisher,
             health,
+            facts,
             phase,
+            play,
         } = self;
         health.abort();
         if let Some(phase) = phase {
             phase.abort();
         }
+        if let Some(playing) = lock(&play.going).take() {
+            playing.mixed.abort();
+            playing.traffic.abort();
+        }
         let sched_lag = WireHistogram::encode(&run.ctx.lag.histogram());
         let report = run.finish(Vec::new()).await;
+        // After the players stopped, so their last closes go too.
+        let facts_sent = match facts {
+            Some(facts) => {
+                let _ = facts.stop.send(());
+                facts.task.await.unwrap_or(0)
+            }
+            None => 0,
+        };
         drop(events);
         let _ = tokio::time::timeout(Duration::from_secs(5), publisher).await;
         Finished {
             generator: report.generator,
             sched_lag,
+            facts_sent,
         }
     }
 
@@ -300,8 +383,66 @@ async fn publish(client: async_nats::Client, subject: String, mut queued: mpsc::
     let _ = client.flush().await;
 }
 
+/// Sends the players' facts in messages of up to [`FACTS_PER_MESSAGE`], each within
+/// [`FACTS_EVERY`] of its first fact, noting the sessions their writes touched; once `stop`
+/// fires, sends what is left and says how many it sent.
+async fn stream_facts(
+    mut facts: mpsc::UnboundedReceiver<Stamped>,
+    events: mpsc::Sender<Event>,
+    touched: Arc<Mutex<Touched>>,
+    mut stop: oneshot::Receiver<()>,
+) -> u64 {
+    let clock = Clock::now();
+    let mut batch = Vec::with_capacity(FACTS_PER_MESSAGE);
+    let mut sent = 0u64;
+    let mut flush = tokio::time::interval(FACTS_EVERY);
+    let mut stopping = false;
+    loop {
+        let fact = tokio::select! {
+            fact = facts.recv() => {
+                // Nobody emits any more: what is batched goes, and the stream ends.
+                stopping |= fact.is_none();
+                fact
+            }
+            _ = flush.tick() => None,
+            _ = &mut stop, if !stopping => {
+                stopping = true;
+                facts.try_recv().ok()
+            }
+        };
+        if let Some(fact) = fact {
+            lock(&touched).note(&fact);
+            batch.push(fact.map_times(|at| clock.to_unix(at)));
+            if batch.len() < FACTS_PER_MESSAGE && !stopping {
+                continue;
+            }
+        }
+        if stopping {
+            while let Ok(fact) = facts.try_recv() {
+                lock(&touched).note(&fact);
+                batch.push(fact.map_times(|at| clock.to_unix(at)));
+            }
+        }
+        for part in std::mem::take(&mut batch).chunks(FACTS_PER_MESSAGE) {
+            if events
+                .send(Event::Facts {
+                    facts: part.to_vec(),
+                })
+                .await
+                .is_err()
+            {
+                return sent;
+            }
+            sent += part.len() as u64;
+        }
+        if stopping {
+            return sent;
+        }
+    }
+}
+
 /// Plays `phase` from the agent's clock reading `at_us`, and sends its results.
-async fn play_phase(ctx: Ctx, phase: Phase, at_us: u64, events: mpsc::Sender<Event>) {
+async fn play_phase(ctx: Ctx, play: Play, phase: Phase, at_us: u64, events: mpsc::Sender<Event>) {
     let start = Instant::now() + Duration::from_micros(at_us.saturating_sub(unix_micros()));
     tokio::time::sleep_until(start.into()).await;
     let played = match phase {
@@ -309,6 +450,35 @@ async fn play_phase(ctx: Ctx, phase: Phase, at_us: u64, events: mpsc::Sender<Eve
         Phase::Scenario { scenario } => runner::scenario(&ctx, scenario)
             .await
             .map(|report| report.into_iter().collect()),
+        Phase::Play { traffic } => {
+            let playing = Playing {
+                mixed: tokio::spawn({
+                    let ctx = ctx.clone();
+                    async move { mixed::run(&ctx).await }
+                }),
+                traffic: tokio::spawn({
+                    let ctx = ctx.clone();
+                    async move { traffic::drive(&ctx, traffic).await }
+                }),
+            };
+            *lock(&play.going) = Some(playing);
+            Ok(Vec::new())
+        }
+        Phase::LeaveForGood => {
+            let seed = ctx.settings.seed;
+            let players = traffic::leave_for_good(&ctx.fleet, seed, traffic::LEAVING_SHARE).await;
+            let _ = events.send(Event::Left { players }).await;
+            Ok(Vec::new())
+        }
+        Phase::EndPlay => end_play(&play).await,
+        Phase::FinalReads { limit } => {
+            let pairs = lock(&play.touched).pairs();
+            let reads = final_reads::read(&ctx.fleet, &pairs, limit).await;
+            for part in reads.into_parts(READS_PER_MESSAGE) {
+                let _ = events.send(Event::Reads(part)).await;
+            }
+            Ok(Vec::new())
+        }
     };
     let event = match played {
         Ok(reports) => {
@@ -330,6 +500,19 @@ async fn play_phase(ctx: Ctx, phase: Phase, at_us: u64, events: mpsc::Sender<Eve
         },
     };
     let _ = events.send(event).await;
+}
+
+/// Waits for what [`Phase::Play`] started; the `mixed` report.
+async fn end_play(play: &Play) -> Result<Vec<ScenarioReport>, LoadError> {
+    let playing = lock(&play.going).take();
+    let Some(Playing { mixed, traffic }) = playing else {
+        return Err(LoadError::Refused("no play was started".into()));
+    };
+    let _ = traffic.await;
+    match mixed.await {
+        Ok(report) => Ok(vec![report]),
+        Err(e) => Err(LoadError::Refused(format!("the play ended badly: {e}"))),
+    }
 }
 
 /// Milliseconds from `start` to `at`, negative when `at` came first.

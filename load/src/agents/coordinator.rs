@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use futures_util::StreamExt;
 use serde::Serialize;
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
 use crate::agents::clock::{self, Estimate, Ping};
@@ -27,6 +27,8 @@ use crate::agents::protocol::{self, Answer, Event, Finished, Health, Offer, Phas
 use crate::agents::protocol::{Request, ScenarioResult};
 use crate::agents::{codes, share, AgentsError};
 use crate::error::LoadError;
+use crate::facts::{Clock, FactSink, Stamped};
+use crate::final_reads::FinalReads;
 use crate::player::unix_micros;
 use crate::settings::Settings;
 use crate::sync::lock;
@@ -38,6 +40,8 @@ pub const SILENCE: Duration = Duration::from_secs(5);
 const REQUEST_WAIT: Duration = Duration::from_secs(10);
 /// How long an agent may take to stop its players and answer the finish.
 const FINISH_WAIT: Duration = Duration::from_secs(30);
+/// How long the facts an agent sent before its finish may take to arrive after it.
+const LAST_FACTS_WAIT: Duration = Duration::from_secs(5);
 /// Clock pings per agent.
 const PINGS: usize = 5;
 /// How far past the slowest agent's round trip a phase starts, so every agent hears of it first.
@@ -82,6 +86,10 @@ pub struct PhaseResults {
     pub results: Vec<(String, Vec<ScenarioResult>)>,
     /// The agents found lost during the phase.
     pub lost: Vec<String>,
+    /// Players who signed off for good ([`Phase::LeaveForGood`]), over the agents.
+    pub left: usize,
+    /// The final reads of every agent that finished [`Phase::FinalReads`].
+    pub reads: FinalReads,
 }
 
 /// What the coordinator knows of one agent.
@@ -93,6 +101,11 @@ struct Link {
     last_seen: Instant,
     lost_at_us: Option<u64>,
     outcome: Option<Event>,
+    /// Its facts received so far.
+    facts: u64,
+    /// What it told during the current phase besides the outcome.
+    left: usize,
+    reads: FinalReads,
 }
 
 type Links = Arc<Mutex<BTreeMap<String, Link>>>;
@@ -106,6 +119,8 @@ pub struct Coordinator {
     names: Vec<String>,
     links: Links,
     heard: Arc<Notify>,
+    /// Where the agents' facts go, converted to this process's clock, once somebody takes them.
+    facts: Arc<FactSink>,
     listener: JoinHandle<()>,
     codes: Option<JoinHandle<()>>,
     /// The first phase's agreed start, coordinator-clock µs.
@@ -138,7 +153,8 @@ impl Coordinator {
             .subscribe(protocol::from_any_agent(&run))
             .await
             .map_err(|e| nats(&e))?;
-        let listener = tokio::spawn(listen(events, links.clone(), heard.clone()));
+        let facts = Arc::new(FactSink::default());
+        let listener = tokio::spawn(listen(events, links.clone(), heard.clone(), facts.clone()));
         let inbox = client.new_inbox();
         let mut answers = client
             .subscribe(inbox.clone())
@@ -189,6 +205,7 @@ impl Coordinator {
             names,
             links,
             heard,
+            facts,
             listener,
             codes: None,
             origin_us: None,
@@ -203,6 +220,25 @@ impl Coordinator {
     /// The agents, in share order.
     pub fn names(&self) -> &[String] {
         &self.names
+    }
+
+    /// Every fact of every agent's players from the assignment on, timed on this process's
+    /// clock; `None` once taken. Take them before [`Coordinator::assign`]: agents stream
+    /// their facts only when somebody takes them.
+    pub fn facts(&self) -> Option<mpsc::UnboundedReceiver<Stamped>> {
+        self.facts.take()
+    }
+
+    /// How many players are online over the agents still answering, by their latest health.
+    pub fn online(&self) -> impl Fn() -> usize + Send + Sync + 'static {
+        let links = self.links.clone();
+        move || {
+            lock(&links)
+                .values()
+                .filter(|l| l.lost_at_us.is_none())
+                .filter_map(|l| l.health.last().map(|(_, h)| h.online))
+                .sum()
+        }
     }
 
     /// Gives each agent its share of `settings` against `target`'s nodes, answers their
@@ -220,6 +256,7 @@ impl Coordinator {
             let request = Request::Assign {
                 settings: Box::new(share.clone()),
                 nodes: nodes.clone(),
+                facts: this.facts.is_taken(),
             };
             async move {
                 match this.ask(name, &request, REQUEST_WAIT).await {
@@ -243,6 +280,9 @@ impl Coordinator {
                     last_seen: Instant::now(),
                     lost_at_us: None,
                     outcome: None,
+                    facts: 0,
+                    left: 0,
+                    reads: FinalReads::default(),
                 },
             );
         }
@@ -330,6 +370,8 @@ impl Coordinator {
         self.origin_us.get_or_insert(at);
         for link in lock(&self.links).values_mut() {
             link.outcome = None;
+            link.left = 0;
+            link.reads = FinalReads::default();
         }
         let this = &*self;
         let started = live.iter().map(|name| {
@@ -398,14 +440,28 @@ impl Coordinator {
             }
         }
         let mut links = lock(&self.links);
-        let results = live
-            .iter()
-            .filter_map(|name| match links.get_mut(name)?.outcome.take()? {
-                Event::PhaseDone { results, .. } => Some((name.clone(), results)),
-                _ => None,
-            })
-            .collect();
-        Ok(PhaseResults { results, lost })
+        let (mut left, mut reads) = (0, FinalReads::default());
+        let mut results = Vec::new();
+        for name in &live {
+            let Some(link) = links.get_mut(name) else {
+                continue;
+            };
+            if let Some(Event::PhaseDone {
+                results: theirs, ..
+            }) = link.outcome.take()
+            {
+                results.push((name.clone(), theirs));
+                left += link.left;
+                reads.extend(std::mem::take(&mut link.reads));
+            }
+        }
+        reads.sort();
+        Ok(PhaseResults {
+            results,
+            lost,
+            left,
+            reads,
+        })
     }
 
     /// Each agent's share, clock, health and whether it was lost.
@@ -457,8 +513,30 @@ impl Coordinator {
                 Err(reason) => self.mark_lost(name, &format!("did not finish: {reason}")),
             }
         }
+        self.await_last_facts(&finished).await;
         self.stop();
         finished
+    }
+
+    /// Waits (bounded) until every finished agent's facts have arrived: they were sent before
+    /// its answer, but on another subject.
+    async fn await_last_facts(&self, finished: &[(String, Finished)]) {
+        let deadline = tokio::time::Instant::now() + LAST_FACTS_WAIT;
+        loop {
+            let missing = {
+                let links = lock(&self.links);
+                finished
+                    .iter()
+                    .any(|(name, f)| links.get(name).is_some_and(|l| l.facts < f.facts_sent))
+            };
+            if !missing || tokio::time::Instant::now() >= deadline {
+                if missing {
+                    tracing::warn!("some agents' last facts did not arrive");
+                }
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// Tells every agent the run is over without a finish (after an error).
@@ -494,8 +572,14 @@ fn unexpected(name: &str, what: &str, reply: &Reply) -> AgentsError {
     AgentsError::agent(name, reason)
 }
 
-/// Notes every agent's messages: any of them says it is alive.
-async fn listen(mut events: async_nats::Subscriber, links: Links, heard: Arc<Notify>) {
+/// Notes every agent's messages (any of them says it is alive), and passes their facts on.
+async fn listen(
+    mut events: async_nats::Subscriber,
+    links: Links,
+    heard: Arc<Notify>,
+    facts: Arc<FactSink>,
+) {
+    let clock = Clock::now();
     while let Some(message) = events.next().await {
         let Some(name) = message.subject.as_str().rsplit('.').next() else {
             continue;
@@ -517,7 +601,18 @@ async fn listen(mut events: async_nats::Subscriber, links: Links, heard: Arc<Not
                 let at = link.clock.to_coordinator(health.at_us);
                 link.health.push((at, health));
             }
-            done => link.outcome = Some(done),
+            Event::Facts { facts: batch } => {
+                link.facts += batch.len() as u64;
+                let offset = link.clock.offset_us;
+                for fact in batch {
+                    facts.forward(fact.map_times(|at| clock.to_instant(at, offset)));
+                }
+            }
+            Event::Left { players } => link.left += players,
+            Event::Reads(part) => link.reads.extend(part),
+            done @ (Event::PhaseDone { .. } | Event::PhaseFailed { .. }) => {
+                link.outcome = Some(done)
+            }
         }
         drop(links);
         heard.notify_waiters();

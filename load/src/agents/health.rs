@@ -45,6 +45,7 @@ pub fn start(fleet: Arc<Fleet>, events: mpsc::Sender<Event>) -> JoinHandle<()> {
                 cpu,
                 rss_mb: rss as f64 / (1024.0 * 1024.0),
                 connections: fleet.connections(),
+                online: fleet.online_count(),
                 send_queue: events.max_capacity() - events.capacity(),
             };
             // A full queue already says the coordinator is not keeping up; the sample can go.

@@ -9,7 +9,6 @@ use std::time::Duration;
 use crate::agents::protocol::{ProtocolError, ScenarioResult};
 use crate::report::{DeliveryReport, PlayersReport, RateReport, ScenarioReport, StormReport};
 use crate::scenarios::storm::back_times;
-use crate::settings::Scenario;
 use crate::stats::Snapshot;
 
 /// One agent's report of a scenario, begun `began_ms` after its phase's agreed start.
@@ -29,14 +28,14 @@ impl Part {
 
 /// Every agent's results of one phase, merged scenario by scenario in the order they ran.
 pub fn phase(agents: &[Vec<ScenarioResult>]) -> Result<Vec<ScenarioReport>, ProtocolError> {
-    let mut order: Vec<Scenario> = Vec::new();
-    let mut parts: BTreeMap<Scenario, Vec<Part>> = BTreeMap::new();
+    let mut order: Vec<&str> = Vec::new();
+    let mut parts: BTreeMap<&str, Vec<Part>> = BTreeMap::new();
     for result in agents.iter().flatten() {
-        if !order.contains(&result.scenario) {
-            order.push(result.scenario);
+        if !order.contains(&result.scenario.as_str()) {
+            order.push(&result.scenario);
         }
         parts
-            .entry(result.scenario)
+            .entry(&result.scenario)
             .or_default()
             .push(Part::of(result)?);
     }

@@ -28,19 +28,22 @@ pub mod share;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
+use tokio::sync::mpsc;
 
 pub use coordinator::{AgentReport, Coordinator, HealthReport, PhaseResults};
 pub use protocol::Phase;
 
 use crate::client::http_client;
 use crate::error::LoadError;
+use crate::facts::Stamped;
+use crate::final_reads::FinalReads;
 use crate::generator::{Generator, GeneratorReport, LagReport};
 use crate::progress::Progress;
 use crate::provenance::{self, Machine};
 use crate::report::{json, Report, ScenarioReport, SCHEMA};
-use crate::server;
+use crate::server::{self, Metrics};
 use crate::settings::{AgentsSettings, Scenario, Settings};
-use crate::target::Target;
+use crate::target::{NodeEndpoint, Target};
 
 /// How long a coordinator waits for its agents to answer the offer.
 pub const RECRUIT_WAIT: Duration = Duration::from_secs(30);
@@ -102,60 +105,8 @@ pub async fn run(
     agents: &AgentsSettings,
     progress: &Progress,
 ) -> Result<Report, LoadError> {
-    // The coordinator's own process and the nodes' ones; the players' health is the agents'.
-    let generator = Generator::start(target.nodes.iter().filter_map(|n| n.pid).collect(), None);
-    let http = http_client(None)
-        .map_err(|e| LoadError::Refused(format!("building an HTTP client: {e}")))?;
-    let before = server::scrape_all(&http, &target.nodes).await;
     let spinner = progress.spinner("agents");
-    spinner.set_message(format!(
-        "waiting for {} on {}",
-        agents.count, agents.nats_url
-    ));
-    let mut coordinator =
-        Coordinator::recruit(&agents.nats_url, None, agents.count, RECRUIT_WAIT).await?;
-    let played = play(&mut coordinator, settings, target, &spinner).await;
-    let scenarios = match played {
-        Ok(scenarios) => scenarios,
-        Err(e) => {
-            coordinator.abort().await;
-            return Err(e);
-        }
-    };
-    spinner.set_message("finishing");
-    let finished = coordinator.finish().await;
-    spinner.finish_and_clear();
-    let after = server::scrape_all(&http, &target.nodes).await;
-    let (_, process) = generator.finish(false).await;
-    let agents = coordinator.reports();
-    Ok(Report {
-        schema: SCHEMA,
-        machine: Machine::detect(),
-        settings: settings.clone(),
-        commit: provenance::commit(),
-        date: json::now(),
-        generator: merged_generator(finished.iter().map(|(_, f)| f))?,
-        scenarios,
-        server: server::report(&before, &after),
-        process,
-        incomplete: agents.iter().any(|a| a.lost),
-        agents: Some(agents),
-    })
-}
-
-/// The phases of the run, each merged over the agents that played it.
-async fn play(
-    coordinator: &mut Coordinator,
-    settings: &Settings,
-    target: &Target,
-    spinner: &indicatif::ProgressBar,
-) -> Result<Vec<ScenarioReport>, LoadError> {
-    spinner.set_message(format!(
-        "assigning run {} to {}",
-        coordinator.run_id(),
-        coordinator.names().join(", ")
-    ));
-    coordinator.assign(settings, target).await?;
+    let (mut session, _) = Session::start(settings, target, agents, false, &spinner).await?;
     let phases = std::iter::once(Phase::WarmUp).chain(
         settings
             .scenarios
@@ -166,11 +117,130 @@ async fn play(
     let mut scenarios = Vec::new();
     for phase in phases {
         spinner.set_message(phase.name());
-        let played = coordinator.run_phase(phase).await?;
-        let results: Vec<_> = played.results.into_iter().map(|(_, r)| r).collect();
-        scenarios.extend(merge::phase(&results).map_err(AgentsError::from)?);
+        match session.phase(phase).await {
+            Ok(played) => scenarios.extend(played.scenarios),
+            Err(e) => {
+                session.abort().await;
+                return Err(e);
+            }
+        }
     }
-    Ok(scenarios)
+    spinner.set_message("finishing");
+    let report = session.finish(scenarios).await;
+    spinner.finish_and_clear();
+    report
+}
+
+/// A run over agents between its assignment and its report, for callers that put their own
+/// work between the phases (`anyplay-chaos` runs its timeline there); [`run`] is the plainest.
+pub struct Session {
+    coordinator: Coordinator,
+    /// The coordinator's own process and the nodes' ones; the players' health is the agents'.
+    generator: Generator,
+    http: reqwest::Client,
+    before: Vec<Option<Metrics>>,
+    settings: Settings,
+    nodes: Vec<NodeEndpoint>,
+}
+
+/// What every agent did in one phase, merged.
+pub struct Played {
+    pub scenarios: Vec<ScenarioReport>,
+    /// The agents found lost during the phase.
+    pub lost: Vec<String>,
+    pub left: usize,
+    pub reads: FinalReads,
+}
+
+impl Session {
+    /// Recruits `agents` and gives each its share; with `facts`, the receiver of every fact
+    /// their players live (timed on this process's clock).
+    pub async fn start(
+        settings: &Settings,
+        target: &Target,
+        agents: &AgentsSettings,
+        facts: bool,
+        spinner: &indicatif::ProgressBar,
+    ) -> Result<(Session, Option<mpsc::UnboundedReceiver<Stamped>>), LoadError> {
+        let generator = Generator::start(target.nodes.iter().filter_map(|n| n.pid).collect(), None);
+        let http = http_client(None)
+            .map_err(|e| LoadError::Refused(format!("building an HTTP client: {e}")))?;
+        let before = server::scrape_all(&http, &target.nodes).await;
+        spinner.set_message(format!(
+            "waiting for {} on {}",
+            agents.count, agents.nats_url
+        ));
+        let mut coordinator =
+            Coordinator::recruit(&agents.nats_url, None, agents.count, RECRUIT_WAIT).await?;
+        let facts = facts.then(|| coordinator.facts()).flatten();
+        spinner.set_message(format!(
+            "assigning run {} to {}",
+            coordinator.run_id(),
+            coordinator.names().join(", ")
+        ));
+        if let Err(e) = coordinator.assign(settings, target).await {
+            coordinator.abort().await;
+            return Err(e);
+        }
+        let session = Session {
+            coordinator,
+            generator,
+            http,
+            before,
+            settings: settings.clone(),
+            nodes: target.nodes.clone(),
+        };
+        Ok((session, facts))
+    }
+
+    /// Plays `phase` on every agent still answering, merged.
+    pub async fn phase(&mut self, phase: Phase) -> Result<Played, LoadError> {
+        let played = self.coordinator.run_phase(phase).await?;
+        let results: Vec<_> = played.results.into_iter().map(|(_, r)| r).collect();
+        Ok(Played {
+            scenarios: merge::phase(&results).map_err(AgentsError::from)?,
+            lost: played.lost,
+            left: played.left,
+            reads: played.reads,
+        })
+    }
+
+    /// The agents: their shares, clocks, health, and whether they were lost.
+    pub fn agents(&self) -> Vec<AgentReport> {
+        self.coordinator.reports()
+    }
+
+    /// Players online over the agents, by their latest health.
+    pub fn online(&self) -> impl Fn() -> usize + Send + Sync + 'static {
+        self.coordinator.online()
+    }
+
+    /// Stops every agent's players; the run's report with `scenarios`.
+    pub async fn finish(mut self, scenarios: Vec<ScenarioReport>) -> Result<Report, LoadError> {
+        let finished = self.coordinator.finish().await;
+        let after = server::scrape_all(&self.http, &self.nodes).await;
+        let (_, process) = self.generator.finish(false).await;
+        let agents = self.coordinator.reports();
+        Ok(Report {
+            schema: SCHEMA,
+            machine: Machine::detect(),
+            settings: self.settings,
+            commit: provenance::commit(),
+            date: json::now(),
+            generator: merged_generator(finished.iter().map(|(_, f)| f))?,
+            scenarios,
+            server: server::report(&self.before, &after),
+            process,
+            incomplete: agents.iter().any(|a| a.lost),
+            agents: Some(agents),
+        })
+    }
+
+    /// Ends the run without a report (after an error): the agents stop their players.
+    pub async fn abort(mut self) {
+        self.coordinator.abort().await;
+        let _ = self.generator.finish(false).await;
+    }
 }
 
 /// The agents' own health as one: scheduler lateness from their histograms added, CPU summed

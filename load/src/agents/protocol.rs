@@ -14,8 +14,11 @@ use hdrhistogram::Histogram;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use crate::facts::{Stamped, UnixMicros};
+use crate::final_reads::FinalReads;
 use crate::generator::GeneratorReport;
 use crate::report::{DeliveryReport, PlayersReport, RateReport, ScenarioReport, StormReport};
+use crate::scenarios::mixed;
 use crate::scenarios::storm::back_times;
 use crate::settings::{Scenario, Settings};
 use crate::stats::{Op, OpStats, Second, Snapshot, Status};
@@ -88,7 +91,7 @@ pub struct Answer {
 }
 
 /// A step of a run that every agent starts at one agreed instant, after all of them ended the
-/// one before. A library caller (the chaos supervisor) may add its own steps here.
+/// one before.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Phase {
@@ -96,6 +99,15 @@ pub enum Phase {
     WarmUp,
     /// One scenario of `--scenarios`.
     Scenario { scenario: Scenario },
+    /// The chaos supervisor's: the players start what they keep doing while its timeline runs
+    /// (the `mixed` scenario, and the traffic for `traffic`); the phase ends once it started.
+    Play { traffic: Duration },
+    /// The chaos supervisor's: a share of the players sign off for good (told in [`Event::Left`]).
+    LeaveForGood,
+    /// The chaos supervisor's: waits for what `Play` started to end; its result is `mixed`.
+    EndPlay,
+    /// The chaos supervisor's: the final reads within `limit`, sent in [`Event::Reads`] parts.
+    FinalReads { limit: Duration },
 }
 
 impl Phase {
@@ -103,6 +115,10 @@ impl Phase {
         match self {
             Phase::WarmUp => "warm-up",
             Phase::Scenario { scenario } => scenario.name(),
+            Phase::Play { .. } => "play",
+            Phase::LeaveForGood => "leave-for-good",
+            Phase::EndPlay => "end-play",
+            Phase::FinalReads { .. } => "final-reads",
         }
     }
 }
@@ -115,6 +131,9 @@ pub enum Request {
     Assign {
         settings: Box<Settings>,
         nodes: Vec<String>,
+        /// Stream every fact of the players ([`Event::Facts`]): the chaos supervisor's history.
+        #[serde(default)]
+        facts: bool,
     },
     /// What the agent's clock says (for its offset to the coordinator's).
     Clock,
@@ -148,6 +167,9 @@ pub enum Reply {
 pub struct Finished {
     pub generator: GeneratorReport,
     pub sched_lag: WireHistogram,
+    /// Facts sent over the whole run, so the coordinator knows when it has them all.
+    #[serde(default)]
+    pub facts_sent: u64,
 }
 
 /// What an agent sends on its own, on [`from_agent`].
@@ -163,6 +185,12 @@ pub enum Event {
     },
     /// A phase could not be played.
     PhaseFailed { phase: Phase, error: String },
+    /// Facts the players lived, in order, timed by the agent's clock.
+    Facts { facts: Vec<Stamped<UnixMicros>> },
+    /// How many players signed off for good in [`Phase::LeaveForGood`].
+    Left { players: usize },
+    /// A part of the agent's [`Phase::FinalReads`].
+    Reads(FinalReads),
 }
 
 /// One second of an agent's health.
@@ -177,6 +205,9 @@ pub struct Health {
     pub rss_mb: f64,
     /// Event connections its players hold.
     pub connections: usize,
+    /// Its players online (welcomed on their own device).
+    #[serde(default)]
+    pub online: usize,
     /// Its messages to the coordinator waiting to be sent.
     pub send_queue: usize,
 }
@@ -250,7 +281,8 @@ pub struct WireStorm {
 /// One scenario as an agent played it: everything its report is made of, nothing computed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ScenarioResult {
-    pub scenario: Scenario,
+    /// Its name in reports: a `--scenarios` name, or `mixed`.
+    pub scenario: String,
     pub seconds: f64,
     /// When its recording began, in ms after the phase's agreed start.
     pub began_ms: f64,
@@ -270,7 +302,7 @@ fn micros(d: Duration) -> u64 {
 impl ScenarioResult {
     /// `report`'s parts, its recording having begun `began_ms` after the phase's start.
     pub fn of(report: &ScenarioReport, began_ms: f64) -> Result<Self, ProtocolError> {
-        let scenario = scenario_named(report.name)?;
+        let scenario = report_name(report.name)?.to_string();
         let snapshot = &report.snapshot;
         Ok(ScenarioResult {
             scenario,
@@ -357,7 +389,7 @@ impl ScenarioResult {
     pub fn report(&self) -> Result<ScenarioReport, ProtocolError> {
         let snapshot = self.snapshot()?;
         let mut report = ScenarioReport::new(
-            self.scenario.name(),
+            report_name(&self.scenario)?,
             &snapshot,
             Duration::try_from_secs_f64(self.seconds).unwrap_or_default(),
         );
@@ -388,11 +420,13 @@ impl ScenarioResult {
     }
 }
 
-fn scenario_named(name: &str) -> Result<Scenario, ProtocolError> {
+/// A scenario's name as reports hold it: a `--scenarios` name, or `mixed`.
+fn report_name(name: &str) -> Result<&'static str, ProtocolError> {
     Scenario::value_variants()
         .iter()
-        .copied()
-        .find(|s| s.name() == name)
+        .map(|s| s.name())
+        .chain([mixed::NAME])
+        .find(|s| *s == name)
         .ok_or_else(|| ProtocolError::Unknown {
             what: "scenario",
             name: name.to_string(),
@@ -405,4 +439,34 @@ fn storm_kind_named(name: &str) -> crate::settings::StormKind {
         .copied()
         .find(|k| k.name() == name)
         .expect("a storm report names its kind by StormKind::name")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::facts::Fact;
+    use crate::wire::AccountId;
+
+    #[test]
+    fn what_an_agent_tells_of_its_players_travels_and_comes_back() {
+        let events = [
+            Event::Facts {
+                facts: vec![Stamped {
+                    at: 1_700_000_000_000_000,
+                    player: 3,
+                    account: Some(AccountId(9)),
+                    fact: Fact::SignOff { for_good: true },
+                }],
+            },
+            Event::Left { players: 4 },
+            Event::Reads(FinalReads {
+                connected: vec![9],
+                ..FinalReads::default()
+            }),
+        ];
+        for event in events {
+            let again: Event = decode(&encode(&event)).unwrap();
+            assert_eq!(encode(&again), encode(&event));
+        }
+    }
 }

@@ -5,6 +5,9 @@
 use crate::report::ScenarioReport;
 use crate::scenarios::{cards, presence, sessions, Ctx};
 
+/// The scenario's name in reports.
+pub const NAME: &str = "mixed";
+
 pub async fn run(ctx: &Ctx) -> ScenarioReport {
     let recorder = ctx.begin();
     let (presence, sessions, cards) = tokio::join!(
@@ -12,7 +15,7 @@ pub async fn run(ctx: &Ctx) -> ScenarioReport {
         sessions::drive(ctx),
         cards::drive(ctx)
     );
-    let mut report = ScenarioReport::new("mixed", &recorder.snapshot(), recorder.start().elapsed());
+    let mut report = ScenarioReport::new(NAME, &recorder.snapshot(), recorder.start().elapsed());
     report.skipped_saturated = [&presence, &sessions, &cards]
         .iter()
         .map(|d| d.outcome.skipped_saturated)
