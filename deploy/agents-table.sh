@@ -26,7 +26,7 @@ for dir in "$@"; do
             $login.players.online,
             "\($d.received) / \($d.expected)",
             "\($s.players_back) / \($s.players_hit)",
-            "\($s.back_s["100"] * 100 | round / 100) s",
+            (if $s.back_s["100"] then "\($s.back_s["100"] * 100 | round / 100) s" else "not all" end),
             "\($login.ops.e2e_login.p50_ms | round) / \($login.ops.e2e_login.p99_ms | round) ms",
             (if (.agents // []) == [] then "— (harness \($players_mb | mb) MB)" else "\($agents_mb | mb) MB" end),
             "\($nodes_mb | mb) MB",

@@ -77,6 +77,7 @@ wait "$coordinator" && status=0 || status=$?
     echo "  \"players\": $players"
     echo "}"
 } >"$out/memory.json"
+shopt -s nullglob
 for log in "$work"/node-*.log "$work"/agent-*.log; do
     tail -n 50 "$log" >"$out/$(basename "$log" .log).log.tail"
 done

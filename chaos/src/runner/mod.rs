@@ -23,8 +23,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyplay_load::facts::Stamped;
 use indicatif::ProgressBar;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use crate::events::{Event, EventLog, RunMeta, EVENTS_FILE};
@@ -155,17 +156,8 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
     }
 
     let length = timeline.length();
-    let settings = players::settings(&plan, length + plan.settle);
-    let target = players::target(&dir, &topology.nodes)?;
-    let nats_url = topology.nats_url.clone();
     let (mut load, facts) =
-        match Load::start(&plan, &settings, target, nats_url.as_deref(), &dir, &log).await {
-            Ok(started) => started,
-            Err(e) => {
-                topology.shutdown().await;
-                return Err(e);
-            }
-        };
+        start_players(&plan, length + plan.settle, &dir, &topology, &log).await?;
     let online = load.online();
     let (stop, stopped) = watch::channel(false);
     let recorder = players::Recorder::new(log.clone(), &topology.nodes);
@@ -309,6 +301,28 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
     })
 }
 
+/// The players of `plan`, their rates running for `duration`, against the topology's nodes,
+/// and the receiver of their facts; the topology is shut down when they cannot start.
+async fn start_players(
+    plan: &Plan,
+    duration: Duration,
+    dir: &Path,
+    topology: &Topology,
+    log: &EventLog,
+) -> Result<(Load, mpsc::UnboundedReceiver<Stamped>), RunError> {
+    let settings = players::settings(plan, duration);
+    let nats_url = topology.nats_url.as_deref();
+    let started = async {
+        let target = players::target(dir, &topology.nodes)?;
+        Load::start(plan, &settings, target, nats_url, dir, log).await
+    }
+    .await;
+    if started.is_err() {
+        topology.shutdown().await;
+    }
+    started
+}
+
 /// After an interrupt, a second Ctrl-C or SIGTERM ends the run at once: every child is
 /// stopped without grace and the report is written from what was recorded.
 async fn stop_at_once_on(
@@ -390,19 +404,10 @@ pub async fn up(options: RunOptions) -> Result<(), RunError> {
         println!("nats: {url}");
     }
     // The players play for as long as the topology is held.
-    let settings = players::settings(&plan, Duration::from_secs(365 * 24 * 3600));
-    let target = players::target(&dir, &topology.nodes)?;
     let log = EventLog::create(&dir.join(EVENTS_FILE), Instant::now().into_std())
         .map_err(|e| RunError::Files(e.to_string()))?;
-    let nats_url = topology.nats_url.clone();
-    let (mut load, facts) =
-        match Load::start(&plan, &settings, target, nats_url.as_deref(), &dir, &log).await {
-            Ok(started) => started,
-            Err(e) => {
-                topology.shutdown().await;
-                return Err(e);
-            }
-        };
+    let year = Duration::from_secs(365 * 24 * 3600);
+    let (mut load, facts) = start_players(&plan, year, &dir, &topology, &log).await?;
     // Nothing is judged: the facts go nowhere.
     drop(facts);
     println!("logs: {}; Ctrl-C ends it", dir.join("logs").display());

@@ -14,6 +14,7 @@ use crate::agents::codes::NatsCodes;
 use crate::agents::protocol::{self, Answer, Event, Finished, Offer, Phase, Reply, Request};
 use crate::agents::protocol::{ScenarioResult, WireHistogram};
 use crate::agents::{health, AgentsError};
+use crate::budget::{self, Devices, Holder};
 use crate::error::LoadError;
 use crate::facts::{Clock, Stamped};
 use crate::final_reads::{self, Touched};
@@ -250,6 +251,15 @@ impl Agent {
         facts: bool,
     ) -> Result<Held, LoadError> {
         settings.source_ips = self.source_ips.clone();
+        // A share too big for this process is refused before any of its players starts.
+        if let Ok(limit) = budget::open_file_limit() {
+            let devices = Devices {
+                second: settings.traffic.second_devices,
+            };
+            let players = settings.total_players() as u64;
+            let holder = Holder::new(format!("agent {}", self.name), players, devices, 1);
+            budget::check(&[holder], limit).map_err(|e| LoadError::Refused(e.to_string()))?;
+        }
         let target = Target {
             nodes: nodes
                 .into_iter()
