@@ -258,6 +258,52 @@ fn a_sigkilled_supervisor_leaves_no_process_behind() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A local agent SIGKILLed during the timeline: the run names it, records it lost, judges
+/// no player check (each `unknown`, naming the agent), says `incomplete`, and fails.
+#[test]
+fn a_killed_local_agent_is_named_and_leaves_the_player_checks_unknown() {
+    let _turn = a_run_turn();
+    let dir = scratch("agent-killed");
+    let plan = reduced_plan_with("node-crash", &dir, 100, "5s", |plan| {
+        plan["load"]["agents"] = 2.into();
+        plan["load"]["agents_local"] = true.into();
+    });
+    let out = dir.join("run");
+    let mut supervisor = start_until(&plan, &out, "timeline_start");
+    // The run's agent-2: this supervisor's child started in the run directory.
+    let run_dir = out.canonicalize().unwrap();
+    let agent = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .find(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).ok();
+            String::from_utf8_lossy(&cmdline).contains("agent-2") && cwd.as_ref() == Some(&run_dir)
+        })
+        .expect("agent-2 of the run is running");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(agent),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let status = supervisor.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "a run that lost an agent fails");
+    let report = report(&out);
+    for check in report["checks"].as_array().unwrap() {
+        assert_eq!(check["result"], "unknown", "{check}");
+        assert!(
+            check["detail"].as_str().unwrap().contains("agent-2"),
+            "{check}"
+        );
+    }
+    let load: Value =
+        serde_json::from_slice(&std::fs::read(out.join("load.json")).unwrap()).unwrap();
+    assert_eq!(load["incomplete"], true);
+    let history = std::fs::read_to_string(out.join("events.jsonl")).unwrap();
+    assert!(history.contains(r#""kind":"agent_lost","agent":"agent-2""#));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Starts `plan`, waits until its history holds an event of `kind`, and returns the
 /// supervisor.
 fn start_until(plan: &Path, out: &Path, kind: &str) -> std::process::Child {
