@@ -186,18 +186,6 @@ pub enum Event {
     },
 }
 
-impl History {
-    /// The load agents lost during the run, by name.
-    pub fn lost_agents(&self) -> Vec<&str> {
-        self.iter()
-            .filter_map(|(_, e)| match e {
-                Event::AgentLost { agent, .. } => Some(agent.as_str()),
-                _ => None,
-            })
-            .collect()
-    }
-}
-
 /// The id a node gives itself in its welcome (the service name, `node-1`, under chaos).
 pub use anyplay_load::wire::NodeId;
 
@@ -520,6 +508,16 @@ impl History {
     /// The time of the last record (0 when empty).
     pub fn end(&self) -> f64 {
         self.records.last().map_or(0.0, |r| r.t)
+    }
+
+    /// The load agents lost during the run, by name.
+    pub fn lost_agents(&self) -> Vec<&str> {
+        self.iter()
+            .filter_map(|(_, e)| match e {
+                Event::AgentLost { agent, .. } => Some(agent.as_str()),
+                _ => None,
+            })
+            .collect()
     }
 
     /// The `run_start` line, when the log has one.

@@ -123,21 +123,22 @@ impl FinalReads {
 }
 
 /// Every (account, session) pair a session write touched, as the facts tell: the pairs the
-/// final reads read again.
+/// final reads read again. Shared by the task that notes facts and the one that reads at the
+/// end; only a session write takes the lock, so noting every fact costs a match.
 #[derive(Debug, Default)]
-pub struct Touched(BTreeSet<(u64, SessionId)>);
+pub struct Touched(Mutex<BTreeSet<(u64, SessionId)>>);
 
 impl Touched {
-    pub fn note<T>(&mut self, stamped: &Stamped<T>) {
+    pub fn note<T>(&self, stamped: &Stamped<T>) {
         if let (Some(account), Fact::Write(write)) = (stamped.account, &stamped.fact) {
             if let Some(session) = &write.session {
-                self.0.insert((account.0, session.clone()));
+                lock(&self.0).insert((account.0, session.clone()));
             }
         }
     }
 
     pub fn pairs(&self) -> Vec<(u64, SessionId)> {
-        self.0.iter().cloned().collect()
+        lock(&self.0).iter().cloned().collect()
     }
 }
 

@@ -180,7 +180,7 @@ pub struct Recorder {
     nodes: Vec<NodeId>,
     accounts: Mutex<HashMap<u64, Account>>,
     /// Every (account, session) a session write touched: read again at the end.
-    touched: Mutex<Touched>,
+    touched: Touched,
     pub second: Mutex<Second>,
 }
 
@@ -190,7 +190,7 @@ impl Recorder {
             log,
             nodes: nodes.iter().map(|n| NodeId(n.name.clone())).collect(),
             accounts: Mutex::new(HashMap::new()),
-            touched: Mutex::default(),
+            touched: Touched::default(),
             second: Mutex::new(Second::default()),
         })
     }
@@ -234,7 +234,7 @@ impl Recorder {
     }
 
     fn on(&self, stamped: Stamped) {
-        lock(&self.touched).note(&stamped);
+        self.touched.note(&stamped);
         let Stamped {
             at, account, fact, ..
         } = stamped;
@@ -393,7 +393,7 @@ impl Recorder {
 /// a connection (or none) all through the reads. What was not read in time is left out, and
 /// the checks count it as not read.
 pub async fn record_final_state(log: &EventLog, recorder: &Recorder, load: &mut Load) {
-    let pairs = lock(&recorder.touched).pairs();
+    let pairs = recorder.touched.pairs();
     let reads = load.final_reads(&pairs).await;
     record_final_reads(log, reads);
 }

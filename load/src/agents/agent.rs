@@ -134,7 +134,7 @@ struct Play {
     /// What [`Phase::Play`] started, until [`Phase::EndPlay`] takes it.
     going: Arc<Mutex<Option<Playing>>>,
     /// The sessions the players' writes touched (from their facts), for the final reads.
-    touched: Arc<Mutex<Touched>>,
+    touched: Arc<Touched>,
 }
 
 struct Playing {
@@ -399,56 +399,60 @@ async fn publish(client: async_nats::Client, subject: String, mut queued: mpsc::
 async fn stream_facts(
     mut facts: mpsc::UnboundedReceiver<Stamped>,
     events: mpsc::Sender<Event>,
-    touched: Arc<Mutex<Touched>>,
+    touched: Arc<Touched>,
     mut stop: oneshot::Receiver<()>,
 ) -> u64 {
     let clock = Clock::now();
     let mut batch = Vec::with_capacity(FACTS_PER_MESSAGE);
     let mut sent = 0u64;
     let mut flush = tokio::time::interval(FACTS_EVERY);
-    let mut stopping = false;
+    let add = |batch: &mut Vec<_>, fact: Stamped| {
+        touched.note(&fact);
+        batch.push(fact.map_times(|at| clock.to_unix(at)));
+    };
     loop {
-        let fact = tokio::select! {
-            fact = facts.recv() => {
-                // Nobody emits any more: what is batched goes, and the stream ends.
-                stopping |= fact.is_none();
-                fact
-            }
-            _ = flush.tick() => None,
-            _ = &mut stop, if !stopping => {
-                stopping = true;
-                facts.try_recv().ok()
-            }
-        };
-        if let Some(fact) = fact {
-            lock(&touched).note(&fact);
-            batch.push(fact.map_times(|at| clock.to_unix(at)));
-            if batch.len() < FACTS_PER_MESSAGE && !stopping {
-                continue;
-            }
-        }
-        if stopping {
-            while let Ok(fact) = facts.try_recv() {
-                lock(&touched).note(&fact);
-                batch.push(fact.map_times(|at| clock.to_unix(at)));
+        tokio::select! {
+            fact = facts.recv() => match fact {
+                Some(fact) => {
+                    add(&mut batch, fact);
+                    if batch.len() < FACTS_PER_MESSAGE {
+                        continue;
+                    }
+                }
+                // Nobody emits any more.
+                None => break,
+            },
+            _ = flush.tick() => {}
+            _ = &mut stop => {
+                while let Ok(fact) = facts.try_recv() {
+                    add(&mut batch, fact);
+                }
+                break;
             }
         }
-        for part in std::mem::take(&mut batch).chunks(FACTS_PER_MESSAGE) {
-            if events
-                .send(Event::Facts {
-                    facts: part.to_vec(),
-                })
-                .await
-                .is_err()
-            {
-                return sent;
-            }
-            sent += part.len() as u64;
-        }
-        if stopping {
+        if !send_facts(&events, &mut batch, &mut sent).await {
             return sent;
         }
     }
+    send_facts(&events, &mut batch, &mut sent).await;
+    sent
+}
+
+/// Sends `batch` (emptied) in messages of up to [`FACTS_PER_MESSAGE`], counting into `sent`;
+/// false once nobody takes events any more.
+async fn send_facts(
+    events: &mpsc::Sender<Event>,
+    batch: &mut Vec<Stamped<u64>>,
+    sent: &mut u64,
+) -> bool {
+    for part in std::mem::take(batch).chunks(FACTS_PER_MESSAGE) {
+        let facts = part.to_vec();
+        if events.send(Event::Facts { facts }).await.is_err() {
+            return false;
+        }
+        *sent += part.len() as u64;
+    }
+    true
 }
 
 /// Plays `phase` from the agent's clock reading `at_us`, and sends its results.
@@ -482,7 +486,7 @@ async fn play_phase(ctx: Ctx, play: Play, phase: Phase, at_us: u64, events: mpsc
         }
         Phase::EndPlay => end_play(&play).await,
         Phase::FinalReads { limit } => {
-            let pairs = lock(&play.touched).pairs();
+            let pairs = play.touched.pairs();
             let reads = final_reads::read(&ctx.fleet, &pairs, limit).await;
             for part in reads.into_parts(READS_PER_MESSAGE) {
                 let _ = events.send(Event::Reads(part)).await;
