@@ -15,6 +15,9 @@ command -v dockerd >/dev/null 2>&1 || [[ -x /usr/sbin/dockerd ]] || missing+=(do
 command -v debootstrap >/dev/null 2>&1 || [[ -x /usr/sbin/debootstrap ]] || missing+=(debootstrap)
 # The `clock` fault: libfaketime, preloaded into the services it skews.
 compgen -G "/usr/lib/*/faketime/libfaketime.so.1" >/dev/null || missing+=(faketime)
+# netns hosts: namespaces, veths and bridges (ip), firewall partitions (nft).
+command -v ip >/dev/null 2>&1 || [[ -x /usr/sbin/ip ]] || [[ -x /sbin/ip ]] || missing+=(iproute2)
+command -v nft >/dev/null 2>&1 || [[ -x /usr/sbin/nft ]] || missing+=(nftables)
 # The report's browser test.
 command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-dejavu-core)
 if ((${#missing[@]})); then

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use anyplay_load::provenance;
 use serde::{Deserialize, Serialize};
 
-use crate::plan::{ActionKind, Service, Step};
+use crate::plan::{Action, ActionKind, HostKind, Service, Step, Via};
 use crate::sync::lock;
 
 /// The machine of a run: the load harness's probe, so load reports and chaos runs say the same.
@@ -66,6 +66,9 @@ pub enum Event {
         action: ActionKind,
         target: String,
         at: f64,
+        /// A partition cut by the hosts' firewalls (absent: by the fault proxy).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        via: Option<Via>,
     },
     /// The action is complete (a lasting fault: healed); `error` when it could not be done.
     ActionEnd {
@@ -94,6 +97,13 @@ pub enum Event {
     },
     Note {
         text: String,
+    },
+    /// A host of the plan as the run made it, with the services placed on it.
+    HostUp {
+        host: String,
+        host_kind: HostKind,
+        address: String,
+        services: Vec<Service>,
     },
     /// Offset zero of the timeline: every player is signed in and online.
     TimelineStart,
@@ -291,6 +301,7 @@ impl Event {
             action: step.action.kind(),
             target: step.action.target_label(),
             at: step.at.as_secs_f64(),
+            via: matches!(step.action, Action::Firewall { .. }).then_some(Via::Firewall),
         }
     }
 
@@ -601,6 +612,7 @@ mod tests {
                 action: ActionKind::Kill,
                 target: "node-1".into(),
                 at: 30.0,
+                via: None,
             },
         };
         assert_eq!(

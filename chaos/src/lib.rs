@@ -5,6 +5,7 @@
 //! - `ports`: free loopback ports, below the ephemeral range.
 //! - `backend`: how a service runs (real processes now, Docker later) behind one trait.
 //! - `supervisor`: service handles, lifecycle states and events, readiness, service builders.
+//! - `network`: the network namespaces, bridge and firewall cuts of `netns` hosts.
 //! - `proxy`: the in-process TCP fault proxy (toxiproxy's faults, one way or both) on each link.
 //! - `plan`: the YAML plan read, validated and its timeline resolved with the seed.
 //! - `events`: the recorded history (`events.jsonl`), its writer and its reader.
@@ -16,6 +17,7 @@
 pub mod backend;
 pub mod checks;
 pub mod events;
+pub mod network;
 pub mod plan;
 pub mod ports;
 pub mod proxy;

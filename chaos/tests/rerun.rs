@@ -107,6 +107,7 @@ fn rerun_of_the_committed_node_crash_run_resolves_its_recorded_timeline_exactly(
                 action: *action,
                 target: target.clone(),
                 at: *at,
+                via: None,
             }),
             _ => None,
         })

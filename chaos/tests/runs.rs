@@ -402,3 +402,81 @@ fn ctrl_c_in_a_lasting_partition_ends_soon_and_a_second_one_at_once() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The namespaces `ip netns` lists now.
+fn namespaces() -> Vec<String> {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip runs (iproute2)");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next().map(str::to_owned))
+        .collect()
+}
+
+/// `plans/hosts.yaml`: its first run SIGKILLed once the players play leaves its namespaces
+/// behind; the next run says it removes them, removes them, passes with every service on a
+/// netns host of its own and the firewall partitions, shows each host in report.html, and
+/// leaves nothing of its own behind.
+#[test]
+fn netns_hosts_pass_firewall_partitions_and_a_killed_runs_leftovers_go() {
+    let _turn = a_run_turn();
+    let dir = scratch("hosts");
+    let plan = reduced_plan("hosts", &dir, 200, "10s");
+    let before = namespaces();
+
+    let mut killed = start_until(&plan, &dir.join("killed"), "timeline_start");
+    let left: Vec<String> = namespaces()
+        .into_iter()
+        .filter(|ns| ns.starts_with("anyplay-") && !before.contains(ns))
+        .collect();
+    assert_eq!(left.len(), 5, "one namespace per host: {left:?}");
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    assert!(
+        left.iter().all(|ns| namespaces().contains(ns)),
+        "a SIGKILLed supervisor cannot remove its namespaces"
+    );
+
+    let out = dir.join("run");
+    let output = run_plan(&plan, &out, &[]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "hosts did not pass:\n{}\n{stderr}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    for ns in &left {
+        assert!(
+            stderr.contains(&format!(
+                "removed network namespace {ns}, left by a run that died"
+            )),
+            "{ns} not reported removed:\n{stderr}"
+        );
+    }
+    let now = namespaces();
+    assert!(
+        now.iter().all(|ns| before.contains(ns)),
+        "namespaces left: {now:?}"
+    );
+    let history = std::fs::read_to_string(out.join("events.jsonl")).unwrap();
+    assert_eq!(history.matches(r#""via":"firewall""#).count(), 3);
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("<h2>Hosts</h2>"), "report.html has no hosts");
+    for (host, services) in [
+        ("db", "postgres"),
+        ("bus", "nats"),
+        ("a", "node-1"),
+        ("b", "node-2"),
+        ("c", "node-3"),
+    ] {
+        assert!(
+            html.contains(&format!("<td>{host}</td><td>netns</td><td>10.213.")),
+            "{host} missing from report.html"
+        );
+        assert!(html.contains(&format!("<td>{services}</td>")));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -69,6 +69,9 @@ pub struct Command {
     /// Host paths the service must see at the same path: a container gets them bind-mounted
     /// read-only (a process sees the host's files anyway).
     pub binds: Vec<PathBuf>,
+    /// A process runs in this network namespace (`/run/netns/<name>`) instead of the
+    /// supervisor's: the process backend only.
+    pub netns: Option<PathBuf>,
 }
 
 impl Command {
@@ -83,6 +86,7 @@ impl Command {
             stop_signal: Signal::SIGTERM,
             cgroup: false,
             binds: Vec::new(),
+            netns: None,
         }
     }
 
@@ -112,6 +116,11 @@ impl Command {
 
     pub fn run_as(mut self, user: Option<RunAs>) -> Self {
         self.user = user;
+        self
+    }
+
+    pub fn netns(mut self, namespace: Option<PathBuf>) -> Self {
+        self.netns = namespace;
         self
     }
 

@@ -143,6 +143,8 @@ pub enum BackendError {
         backend: &'static str,
         program: String,
     },
+    #[error("{0}: a container joins no network namespace of a run (netns hosts run processes)")]
+    NetnsInContainer(String),
     #[error("cgroup {}: {source}", path.display())]
     Cgroup {
         path: PathBuf,

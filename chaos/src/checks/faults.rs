@@ -10,7 +10,7 @@ use serde::{Serialize, Serializer};
 
 use super::outages;
 use crate::events::{Event, History};
-use crate::plan::{ActionKind, Service};
+use crate::plan::{ActionKind, Service, Via};
 
 /// One action as it ran.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,6 +22,8 @@ pub struct Fault {
     /// Actual `t` of `action_start` and `action_end` (the end of the history when missing).
     pub start: f64,
     pub end: f64,
+    /// A partition by the hosts' firewalls rather than the fault proxy.
+    pub via: Option<Via>,
 }
 
 impl Fault {
@@ -40,11 +42,17 @@ pub fn faults(history: &History) -> Vec<Fault> {
     let mut faults: Vec<(Fault, bool)> = Vec::new();
     for (t, event) in history.iter() {
         match event {
-            Event::ActionStart { action, target, at } => faults.push((
+            Event::ActionStart {
+                action,
+                target,
+                at,
+                via,
+            } => faults.push((
                 Fault {
                     action: *action,
                     target: target.clone(),
                     at: *at,
+                    via: *via,
                     start: t,
                     end: history.end(),
                 },
@@ -76,14 +84,25 @@ impl Fault {
             || self.action.is_service_fault()
     }
 
-    /// When the cloud may show the fault: a lasting one while it holds; one that does a
-    /// thing from its start until `grace` (the players_back limit) after it is done.
-    /// `None` for `start`, which heals.
+    /// When the cloud may show the fault: a lasting one while it holds (and its
+    /// [`aftermath`](Self::aftermath)); one that does a thing from its start until `grace`
+    /// (the players_back limit) after it is done. `None` for `start`, which heals.
     pub fn window(&self, grace: f64) -> Option<(f64, f64)> {
         match self.action {
             ActionKind::Start => None,
-            _ if self.lasts() => Some((self.start, self.end)),
+            _ if self.lasts() => Some((self.start, self.end + self.aftermath())),
             _ => Some((self.start, self.end.max(self.start) + grace)),
+        }
+    }
+
+    /// How long after its heal a lasting fault may still hold traffic up. The proxy passes
+    /// what it held at once; after a firewall partition, TCP resends with exponential
+    /// backoff, so the first resend may come as late after the heal as the cut lasted
+    /// (Linux caps the backoff at 120 s).
+    pub fn aftermath(&self) -> f64 {
+        match self.via {
+            Some(Via::Firewall) => (self.end - self.start).clamp(0.0, TCP_BACKOFF_MAX),
+            _ => 0.0,
         }
     }
 
@@ -92,6 +111,9 @@ impl Fault {
         self.target.split("<->").any(|t| t == what)
     }
 }
+
+/// Linux's largest retransmission timeout (`TCP_RTO_MAX`), seconds.
+const TCP_BACKOFF_MAX: f64 = 120.0;
 
 /// How long after a dependency is back the nodes may still be reconnecting to it.
 pub const RECONNECT: f64 = 2.0;
@@ -388,6 +410,7 @@ mod tests {
             action,
             target: target.into(),
             at,
+            via: None,
         }
     }
 
@@ -413,6 +436,20 @@ mod tests {
             account,
             node: node.into(),
         }
+    }
+
+    #[test]
+    fn a_firewall_partition_holds_on_after_its_heal_as_long_as_it_lasted() {
+        let cut = |via| Fault {
+            action: ActionKind::Partition,
+            target: "node-1<->postgres".into(),
+            at: 10.0,
+            start: 10.0,
+            end: 20.0,
+            via,
+        };
+        assert_eq!(cut(None).window(5.0), Some((10.0, 20.0)));
+        assert_eq!(cut(Some(Via::Firewall)).window(5.0), Some((10.0, 30.0)));
     }
 
     #[test]

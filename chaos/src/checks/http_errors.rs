@@ -75,6 +75,7 @@ mod tests {
                     action,
                     target: target.clone(),
                     at: t,
+                    via: None,
                 },
             ),
             (

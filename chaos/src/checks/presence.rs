@@ -174,7 +174,7 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
             ) || (f.action.is_link_fault()
                 && (f.touches("nats") || f.touches("players") || f.touches("postgres")))
         })
-        .map(|f| (f.start, f.end))
+        .map(|f| (f.start, f.end + f.aftermath()))
         .collect();
     held_up.extend(faults::service_down(&faults, "nats"));
     held_up.extend(faults::service_down(&faults, "postgres"));

@@ -39,6 +39,7 @@ pub fn action(t: f64, end: f64, action: ActionKind, target: &str) -> Vec<At> {
                 action,
                 target: target.into(),
                 at: t,
+                via: None,
             },
         ),
         (

@@ -7,6 +7,7 @@
 //! targets with the seed and expands every entry into the operations a runner performs.
 
 mod fault;
+pub mod hosts;
 mod image;
 pub mod raw;
 pub mod timeline;
@@ -22,6 +23,7 @@ use anyplay_cloud::duration;
 use serde::{Deserialize, Serialize};
 
 pub use fault::{Bytes, ClockOffset, CutMode, LinkFault, ServiceFault, Ways};
+pub use hosts::{HostKind, Hosts, Via};
 pub use image::{ImageOverride, ImageSlot};
 pub use timeline::{DropScope, Op, Route, Step, TimedOp, Timeline, Toxicity};
 
@@ -50,6 +52,7 @@ pub struct Plan {
     pub seed: u64,
     pub backend: Backend,
     pub store: Store,
+    pub hosts: Hosts,
     pub services: Services,
     pub load: Load,
     /// In the order written; [`Plan::resolve`] orders them by time.
@@ -260,8 +263,9 @@ impl FromStr for Target {
     }
 }
 
-/// A pair of targets with the fault proxy between them (the link faults): a node (`node-N`,
-/// `nodes` or `random-node`) and `postgres`, `nats` or `players`, in either order.
+/// A pair of targets. For the link faults, the fault proxy is between them: a node (`node-N`,
+/// `nodes` or `random-node`) and `postgres`, `nats` or `players`, in either order. For a
+/// partition `via: firewall`, any two services, the hosts' kernels between them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Link {
     pub a: Target,
@@ -314,6 +318,14 @@ pub enum Action {
         ways: Ways,
         /// The share of connections it applies to (`None`: all), drawn with the seed.
         toxicity: Option<f64>,
+        duration: Duration,
+    },
+    /// A partition `via: firewall`: the hosts' kernels drop the packets between two services
+    /// (any two of node-N, nodes, random-node, postgres, nats) for `duration`; `Up` is from
+    /// the first named to the second.
+    Firewall {
+        link: Link,
+        ways: Ways,
         duration: Duration,
     },
     /// A fault on a service's resources or clock for `duration`.
@@ -460,6 +472,7 @@ impl Action {
             Action::Pause { .. } => ActionKind::Pause,
             Action::Drop(_) => ActionKind::Drop,
             Action::Link { fault, .. } => fault.kind().into(),
+            Action::Firewall { .. } => ActionKind::Partition,
             Action::Service { fault, .. } => fault.kind(),
         }
     }
@@ -475,14 +488,14 @@ impl Action {
             | Action::Rolling { target: t, .. }
             | Action::Pause { target: t, .. }
             | Action::Service { target: t, .. } => Some(*t),
-            Action::Link { .. } => None,
+            Action::Link { .. } | Action::Firewall { .. } => None,
         }
     }
 
     /// What the action aims at, as events and reports print it (`node-1`, `node-1<->postgres`).
     pub fn target_label(&self) -> String {
         match self {
-            Action::Link { link, .. } => link.to_string(),
+            Action::Link { link, .. } | Action::Firewall { link, .. } => link.to_string(),
             _ => self.target().map(|t| t.to_string()).unwrap_or_default(),
         }
     }
@@ -492,6 +505,7 @@ impl Action {
         match self {
             Action::Pause { duration, .. }
             | Action::Link { duration, .. }
+            | Action::Firewall { duration, .. }
             | Action::Service { duration, .. } => Some(*duration),
             _ => None,
         }
@@ -512,6 +526,15 @@ impl fmt::Display for Action {
                 ..
             } => {
                 fault::write_details(f, fault, *ways, *toxicity)?;
+                write!(f, " for {}", duration::format(*d))
+            }
+            Action::Firewall {
+                ways, duration: d, ..
+            } => {
+                f.write_str(" via firewall")?;
+                if *ways != Ways::Both {
+                    write!(f, " {ways}")?;
+                }
                 write!(f, " for {}", duration::format(*d))
             }
             Action::Service {

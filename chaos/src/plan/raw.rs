@@ -10,8 +10,10 @@ use anyplay_cloud::duration;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 
+use super::hosts::LOCAL;
 use super::{
-    Action, Backend, Dependency, LinkFault, Plan, PlanError, Reconnect, ServiceFault, Store, Ways,
+    Action, Backend, Dependency, HostKind, LinkFault, Plan, PlanError, Reconnect, Service,
+    ServiceFault, Store, Ways,
 };
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -23,6 +25,9 @@ pub struct RawPlan {
     pub seed: Option<u64>,
     pub backend: Option<Backend>,
     pub store: Option<Store>,
+    /// Hosts by name, each `local` or `netns`; services name theirs with `host:`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub hosts: BTreeMap<String, HostKind>,
     pub services: Option<RawServices>,
     pub load: Option<RawLoad>,
     #[serde(default)]
@@ -64,6 +69,8 @@ pub struct RawDependency {
     /// PostgreSQL only: fsync and synchronous commit on (the default).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub durable: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -77,6 +84,16 @@ pub struct RawNodes {
     pub env: Option<BTreeMap<String, serde_yaml::Value>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// One host for every node, or one per node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<RawNodeHosts>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RawNodeHosts {
+    All(String),
+    Each(Vec<String>),
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -156,6 +173,9 @@ pub struct RawEntry {
     /// `partition`: hold or drop.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// `partition`: through the fault proxy (the default) or the hosts' firewalls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
     /// Link faults: up or down (both when absent).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub direction: Option<String>,
@@ -445,11 +465,24 @@ impl From<&Plan> for RawPlan {
     /// The canonical written form of a validated plan: every default spelled out, so the file a
     /// run stores (`plan.yaml`) reads back to the same plan whatever defaults become later.
     fn from(plan: &Plan) -> Self {
-        let dependency = |dep: &Dependency| RawDependency {
+        let hosts = &plan.hosts;
+        // `local` is the default, written only when a list needs it.
+        let placed = |service: Service| Some(hosts.of(service).to_owned()).filter(|h| h != LOCAL);
+        let dependency = |dep: &Dependency, service: Service| RawDependency {
             image: dep.image.clone(),
             port: dep.port,
             args: (!dep.args.is_empty()).then(|| dep.args.clone()),
             durable: dep.durable,
+            host: placed(service),
+        };
+        let node_hosts: Vec<String> = (1..=plan.services.nodes.count)
+            .map(|n| hosts.of(Service::Node(n)).to_owned())
+            .collect();
+        let node_hosts = match node_hosts.as_slice() {
+            [first, ..] if node_hosts.iter().all(|h| h == first) => Some(first.clone())
+                .filter(|h| h != LOCAL)
+                .map(RawNodeHosts::All),
+            _ => Some(RawNodeHosts::Each(node_hosts)),
         };
         let nodes = &plan.services.nodes;
         let load = &plan.load;
@@ -460,9 +493,18 @@ impl From<&Plan> for RawPlan {
             seed: Some(plan.seed),
             backend: Some(plan.backend),
             store: Some(plan.store),
+            hosts: hosts.declared.clone(),
             services: Some(RawServices {
-                postgres: plan.services.postgres.as_ref().map(dependency),
-                nats: plan.services.nats.as_ref().map(dependency),
+                postgres: plan
+                    .services
+                    .postgres
+                    .as_ref()
+                    .map(|d| dependency(d, Service::Postgres)),
+                nats: plan
+                    .services
+                    .nats
+                    .as_ref()
+                    .map(|d| dependency(d, Service::Nats)),
                 nodes: Some(RawNodes {
                     count: Some(nodes.count),
                     drain_timeout: Some(duration::format(nodes.drain_timeout)),
@@ -475,6 +517,7 @@ impl From<&Plan> for RawPlan {
                             .collect(),
                     ),
                     image: nodes.image.clone(),
+                    host: node_hosts,
                 }),
             }),
             load: Some(RawLoad {
@@ -593,6 +636,19 @@ fn raw_entry(at: std::time::Duration, action: &Action) -> RawEntry {
                 ways => Some(ways.to_string()),
             };
             raw.toxicity = *toxicity;
+            raw.for_ = Some(duration::format(*d));
+        }
+        Action::Firewall {
+            link,
+            ways,
+            duration: d,
+        } => {
+            raw.partition = Some(pair(link));
+            raw.via = Some(super::Via::Firewall.to_string());
+            raw.direction = match ways {
+                Ways::Both => None,
+                ways => Some(ways.to_string()),
+            };
             raw.for_ = Some(duration::format(*d));
         }
         Action::Service {

@@ -80,6 +80,18 @@ pub enum Op {
         route: Route,
         fault: LinkFault,
     },
+    /// Packets from `from` to `to` (and back, with `Ways::Both`) dropped by the firewall of
+    /// their hosts, until the `Mend`; `Up` is from → to.
+    Cut {
+        from: Service,
+        to: Service,
+        ways: Ways,
+    },
+    /// The firewall cut between the two removed.
+    Mend {
+        from: Service,
+        to: Service,
+    },
     /// A fault set on a service until its `Release`.
     Squeeze {
         service: Service,
@@ -150,6 +162,14 @@ impl fmt::Display for Op {
             Op::Heal { route, fault } => {
                 write!(f, "end the {} of {route}", ActionKind::from(fault.kind()))
             }
+            Op::Cut { from, to, ways } => {
+                write!(f, "partition {from}<->{to} via firewall")?;
+                match ways {
+                    Ways::Both => Ok(()),
+                    ways => write!(f, " {ways}"),
+                }
+            }
+            Op::Mend { from, to } => write!(f, "end the firewall partition of {from}<->{to}"),
             Op::Squeeze { service, fault } => write!(f, "{} {service} {fault}", fault.kind()),
             Op::Release { service, fault } => {
                 write!(f, "end the {} of {service}", fault.kind())
@@ -166,6 +186,8 @@ enum Resource {
     Route(Route, ActionKind),
     /// One kind of fault on a service.
     Limit(Service, ActionKind),
+    /// The firewall between two services (the lesser first).
+    Firewall(Service, Service),
 }
 
 /// An instant action still occupies its target for a moment: two at the same time collide.
@@ -243,6 +265,7 @@ fn resource_name(resource: Resource) -> String {
         Resource::Process(s) => s.to_string(),
         Resource::Route(r, kind) => format!("the {kind} of {r}"),
         Resource::Limit(s, kind) => format!("the {kind} of {s}"),
+        Resource::Firewall(a, b) => format!("the firewall between {a} and {b}"),
     }
 }
 
@@ -297,6 +320,15 @@ impl Walk<'_> {
                 fault,
                 ways,
                 toxicity,
+                duration,
+            },
+            Action::Firewall {
+                link,
+                ways,
+                duration,
+            } => Action::Firewall {
+                link: self.pick_link(link, &all, at)?,
+                ways,
                 duration,
             },
             // A resource or clock fault holds on a stopped service too (it applies at its start).
@@ -354,7 +386,10 @@ impl Walk<'_> {
             Action::Kill(_) | Action::Stop(_) => (true, false),
             Action::Start(_) => (false, true),
             Action::Restart(_) | Action::Pause { .. } | Action::Rolling { .. } => (true, true),
-            Action::Drop(_) | Action::Link { .. } | Action::Service { .. } => return Ok(()),
+            Action::Drop(_)
+            | Action::Link { .. }
+            | Action::Firewall { .. }
+            | Action::Service { .. } => return Ok(()),
         };
         let Some(target) = action.target() else {
             return Ok(());
@@ -409,6 +444,15 @@ fn routes_of(link: Link, count: u32) -> Vec<Route> {
         .collect()
 }
 
+/// The pairs of services a firewall partition cuts (`nodes` against one node skips itself).
+pub(super) fn pairs_of(link: Link, count: u32) -> Vec<(Service, Service)> {
+    let bs = services_of(link.b, count);
+    services_of(link.a, count)
+        .into_iter()
+        .flat_map(|a| bs.iter().filter(move |b| **b != a).map(move |b| (a, *b)))
+        .collect()
+}
+
 /// What a step keeps busy and for how long, at the least (readiness only makes it longer).
 fn holds(action: &Action, at: Duration, count: u32) -> Vec<(Resource, Duration, Duration)> {
     match action {
@@ -437,6 +481,10 @@ fn holds(action: &Action, at: Duration, count: u32) -> Vec<(Resource, Duration, 
         } => routes_of(*link, count)
             .into_iter()
             .map(|r| (Resource::Route(r, fault.kind().into()), at, at + *duration))
+            .collect(),
+        Action::Firewall { link, duration, .. } => pairs_of(*link, count)
+            .into_iter()
+            .map(|(a, b)| (Resource::Firewall(a.min(b), a.max(b)), at, at + *duration))
             .collect(),
         Action::Service {
             target,
@@ -544,6 +592,23 @@ fn expand(action: &Action, at: Duration, count: u32, toxicity: Option<Toxicity>)
                 routes
                     .iter()
                     .map(|&route| fixed(at + duration, Op::Heal { route, fault })),
+            );
+            ops
+        }
+        Action::Firewall {
+            link,
+            ways,
+            duration,
+        } => {
+            let pairs = pairs_of(link, count);
+            let mut ops: Vec<TimedOp> = pairs
+                .iter()
+                .map(|&(from, to)| fixed(at, Op::Cut { from, to, ways }))
+                .collect();
+            ops.extend(
+                pairs
+                    .iter()
+                    .map(|&(from, to)| fixed(at + duration, Op::Mend { from, to })),
             );
             ops
         }
@@ -657,6 +722,21 @@ mod tests {
             Err(PlanError::Invalid { line, key, message }) => (line, key, message),
             other => panic!("expected a refusal, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_firewall_partition_of_a_node_from_the_nodes_cuts_each_other_one() {
+        let link = Link {
+            a: Target::Node(3),
+            b: Target::Nodes,
+        };
+        assert_eq!(
+            pairs_of(link, 3),
+            vec![
+                (Service::Node(3), Service::Node(1)),
+                (Service::Node(3), Service::Node(2))
+            ]
+        );
     }
 
     #[test]

@@ -11,12 +11,17 @@ use std::time::Duration;
 
 use anyplay_cloud::duration;
 
-use super::raw::{locate, KeyPath, RawDependency, RawEntry, RawNodes, RawPlan};
+use super::hosts::LOCAL;
+use super::raw::{
+    locate, KeyPath, RawDependency, RawEntry, RawNodeHosts, RawNodes, RawPlan, RawServices,
+};
+use super::timeline::{pairs_of, services_of};
 use crate::proxy::Latency;
 
 use super::{
-    Action, ActionKind, Agents, Bytes, Client, ClockOffset, Dependency, Entry, Limits, Link,
-    LinkFault, Load, Nodes, Plan, PlanError, Reconnect, ServiceFault, Services, Store, Target,
+    Action, ActionKind, Agents, Backend, Bytes, Client, ClockOffset, Dependency, Entry, HostKind,
+    Hosts, Limits, Link, LinkFault, Load, Nodes, Plan, PlanError, Reconnect, Service, ServiceFault,
+    Services, Store, Target, Via,
 };
 
 /// Defaults for keys a plan may leave out.
@@ -42,7 +47,9 @@ pub fn validate(raw: RawPlan, src: &str) -> Result<Plan, PlanError> {
         ));
     }
     let store = raw.store.unwrap_or_default();
+    let backend = raw.backend.unwrap_or_default();
     let raw_services = raw.services.unwrap_or_default();
+    let hosts = cx.hosts(&raw.hosts, &raw_services, backend)?;
     let services = Services {
         postgres: raw_services.postgres.map(dependency),
         nats: match raw_services.nats {
@@ -63,6 +70,7 @@ pub fn validate(raw: RawPlan, src: &str) -> Result<Plan, PlanError> {
         let path = timeline_path.index(i);
         let entry = cx.entry(entry, &path)?;
         cx.reachable(&entry.action, &services, store, &load, &path)?;
+        cx.placed(&entry.action, &hosts, services.nodes.count, &path)?;
         cx.agents_keep_their_nats(&entry.action, &load, &path)?;
         timeline.push(entry);
     }
@@ -109,8 +117,9 @@ pub fn validate(raw: RawPlan, src: &str) -> Result<Plan, PlanError> {
         name: raw.name,
         description: raw.description.unwrap_or_default(),
         seed: raw.seed.unwrap_or(DEFAULT_SEED),
-        backend: raw.backend.unwrap_or_default(),
+        backend,
         store,
+        hosts,
         services,
         load,
         timeline,
@@ -145,6 +154,155 @@ impl Cx<'_> {
 
     fn duration(&self, text: &str, path: &KeyPath) -> Result<Duration, PlanError> {
         duration::parse(text).map_err(|e| self.err(path, e.to_string()))
+    }
+
+    /// The declared hosts and each service's, every name checked.
+    fn hosts(
+        &self,
+        declared: &BTreeMap<String, HostKind>,
+        services: &RawServices,
+        backend: Backend,
+    ) -> Result<Hosts, PlanError> {
+        let root = KeyPath::default();
+        for (name, kind) in declared {
+            let path = root.key("hosts").key(name);
+            // The name goes into a namespace's name, with the run's tag before it.
+            let fine = !name.is_empty()
+                && name.len() <= 24
+                && name
+                    .chars()
+                    .all(|c| matches!(c, 'a'..='z' | '0'..='9' | '-'));
+            if !fine {
+                return Err(self.err(
+                    &path,
+                    format!("`{name}` is not a host name ([a-z0-9-]+, at most 24)"),
+                ));
+            }
+            if name == LOCAL && *kind != HostKind::Local {
+                return Err(self.err(&path, "`local` is the supervisor's own machine".into()));
+            }
+            if *kind == HostKind::Netns && backend == Backend::Docker {
+                return Err(self.err(
+                    &path,
+                    "a netns host runs processes: it needs `backend: process`".into(),
+                ));
+            }
+        }
+        let mut hosts = Hosts {
+            declared: declared.clone(),
+            placement: BTreeMap::new(),
+        };
+        let services_path = root.key("services");
+        let mut place = |service: Service, host: &str, path: KeyPath| {
+            if host != LOCAL && !declared.contains_key(host) {
+                let names: Vec<&str> = declared.keys().map(String::as_str).collect();
+                return Err(self.err(
+                    &path,
+                    format!(
+                        "no host named `{host}` under hosts (declared: {})",
+                        if names.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            names.join(", ")
+                        }
+                    ),
+                ));
+            }
+            if host != LOCAL {
+                hosts.placement.insert(service, host.to_owned());
+            }
+            Ok(())
+        };
+        for (service, dependency) in [
+            (Service::Postgres, &services.postgres),
+            (Service::Nats, &services.nats),
+        ] {
+            if let Some(host) = dependency.as_ref().and_then(|d| d.host.as_deref()) {
+                let path = services_path.key(&service.to_string()).key("host");
+                place(service, host, path)?;
+            }
+        }
+        let nodes = services.nodes.clone().unwrap_or_default();
+        let count = nodes.count.unwrap_or(1);
+        let path = services_path.key("nodes").key("host");
+        match &nodes.host {
+            None => {}
+            Some(RawNodeHosts::All(host)) => {
+                for n in 1..=count {
+                    place(Service::Node(n), host, path.clone())?;
+                }
+            }
+            Some(RawNodeHosts::Each(list)) => {
+                if list.len() != count as usize {
+                    return Err(self.err(
+                        &path,
+                        format!(
+                            "{} hosts for {count} nodes: name one host for all, or one per node",
+                            list.len()
+                        ),
+                    ));
+                }
+                for (k, host) in list.iter().enumerate() {
+                    place(Service::Node(k as u32 + 1), host, path.index(k))?;
+                }
+            }
+        }
+        Ok(hosts)
+    }
+
+    /// Refuses a fault that the hosts of its services cannot carry: a firewall partition
+    /// needs two `netns` hosts; the fault proxy is not on a link between two
+    /// `netns` hosts (it is direct there).
+    fn placed(
+        &self,
+        action: &Action,
+        hosts: &Hosts,
+        count: u32,
+        path: &KeyPath,
+    ) -> Result<(), PlanError> {
+        let key = path.key(action.kind().as_str());
+        let netns = |s: Service| hosts.kind_of(s) == HostKind::Netns;
+        match action {
+            Action::Firewall { link, .. } => {
+                for (a, b) in pairs_of(*link, count) {
+                    let (host_a, host_b) = (hosts.of(a), hosts.of(b));
+                    if host_a == host_b {
+                        return Err(self.err(
+                            &key,
+                            format!("{a} and {b} are both on host `{host_a}`: a firewall cuts between hosts"),
+                        ));
+                    }
+                    // Services on `local` share the supervisor's addresses with the players
+                    // and the proxies: no rule could cut one of them alone.
+                    if let Some(local) = [a, b].into_iter().find(|s| !netns(*s)) {
+                        return Err(self.err(
+                            &key,
+                            format!("{local} is on host `{}`: a firewall partition cuts between netns hosts", hosts.of(local)),
+                        ));
+                    }
+                }
+            }
+            Action::Link { link, .. } => {
+                let (node, peer) = link.ends();
+                let peer = match peer {
+                    Target::Postgres => Service::Postgres,
+                    Target::Nats => Service::Nats,
+                    _ => return Ok(()),
+                };
+                for node in services_of(node, count) {
+                    if netns(node) && netns(peer) {
+                        return Err(self.err(
+                            &key,
+                            format!(
+                                "{node} and {peer} are on netns hosts, linked directly (no fault proxy): partition them `via: firewall`"
+                            ),
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     fn nodes(&self, raw: RawNodes) -> Result<Nodes, PlanError> {
@@ -421,6 +579,7 @@ impl Cx<'_> {
             ("ms", raw.ms.is_some()),
             ("jitter", raw.jitter.is_some()),
             ("mode", raw.mode.is_some()),
+            ("via", raw.via.is_some()),
             ("direction", raw.direction.is_some()),
             ("toxicity", raw.toxicity.is_some()),
             ("kbps", raw.kbps.is_some()),
@@ -516,9 +675,34 @@ impl Cx<'_> {
                 Target::Node(1),
                 Target::RandomNode,
             ])?),
-            ActionKind::Partition => link_fault(LinkFault::Cut(
-                p.word("mode", &raw.mode)?.unwrap_or_default(),
-            ))?,
+            ActionKind::Partition => match p.word("via", &raw.via)?.unwrap_or_default() {
+                Via::Proxy => link_fault(LinkFault::Cut(
+                    p.word("mode", &raw.mode)?.unwrap_or_default(),
+                ))?,
+                Via::Firewall => {
+                    for (param, set) in [
+                        ("mode", raw.mode.is_some()),
+                        ("toxicity", raw.toxicity.is_some()),
+                    ] {
+                        if set {
+                            return Err(self.err(
+                                &path.key(param),
+                                format!("`{param}` belongs to the fault proxy, not `via: firewall` (the kernel drops every packet)"),
+                            ));
+                        }
+                    }
+                    let Written::Link(pair) = written else {
+                        return Err(
+                            self.err(&action_path, "`partition` takes a link: [a, b]".into())
+                        );
+                    };
+                    Action::Firewall {
+                        link: self.services_pair(pair, &action_path)?,
+                        ways: p.word("direction", &raw.direction)?.unwrap_or_default(),
+                        duration: p.hold()?,
+                    }
+                }
+            },
             ActionKind::Latency => {
                 let delay = p.needed("ms", raw.ms, "the added delay")?;
                 if delay == 0 {
@@ -616,7 +800,36 @@ impl Cx<'_> {
         Ok(link)
     }
 
-    /// Refuses an action aimed at something the topology does not have.
+    /// Two services to cut apart with the firewall: any of node-N, nodes, random-node,
+    /// postgres and nats.
+    fn services_pair(&self, pair: &[String], path: &KeyPath) -> Result<Link, PlanError> {
+        let [a, b] = pair else {
+            return Err(self.err(
+                path,
+                format!(
+                    "a partition is a pair of targets, not {} of them",
+                    pair.len()
+                ),
+            ));
+        };
+        let parse = |text: &String, i: usize| match text.parse::<Target>() {
+            Ok(Target::Players) => Err(self.err(
+                &path.index(i),
+                "players are not on a host of the plan: cut them with the proxy (no `via`)".into(),
+            )),
+            Ok(target) => Ok(target),
+            Err(m) => Err(self.err(&path.index(i), m)),
+        };
+        let link = Link {
+            a: parse(a, 0)?,
+            b: parse(b, 1)?,
+        };
+        if link.a == link.b {
+            return Err(self.err(path, format!("`{}` cannot be cut from itself", link.a)));
+        }
+        Ok(link)
+    }
+
     /// Load agents that take their work over the run's own NATS lose their coordinator when
     /// the timeline takes that NATS away (a link fault is the nodes' link, not the agents').
     fn agents_keep_their_nats(
@@ -650,7 +863,7 @@ impl Cx<'_> {
     ) -> Result<(), PlanError> {
         let key = path.key(action.kind().as_str());
         let targets: Vec<(Target, KeyPath)> = match action {
-            Action::Link { link, .. } => {
+            Action::Link { link, .. } | Action::Firewall { link, .. } => {
                 vec![(link.a, key.index(0)), (link.b, key.index(1))]
             }
             _ => action
@@ -749,7 +962,7 @@ fn parameters(kind: ActionKind) -> &'static [&'static str] {
     match kind {
         ActionKind::Rolling => &["gap"],
         ActionKind::Pause | ActionKind::DiskFull => &["for"],
-        ActionKind::Partition => &["for", "mode", "direction", "toxicity"],
+        ActionKind::Partition => &["for", "mode", "direction", "toxicity", "via"],
         ActionKind::Latency => &["for", "ms", "jitter", "direction", "toxicity"],
         ActionKind::Bandwidth => &["for", "kbps", "direction", "toxicity"],
         ActionKind::SlowClose => &["for", "delay", "direction", "toxicity"],
@@ -902,6 +1115,101 @@ mod tests {
     }
 
     const SINGLE: &str = "name: one\nload: {players: 10, through_proxy: true}\n";
+
+    /// A cluster on netns hosts: postgres on `db`, node-1 on `a`, node-2 on `b`, nats local.
+    fn on_hosts(extra: &str) -> String {
+        format!(
+            "name: x\nstore: postgres\nhosts:\n  db: netns\n  a: netns\n  b: netns\nservices:\n  postgres: {{host: db}}\n  nats: {{}}\n  nodes: {{count: 2, host: [a, b]}}\nload: {{players: 10, through_proxy: true}}\n{extra}"
+        )
+    }
+
+    #[test]
+    fn hosts_place_services_and_read_back() {
+        let plan = check(&on_hosts(
+            "timeline:\n  - { at: 1s, partition: [node-1, postgres], via: firewall, direction: up, for: 5s }\n  - { at: 1s, partition: [nodes, nats], for: 5s }\n",
+        ))
+        .unwrap();
+        assert_eq!(plan.hosts.of(Service::Postgres), "db");
+        assert_eq!(plan.hosts.of(Service::Node(2)), "b");
+        assert_eq!(plan.hosts.of(Service::Nats), LOCAL);
+        assert_eq!(plan.hosts.namespaces(), vec!["a", "b", "db"]);
+        assert!(matches!(
+            plan.timeline[0].action,
+            Action::Firewall {
+                ways: crate::plan::Ways::Up,
+                ..
+            }
+        ));
+        // What is written reads back the same (lines aside).
+        assert_eq!(check(&plan.to_yaml()).unwrap().to_yaml(), plan.to_yaml());
+        let all_on_one = check(&on_hosts("").replace("host: [a, b]", "host: a")).unwrap();
+        assert_eq!(all_on_one.hosts.of(Service::Node(2)), "a");
+        assert_eq!(check(&all_on_one.to_yaml()).unwrap(), all_on_one);
+    }
+
+    #[test]
+    fn hosts_and_firewall_partitions_are_refused_with_line_and_key() {
+        let firewall = |pair: &str| {
+            on_hosts(&format!(
+                "timeline:\n  - {{ at: 1s, partition: {pair}, via: firewall, for: 5s }}\n"
+            ))
+        };
+        for (src, line, key, says) in [
+            (
+                on_hosts("").replace("host: db", "host: dbx"),
+                8,
+                "services.postgres.host",
+                "no host named `dbx`",
+            ),
+            (
+                on_hosts("").replace("[a, b]", "[a]"),
+                10,
+                "services.nodes.host",
+                "1 hosts for 2 nodes",
+            ),
+            (
+                on_hosts("").replace("db: netns", "DB: netns"),
+                4,
+                "hosts.DB",
+                "not a host name",
+            ),
+            (
+                on_hosts("backend: docker\n"),
+                5,
+                "hosts.a",
+                "backend: process",
+            ),
+            (firewall("[node-1, nats]"), 13, "timeline[0].partition", "nats is on host `local`"),
+            (firewall("[node-1, players]"), 13, "timeline[0].partition[1]", "players"),
+            (firewall("[postgres, postgres]"), 13, "timeline[0].partition", "from itself"),
+            (
+                on_hosts("timeline:\n  - { at: 1s, partition: [node-1, postgres], for: 5s }\n"),
+                13,
+                "timeline[0].partition",
+                "via: firewall",
+            ),
+            (
+                on_hosts("timeline:\n  - { at: 1s, partition: [node-1, postgres], via: firewall, mode: drop, for: 5s }\n"),
+                13,
+                "timeline[0].mode",
+                "fault proxy",
+            ),
+            (
+                on_hosts("timeline:\n  - { at: 1s, latency: [node-1, nats], ms: 5, via: firewall, for: 5s }\n"),
+                13,
+                "timeline[0].via",
+                "does not go with `latency`",
+            ),
+        ] {
+            let (l, k, message) = refused(&src);
+            assert_eq!((l, k.as_str()), (line, key), "{src}: {message}");
+            assert!(message.contains(says), "{key}: {message}");
+        }
+        let two_on_one = firewall("[node-1, node-2]").replace("host: [a, b]", "host: a");
+        let (_, key, message) = refused(&two_on_one);
+        assert_eq!(key, "timeline[0].partition");
+        assert!(message.contains("both on host `a`"), "{message}");
+    }
 
     #[test]
     fn load_agents_are_validated_with_line_and_key() {

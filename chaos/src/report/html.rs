@@ -81,6 +81,7 @@ pub fn page(report: &Report, history: &History) -> String {
     html.push_str(&checks_table(report));
     html.push_str("<h2>Faults</h2>\n");
     html.push_str(&faults_table(report));
+    html.push_str(&hosts_table(history));
     let _ = write!(
         html,
         "<footer>Written by anyplay-chaos {} from the run's events.jsonl; \
@@ -308,6 +309,39 @@ fn faults_table(report: &Report) -> String {
     table(&FAULT_COLUMNS, &FAULT_RIGHT, &rows)
 }
 
+/// The plan's hosts as the run made them (`host_up`); nothing when it placed no services.
+fn hosts_table(history: &History) -> String {
+    let rows: Vec<(bool, Vec<String>)> = history
+        .iter()
+        .filter_map(|(_, e)| match e {
+            Event::HostUp {
+                host,
+                host_kind,
+                address,
+                services,
+            } => {
+                let services: Vec<String> = services.iter().map(|s| s.to_string()).collect();
+                Some((
+                    false,
+                    vec![
+                        host.clone(),
+                        host_kind.to_string(),
+                        address.clone(),
+                        services.join(", "),
+                    ],
+                ))
+            }
+            _ => None,
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("<h2>Hosts</h2>\n");
+    out.push_str(&table(&["host", "kind", "address", "services"], &[], &rows));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,6 +378,7 @@ mod tests {
                     action: ActionKind::Kill,
                     target: "node-1".into(),
                     at: 1.0,
+                    via: None,
                 },
             ),
             (
@@ -443,6 +478,26 @@ mod tests {
     }
 
     #[test]
+    fn hosts_are_shown_only_when_the_plan_placed_services() {
+        let (report, history) = run();
+        assert!(!page(&report, &history).contains("<h2>Hosts</h2>"));
+        let placed: History = [(
+            0.1,
+            Event::HostUp {
+                host: "db".into(),
+                host_kind: crate::plan::HostKind::Netns,
+                address: "10.213.7.2".into(),
+                services: vec![Service::Postgres],
+            },
+        )]
+        .into_iter()
+        .collect();
+        assert!(page(&report, &placed).contains(
+            "<h2>Hosts</h2>\n<table>\n<tr><th>host</th><th>kind</th><th>address</th><th>services</th></tr>\n<tr><td>db</td><td>netns</td><td>10.213.7.2</td><td>postgres</td></tr>"
+        ));
+    }
+
+    #[test]
     fn an_unknown_check_is_marked_apart_from_a_failure() {
         let (report, history) = run();
         let html = page(&report, &history);
@@ -461,6 +516,7 @@ mod tests {
                     action: ActionKind::Stop,
                     target: "node-2".into(),
                     at: 1.0,
+                    via: None,
                 },
             ),
             (

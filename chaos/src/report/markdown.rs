@@ -174,6 +174,7 @@ mod tests {
                     action: ActionKind::Drop,
                     target: "players".into(),
                     at: 1.0,
+                    via: None,
                 },
             ),
             (

@@ -154,6 +154,23 @@ pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
             node.name, node.api, node.players, node.ops
         );
     }
+    for host in topology.hosts() {
+        let services: Vec<String> = host.services.iter().map(|s| s.to_string()).collect();
+        eprintln!(
+            "  host {} ({}, {}): {}",
+            host.name,
+            host.kind,
+            host.address,
+            services.join(", ")
+        );
+        log.record(Event::HostUp {
+            host: host.name,
+            host_kind: host.kind,
+            address: host.address.to_string(),
+            services: host.services,
+        })
+        .map_err(|e| RunError::Files(e.to_string()))?;
+    }
 
     let length = timeline.length();
     let (mut load, facts) =

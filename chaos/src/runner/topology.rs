@@ -4,9 +4,9 @@
 //! the plan's backend says; both listen on the same loopback ports, so nothing else differs.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -14,16 +14,21 @@ use tokio::sync::mpsc;
 use crate::backend::docker::DockerBackend;
 use crate::backend::process::ProcessBackend;
 use crate::backend::{Command, Program};
+use crate::network::{self, Cut, Network};
 use crate::plan::timeline::Peer;
-use crate::plan::{ActionKind, Backend, DropScope, ImageSlot, Op, Plan, Route, Service, Store};
+use crate::plan::{
+    ActionKind, Backend, DropScope, HostKind, Hosts, ImageSlot, Op, Plan, Route, Service, Store,
+    Ways,
+};
 use crate::ports::free_port;
 use crate::proxy::{Endpoint, LinkName, Proxy, ProxySet};
 use crate::supervisor::faults::Disk;
 use crate::supervisor::services::scratch::Scratch;
-use crate::supervisor::services::{log_path, nats, node, postgres};
+use crate::supervisor::services::{log_path, nats, node, postgres, Placement};
 use crate::supervisor::{
     self, FaultNeeds, FaultReadiness, ServiceEvent, ServiceFaultKind, Supervisor,
 };
+use crate::sync::lock;
 
 use super::{images, RunError};
 
@@ -55,6 +60,20 @@ pub struct Topology {
     postgres_scratch: Option<Arc<Scratch>>,
     /// The service faults the plan may set, each service made ready for its own.
     service_faults: ServiceFaults,
+    hosts: Hosts,
+    /// The firewall partitions in place, by the pair they cut, for their heal.
+    cuts: Mutex<Vec<((Service, Service), Cut)>>,
+    /// The plan's netns hosts; declared after the services, so they are gone before it.
+    network: Option<Network>,
+}
+
+/// One host of the plan as the run made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostInfo {
+    pub name: String,
+    pub kind: HostKind,
+    pub address: Ipv4Addr,
+    pub services: Vec<Service>,
 }
 
 /// What a node process runs: this very binary's hidden `node` command, so a run needs
@@ -62,10 +81,6 @@ pub struct Topology {
 fn node_program() -> Result<PathBuf, RunError> {
     std::env::current_exe()
         .map_err(|e| RunError::Topology(format!("cannot find this program to run nodes with: {e}")))
-}
-
-fn addr(port: u16) -> SocketAddr {
-    ([127, 0, 0, 1], port).into()
 }
 
 fn port() -> Result<u16, RunError> {
@@ -128,7 +143,20 @@ impl Topology {
             nats_url: None,
             postgres_scratch: None,
             service_faults: ServiceFaults::default(),
+            hosts: plan.hosts.clone(),
+            cuts: Mutex::new(Vec::new()),
+            network: None,
         };
+        for thing in network::made::sweep() {
+            eprintln!("  removed {thing}, left by a run that died");
+        }
+        let namespaces = plan.hosts.namespaces();
+        if !namespaces.is_empty() {
+            topology.network = Some(
+                Network::create(&namespaces)
+                    .map_err(|e| RunError::Topology(format!("hosts: {e}")))?,
+            );
+        }
         let nodes = plan.services.nodes.count;
         let db_connections = plan.services.nodes.db_connections.unwrap_or(8);
         let faults = ServiceFaults::of(plan)?;
@@ -141,6 +169,7 @@ impl Topology {
                 max_connections: nodes * db_connections,
                 args: pg.args.clone(),
                 durable: pg.durable.unwrap_or(true),
+                placement: topology.placement(Service::Postgres),
             };
             let disk = faults.disk(Service::Postgres);
             let prepared = match plan.backend {
@@ -158,7 +187,7 @@ impl Topology {
             let mut spec = prepared.spec;
             spec.faults = faults.readiness(Service::Postgres, spec.faults.disk.take());
             topology.add(Service::Postgres, spec).await?;
-            let at = addr(prepared.port);
+            let at = SocketAddr::from((settings.placement.address, prepared.port));
             topology.postgres_url = Some(prepared.url.clone());
             upstreams.insert(
                 Endpoint::Postgres,
@@ -169,6 +198,7 @@ impl Topology {
             let settings = nats::NatsSettings {
                 port: n.port,
                 args: n.args.clone(),
+                placement: topology.placement(Service::Nats),
             };
             let prepared = match plan.backend {
                 Backend::Process => nats::prepare(dir, &settings),
@@ -184,7 +214,10 @@ impl Topology {
             topology.nats_url = Some(prepared.url.clone());
             upstreams.insert(
                 Endpoint::Nats,
-                (addr(prepared.port), "nats://{addr}".to_string()),
+                (
+                    SocketAddr::from((settings.placement.address, prepared.port)),
+                    "nats://{addr}".to_string(),
+                ),
             );
         }
 
@@ -196,18 +229,46 @@ impl Topology {
             Backend::Docker => Program::Image(images::image(plan, ImageSlot::Nodes)),
         };
         for n in 1..=nodes {
-            let name = Service::Node(n).to_string();
-            let (api, ops) = (addr(port()?), addr(port()?));
-            // Each node reaches its dependencies through a proxy of its own, so one
-            // node's link can be cut or slowed alone.
+            let service = Service::Node(n);
+            let name = service.to_string();
+            let at = topology.placement(service);
+            let (api, ops) = (
+                SocketAddr::from((at.address, port()?)),
+                SocketAddr::from((at.address, port()?)),
+            );
+            // Each node reaches its dependencies through a proxy of its own, so one node's
+            // link can be cut or slowed alone; between two netns hosts the link is direct,
+            // and their firewalls cut it.
             let mut url_of = BTreeMap::new();
             for (peer, (upstream, url)) in &upstreams {
-                let proxy = topology.proxy(Endpoint::Node(n), *peer, *upstream).await?;
-                url_of.insert(*peer, url.replace("{addr}", &proxy.to_string()));
+                let peer_service = match peer {
+                    Endpoint::Postgres => Service::Postgres,
+                    _ => Service::Nats,
+                };
+                let direct = topology.on_netns(service) && topology.on_netns(peer_service);
+                let reach = match direct {
+                    true => *upstream,
+                    false => {
+                        topology
+                            .proxy(
+                                Endpoint::Node(n),
+                                *peer,
+                                topology.nearest(service),
+                                *upstream,
+                            )
+                            .await?
+                    }
+                };
+                url_of.insert(*peer, url.replace("{addr}", &reach.to_string()));
             }
             let players = if plan.load.through_proxy {
                 topology
-                    .proxy(Endpoint::Players, Endpoint::Node(n), api)
+                    .proxy(
+                        Endpoint::Players,
+                        Endpoint::Node(n),
+                        Ipv4Addr::LOCALHOST,
+                        api,
+                    )
                     .await?
             } else {
                 api
@@ -247,7 +308,8 @@ impl Topology {
                 .args(["--db-connections".to_string(), db_connections.to_string()])
                 // Every player comes from 127.0.0.1: per-IP limits would throttle the load.
                 .arg("--no-rate-limits")
-                .cwd(dir);
+                .cwd(dir)
+                .netns(at.netns);
             if let Some(url) = url_of.get(&Endpoint::Nats) {
                 command = command.args(["--nats-url".to_string(), url.clone()]);
             }
@@ -285,14 +347,65 @@ impl Topology {
         Ok(())
     }
 
-    /// A proxy from `from` to `to` (which listens at `upstream`); returns where it listens.
+    /// Where `service` listens, and the namespace it runs in.
+    fn placement(&self, service: Service) -> Placement {
+        match self
+            .network
+            .as_ref()
+            .and_then(|n| n.host(self.hosts.of(service)))
+        {
+            Some(host) => Placement {
+                address: host.address,
+                netns: Some(host.path()),
+            },
+            None => Placement::default(),
+        }
+    }
+
+    /// The hosts the plan places services on, when it declares any (none: all on loopback).
+    pub fn hosts(&self) -> Vec<HostInfo> {
+        if self.hosts.declared.is_empty() {
+            return Vec::new();
+        }
+        let mut hosts: BTreeMap<&str, HostInfo> = BTreeMap::new();
+        for &service in self.services.keys() {
+            let name = self.hosts.of(service);
+            hosts
+                .entry(name)
+                .or_insert_with(|| HostInfo {
+                    name: name.to_owned(),
+                    kind: self.hosts.kind(name),
+                    address: self.placement(service).address,
+                    services: Vec::new(),
+                })
+                .services
+                .push(service);
+        }
+        hosts.into_values().collect()
+    }
+
+    fn on_netns(&self, service: Service) -> bool {
+        self.hosts.kind_of(service) == HostKind::Netns
+    }
+
+    /// The supervisor's address that `service` reaches: loopback, or the bridge from a netns.
+    fn nearest(&self, service: Service) -> Ipv4Addr {
+        match (&self.network, self.on_netns(service)) {
+            (Some(network), true) => network.gateway,
+            _ => Ipv4Addr::LOCALHOST,
+        }
+    }
+
+    /// A proxy from `from` to `to` (which listens at `upstream`), listening on `listen`;
+    /// returns where it listens.
     async fn proxy(
         &mut self,
         from: Endpoint,
         to: Endpoint,
+        listen: Ipv4Addr,
         upstream: SocketAddr,
     ) -> Result<SocketAddr, RunError> {
-        let proxy = Proxy::start(LinkName::new(from, to), addr(0), upstream)
+        let proxy = Proxy::start(LinkName::new(from, to), (listen, 0).into(), upstream)
             .await
             .map_err(|e| RunError::Topology(e.to_string()))?;
         let at = proxy.listen_addr();
@@ -386,6 +499,8 @@ impl Topology {
                 self.route(route)?.clear(fault.kind());
                 Ok(())
             }
+            Op::Cut { from, to, ways } => self.cut(from, to, ways),
+            Op::Mend { from, to } => self.mend(from, to),
             Op::Squeeze { service, fault } => self
                 .service(service)?
                 .apply(fault.into())
@@ -399,17 +514,62 @@ impl Topology {
         }
     }
 
+    /// Drops the packets between two services on netns hosts, as the plan's ways say.
+    fn cut(&self, from: Service, to: Service, ways: Ways) -> Result<(), String> {
+        let network = self.network.as_ref().ok_or("the plan has no netns hosts")?;
+        let peer = network
+            .host(self.hosts.of(to))
+            .ok_or_else(|| format!("{to} is not on a netns host"))?;
+        let cut = Cut {
+            host: self.hosts.of(from).to_owned(),
+            peer: peer.address,
+            outgoing: ways != Ways::Down,
+            incoming: ways != Ways::Up,
+            table: format!("anyplay_{from}_{to}").replace('-', "_"),
+        };
+        network.cut(&cut).map_err(|e| e.to_string())?;
+        lock(&self.cuts).push(((from, to), cut));
+        Ok(())
+    }
+
+    fn mend(&self, from: Service, to: Service) -> Result<(), String> {
+        let cut = {
+            let mut cuts = lock(&self.cuts);
+            let at = cuts
+                .iter()
+                .position(|(pair, _)| *pair == (from, to))
+                .ok_or_else(|| format!("no firewall partition between {from} and {to}"))?;
+            cuts.remove(at).1
+        };
+        let network = self.network.as_ref().ok_or("the plan has no netns hosts")?;
+        network.mend(&cut).map_err(|e| e.to_string())
+    }
+
+    /// Removes every firewall partition in place.
+    fn mend_all(&self) {
+        let pairs: Vec<(Service, Service)> = lock(&self.cuts).iter().map(|(p, _)| *p).collect();
+        for (from, to) in pairs {
+            if let Err(e) = self.mend(from, to) {
+                tracing::warn!("healing the partition of {from} and {to}: {e}");
+            }
+        }
+    }
+
     /// Ends every service at once, without a drain (a second interrupt).
     pub async fn kill_all(&self) {
         self.proxies.heal_all();
         self.supervisor.shutdown_all(Duration::ZERO).await;
         self.supervisor.clean_up().await;
+        if let Some(network) = &self.network {
+            network.remove();
+        }
     }
 
     /// Undoes every lasting fault: links heal and paused services go on (an interrupted timeline
     /// leaves them as they were).
     pub async fn heal(&self) {
         self.proxies.heal_all();
+        self.mend_all();
         for (service, handle) in &self.services {
             for kind in &self.service_faults.kinds(*service) {
                 if let Err(e) = handle.clear(*kind).await {
@@ -451,6 +611,9 @@ impl Topology {
         self.supervisor.clean_up().await;
         if let Some(scratch) = &self.postgres_scratch {
             scratch.remove();
+        }
+        if let Some(network) = &self.network {
+            network.remove();
         }
     }
 }

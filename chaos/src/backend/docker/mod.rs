@@ -147,6 +147,9 @@ impl Backend for DockerBackend {
                     program: command.program.to_string(),
                 });
             };
+            if command.netns.is_some() {
+                return Err(BackendError::NetnsInContainer(name));
+            }
             let container_name = format!("{}-{name}", self.prefix);
             let body = self.container_body(&name, image, &command);
             let created = self

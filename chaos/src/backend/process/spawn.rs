@@ -8,7 +8,7 @@
 //! the thread idles out.
 
 use std::io;
-use std::os::fd::{BorrowedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::process::Stdio;
 
 use crate::backend::log::open_log;
@@ -92,14 +92,25 @@ pub(super) fn spawn_joined(
     let parent = getpid();
     let user = command.user.as_ref().map(|user| (user.uid, user.gid));
     let join: Vec<RawFd> = join.to_vec();
-    // SAFETY: `in_child` only makes async-signal-safe system calls and does not allocate.
-    unsafe {
-        child.pre_exec(move || in_child(parent, user, &join));
-    }
     let spawn_error = |source| BackendError::Spawn {
         program: command.display(),
         source,
     };
+    // Opened here and kept until the spawn returned: the child joins it before it executes.
+    let netns = match &command.netns {
+        Some(path) => Some(std::fs::File::open(path).map_err(|e| {
+            spawn_error(io::Error::other(format!(
+                "its network namespace {}: {e}",
+                path.display()
+            )))
+        })?),
+        None => None,
+    };
+    let netns_fd = netns.as_ref().map(|f| f.as_raw_fd());
+    // SAFETY: `in_child` only makes async-signal-safe system calls and does not allocate.
+    unsafe {
+        child.pre_exec(move || in_child(parent, user, &join, netns_fd));
+    }
     let child = child.spawn().map_err(spawn_error)?;
     // `id()` is `None` only once the child was reaped, and pids always fit an i32.
     let pid = child
@@ -118,7 +129,18 @@ pub(super) fn spawn_joined(
 }
 
 /// Runs in the forked child just before `exec`.
-fn in_child(parent: Pid, user: Option<(Uid, Gid)>, join: &[RawFd]) -> io::Result<()> {
+fn in_child(
+    parent: Pid,
+    user: Option<(Uid, Gid)>,
+    join: &[RawFd],
+    netns: Option<RawFd>,
+) -> io::Result<()> {
+    // Before the user switch: joining a namespace takes CAP_SYS_ADMIN.
+    if let Some(fd) = netns {
+        // SAFETY: the parent keeps the namespace file open until the spawn returned.
+        let fd = unsafe { BorrowedFd::borrow_raw(fd) };
+        nix::sched::setns(fd, nix::sched::CloneFlags::CLONE_NEWNET)?;
+    }
     // Before the user switch: only root may move a process into a cgroup. "0" is the writer.
     for &fd in join {
         // SAFETY: the parent keeps these descriptors open until the spawn returned.

@@ -201,6 +201,7 @@ mod tests {
             action,
             target: target.into(),
             at: 0.0,
+            via: None,
         }
     }
 

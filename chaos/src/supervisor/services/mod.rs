@@ -11,9 +11,27 @@ pub mod node;
 pub mod postgres;
 pub mod scratch;
 
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use crate::backend::{BackendError, Exit};
+
+/// Where a service runs: the address it listens on and the network namespace of its host
+/// (none: the supervisor's, on loopback).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    pub address: Ipv4Addr,
+    pub netns: Option<PathBuf>,
+}
+
+impl Default for Placement {
+    fn default() -> Self {
+        Placement {
+            address: Ipv4Addr::LOCALHOST,
+            netns: None,
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
@@ -55,7 +73,7 @@ fn pick_port(asked: Option<u16>) -> Result<u16, SetupError> {
 
 /// The first executable `name` on `PATH`, then in `extra` directories (root's sbin directories
 /// are not on every `PATH`).
-fn find_program(name: &str, extra: &[&str]) -> Option<PathBuf> {
+pub(crate) fn find_program(name: &str, extra: &[&str]) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .chain(extra.iter().map(PathBuf::from))

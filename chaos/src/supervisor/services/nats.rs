@@ -1,10 +1,10 @@
-//! NATS for a run: `nats-server` on a free loopback port (a process or a container), ready once
-//! it greets with `INFO`.
+//! NATS for a run: `nats-server` on a free port of its host (a process or a container), ready
+//! once it greets with `INFO`.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 
-use super::{find_program, log_path, pick_port, SetupError};
+use super::{find_program, log_path, pick_port, Placement, SetupError};
 use crate::backend::{Command, Program};
 use crate::supervisor::{Probe, ServiceSpec};
 
@@ -17,13 +17,14 @@ pub struct NatsSettings {
     pub port: Option<u16>,
     /// Extra `nats-server` arguments.
     pub args: Vec<String>,
+    pub placement: Placement,
 }
 
 #[derive(Debug, Clone)]
 pub struct Nats {
     pub spec: ServiceSpec,
     pub port: u16,
-    /// `nats://127.0.0.1:PORT`
+    /// `nats://ADDRESS:PORT`
     pub url: String,
 }
 
@@ -42,8 +43,9 @@ pub fn prepare(run_dir: &Path, settings: &NatsSettings) -> Result<Nats, SetupErr
     let port = pick_port(settings.port)?;
     let command = Command::new(program, log_path(run_dir, NAME))
         .args(server_args(port, settings))
-        .cwd(run_dir);
-    Ok(served(command, port))
+        .cwd(run_dir)
+        .netns(settings.placement.netns.clone());
+    Ok(served(command, port, settings.placement.address))
 }
 
 /// NATS as a container of `image`, whose entrypoint is the server (as in the official `nats`
@@ -52,13 +54,13 @@ pub fn container(run_dir: &Path, settings: &NatsSettings, image: &str) -> Result
     let port = pick_port(settings.port)?;
     let command = Command::new(Program::Image(image.to_owned()), log_path(run_dir, NAME))
         .args(server_args(port, settings));
-    Ok(served(command, port))
+    Ok(served(command, port, settings.placement.address))
 }
 
 fn server_args(port: u16, settings: &NatsSettings) -> Vec<String> {
     let mut args: Vec<String> = vec![
         "-a".into(),
-        "127.0.0.1".into(),
+        settings.placement.address.to_string(),
         "-p".into(),
         port.to_string(),
     ];
@@ -66,11 +68,11 @@ fn server_args(port: u16, settings: &NatsSettings) -> Vec<String> {
     args
 }
 
-fn served(command: Command, port: u16) -> Nats {
-    let probe = Probe::Nats(SocketAddr::from((Ipv4Addr::LOCALHOST, port)));
+fn served(command: Command, port: u16, address: Ipv4Addr) -> Nats {
+    let probe = Probe::Nats(SocketAddr::from((address, port)));
     Nats {
         spec: ServiceSpec::new(NAME, command, probe),
         port,
-        url: format!("nats://127.0.0.1:{port}"),
+        url: format!("nats://{address}:{port}"),
     }
 }

@@ -5,6 +5,7 @@
 //! the run directory (a `mktemp -d` is mode 700), so under root the cluster lives in a
 //! [`Scratch`] directory for the run's length instead, and `<run dir>/postgres` links to it.
 
+use std::net::Ipv4Addr;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use nix::unistd::geteuid;
 use sqlx::postgres::PgConnectOptions;
 
 use super::scratch::Scratch;
-use super::{find_program, io_error, is_executable, log_path, pick_port, SetupError};
+use super::{find_program, io_error, is_executable, log_path, pick_port, Placement, SetupError};
 use crate::backend::{process, Command, Exit, Program, RunAs};
 use crate::supervisor::faults::Disk;
 use crate::supervisor::{Probe, ServiceSpec};
@@ -44,6 +45,7 @@ pub struct PostgresSettings {
     /// fsync and synchronous commit on: a killed server keeps what it acknowledged. Off only
     /// when a plan trades that for speed.
     pub durable: bool,
+    pub placement: Placement,
 }
 
 impl Default for PostgresSettings {
@@ -53,6 +55,7 @@ impl Default for PostgresSettings {
             max_connections: 0,
             args: Vec::new(),
             durable: true,
+            placement: Placement::default(),
         }
     }
 }
@@ -62,7 +65,7 @@ impl Default for PostgresSettings {
 pub struct Postgres {
     pub spec: ServiceSpec,
     pub port: u16,
-    /// `postgres://anyplay@127.0.0.1:PORT/anyplay`
+    /// `postgres://anyplay@ADDRESS:PORT/anyplay`
     pub url: String,
     /// On the host: the process backend's cluster (a container keeps its own inside).
     pub data_dir: Option<PathBuf>,
@@ -153,6 +156,11 @@ pub async fn prepare_on_disk(
         }
     }
 
+    let address = settings.placement.address;
+    if !address.is_loopback() {
+        trust_same_net(&data)?;
+    }
+
     let port = pick_port(settings.port)?;
     let command = Command::new(bin.join("postgres"), &log)
         .args(["-D", utf8(&data)?, "-k", utf8(&sockets)?])
@@ -160,16 +168,29 @@ pub async fn prepare_on_disk(
         .args(small_wal(&disk))
         .cwd(&base)
         .run_as(user)
+        .netns(settings.placement.netns.clone())
         // Fast shutdown: SIGTERM (smart) would wait for every node to disconnect.
         .stop_signal(Signal::SIGINT);
     Ok(on_disk(
         Postgres {
             data_dir: Some(data),
             scratch,
-            ..served(command, port)
+            ..served(command, port, address)
         },
         disk,
     ))
+}
+
+/// Lets the nodes of the run's own subnet in (as `initdb -A trust` lets loopback in): a server
+/// on a netns host is reached from the other namespaces on the run's bridge.
+fn trust_same_net(data: &Path) -> Result<(), SetupError> {
+    const LINE: &str = "host all all samenet trust";
+    let hba = data.join("pg_hba.conf");
+    let text = std::fs::read_to_string(&hba).map_err(io_error(&hba))?;
+    if !text.lines().any(|l| l.trim() == LINE) {
+        std::fs::write(&hba, format!("{text}\n{LINE}\n")).map_err(io_error(&hba))?;
+    }
+    Ok(())
 }
 
 /// WAL settings for a cluster on a size-limited disk: two 16 MB segments kept, a checkpoint
@@ -239,10 +260,13 @@ pub fn container_on_disk(
         // A throwaway cluster, as with processes: no fsync while it is made either.
         .env("POSTGRES_INITDB_ARGS", "--no-sync")
         .stop_signal(Signal::SIGINT);
-    Ok(on_disk(served(command, port), disk))
+    Ok(on_disk(
+        served(command, port, settings.placement.address),
+        disk,
+    ))
 }
 
-/// The server's settings on either backend: loopback only, and durable unless the plan says
+/// The server's settings on either backend: its host's address only, and durable unless the plan says
 /// otherwise (a `kill: postgres` must not lose what it acknowledged, or `lost_writes` would
 /// blame the cloud for the harness).
 fn server_args(port: u16, settings: &PostgresSettings) -> Vec<String> {
@@ -259,7 +283,8 @@ fn server_args(port: u16, settings: &PostgresSettings) -> Vec<String> {
             "full_page_writes=off",
         ]
     };
-    let mut args: Vec<String> = ["-h", "127.0.0.1", "-p", &port.to_string()]
+    let address = settings.placement.address.to_string();
+    let mut args: Vec<String> = ["-h", &address, "-p", &port.to_string()]
         .into_iter()
         .chain(fast.iter().copied())
         .chain(["-c", &format!("max_connections={max_connections}")])
@@ -270,9 +295,9 @@ fn server_args(port: u16, settings: &PostgresSettings) -> Vec<String> {
 }
 
 /// The spec, probe and URL of a server that `command` runs on `port`.
-fn served(command: Command, port: u16) -> Postgres {
+fn served(command: Command, port: u16, address: Ipv4Addr) -> Postgres {
     let server = PgConnectOptions::new()
-        .host("127.0.0.1")
+        .host(&address.to_string())
         .port(port)
         .username(USER)
         .database("postgres");
@@ -283,7 +308,7 @@ fn served(command: Command, port: u16) -> Postgres {
     Postgres {
         spec: ServiceSpec::new(NAME, command, probe).ready_timeout(READY_TIMEOUT),
         port,
-        url: format!("postgres://{USER}@127.0.0.1:{port}/{DATABASE}"),
+        url: format!("postgres://{USER}@{address}:{port}/{DATABASE}"),
         data_dir: None,
         scratch: None,
     }
