@@ -18,6 +18,8 @@ compgen -G "/usr/lib/*/faketime/libfaketime.so.1" >/dev/null || missing+=(faketi
 # netns hosts: namespaces, veths and bridges (ip), firewall partitions (nft).
 command -v ip >/dev/null 2>&1 || [[ -x /usr/sbin/ip ]] || [[ -x /sbin/ip ]] || missing+=(iproute2)
 command -v nft >/dev/null 2>&1 || [[ -x /usr/sbin/nft ]] || missing+=(nftables)
+# The remote-engine test's certificates.
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # The report's browser test.
 command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-dejavu-core)
 if ((${#missing[@]})); then

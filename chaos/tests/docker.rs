@@ -5,6 +5,8 @@
 
 #[path = "support/containers.rs"]
 mod containers;
+#[path = "docker/remote_engine.rs"]
+mod remote_engine;
 mod support;
 
 use std::path::Path;

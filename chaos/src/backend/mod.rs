@@ -3,13 +3,15 @@
 //!
 //! A [`Backend`] creates a [`Unit`] per service once; the unit is then started any number of times
 //! (a Docker container is created once and started again after a kill, which keeps its data). Each
-//! start hands back the instance's id and a future that resolves to its [`Exit`].
+//! start hands back the instance's id and a future that resolves to its [`Exit`]. A plan whose
+//! services live on several hosts runs each with its host's backend ([`placed`]).
 
 mod command;
 pub mod docker;
 mod exit;
 mod log;
 pub mod owner;
+pub mod placed;
 pub mod process;
 
 use std::future::Future;
@@ -165,7 +167,8 @@ pub enum BackendError {
     Docker {
         action: &'static str,
         container: String,
-        source: bollard::errors::Error,
+        // Boxed: with TLS, the engine's error is larger than every other variant together.
+        source: Box<bollard::errors::Error>,
     },
 }
 

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
@@ -19,6 +20,45 @@ pub enum HostKind {
     Local,
     /// A Linux network namespace the run makes, with its own address on the run's bridge.
     Netns,
+    /// A Docker engine other than the local one; its services are containers on its host's
+    /// network.
+    Docker,
+}
+
+/// A host as a plan declares it: `local`, `netns`, or a Docker engine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Host {
+    Kind(HostKind),
+    Docker(Engine),
+}
+
+impl Host {
+    pub fn kind(&self) -> HostKind {
+        match self {
+            Host::Kind(kind) => *kind,
+            Host::Docker(_) => HostKind::Docker,
+        }
+    }
+}
+
+/// A Docker engine: `tcp://HOST:PORT` with TLS (the engine's CA, and the client's
+/// certificate and key), or `unix:///path/to/docker.sock`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Engine {
+    pub docker: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<Tls>,
+}
+
+/// The files a TLS connection to an engine uses (PEM).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tls {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 impl fmt::Display for HostKind {
@@ -26,6 +66,7 @@ impl fmt::Display for HostKind {
         f.write_str(match self {
             HostKind::Local => "local",
             HostKind::Netns => "netns",
+            HostKind::Docker => "docker",
         })
     }
 }
@@ -66,7 +107,7 @@ impl FromStr for Via {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Hosts {
     /// As the plan declares them (`local` is there even when not declared).
-    pub declared: BTreeMap<String, HostKind>,
+    pub declared: BTreeMap<String, Host>,
     /// The host of each service that is not on `local`.
     pub placement: BTreeMap<Service, String>,
 }
@@ -84,7 +125,28 @@ impl Hosts {
 
     /// The kind of the host named `host` (`local` for one not declared).
     pub fn kind(&self, host: &str) -> HostKind {
-        self.declared.get(host).copied().unwrap_or(HostKind::Local)
+        self.declared.get(host).map_or(HostKind::Local, Host::kind)
+    }
+
+    /// The Docker engines that some service runs on, by host name.
+    pub fn engines(&self) -> Vec<(&str, &Engine)> {
+        self.declared
+            .iter()
+            .filter_map(|(name, host)| match host {
+                Host::Docker(engine) if self.placement.values().any(|h| h == name) => {
+                    Some((name.as_str(), engine))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The services placed on `host`.
+    pub fn services_on<'a>(&'a self, host: &'a str) -> impl Iterator<Item = Service> + 'a {
+        self.placement
+            .iter()
+            .filter(move |(_, h)| *h == host)
+            .map(|(s, _)| *s)
     }
 
     /// The `netns` hosts that some service runs on, in name order: what a run makes.
@@ -108,7 +170,7 @@ mod tests {
     #[test]
     fn services_default_to_local() {
         let hosts = Hosts {
-            declared: BTreeMap::from([("db".to_owned(), HostKind::Netns)]),
+            declared: BTreeMap::from([("db".to_owned(), Host::Kind(HostKind::Netns))]),
             placement: BTreeMap::from([(Service::Postgres, "db".to_owned())]),
         };
         assert_eq!(hosts.of(Service::Node(1)), LOCAL);

@@ -23,7 +23,7 @@ use anyplay_cloud::duration;
 use serde::{Deserialize, Serialize};
 
 pub use fault::{Bytes, ClockOffset, CutMode, LinkFault, ServiceFault, Ways};
-pub use hosts::{HostKind, Hosts, Via};
+pub use hosts::{Engine, Host, HostKind, Hosts, Tls, Via};
 pub use image::{ImageOverride, ImageSlot};
 pub use timeline::{DropScope, Op, Route, Step, TimedOp, Timeline, Toxicity};
 

@@ -12,7 +12,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::hosts::LOCAL;
 use super::{
-    Action, Backend, Dependency, HostKind, LinkFault, Plan, PlanError, Reconnect, Service,
+    Action, Backend, Dependency, Host, LinkFault, Plan, PlanError, Reconnect, Service,
     ServiceFault, Store, Ways,
 };
 
@@ -25,9 +25,10 @@ pub struct RawPlan {
     pub seed: Option<u64>,
     pub backend: Option<Backend>,
     pub store: Option<Store>,
-    /// Hosts by name, each `local` or `netns`; services name theirs with `host:`.
+    /// Hosts by name, each `local`, `netns` or `{docker: URL, tls: …}`; services name theirs
+    /// with `host:`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub hosts: BTreeMap<String, HostKind>,
+    pub hosts: BTreeMap<String, Host>,
     pub services: Option<RawServices>,
     pub load: Option<RawLoad>,
     #[serde(default)]

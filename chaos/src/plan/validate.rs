@@ -19,9 +19,9 @@ use super::timeline::{pairs_of, services_of};
 use crate::proxy::Latency;
 
 use super::{
-    Action, ActionKind, Agents, Backend, Bytes, Client, ClockOffset, Dependency, Entry, HostKind,
-    Hosts, Limits, Link, LinkFault, Load, Nodes, Plan, PlanError, Reconnect, Service, ServiceFault,
-    Services, Store, Target, Via,
+    Action, ActionKind, Agents, Backend, Bytes, Client, ClockOffset, Dependency, Engine, Entry,
+    Host, HostKind, Hosts, Limits, Link, LinkFault, Load, Nodes, Plan, PlanError, Reconnect,
+    Service, ServiceFault, Services, Store, Target, Via,
 };
 
 /// Defaults for keys a plan may leave out.
@@ -159,12 +159,13 @@ impl Cx<'_> {
     /// The declared hosts and each service's, every name checked.
     fn hosts(
         &self,
-        declared: &BTreeMap<String, HostKind>,
+        declared: &BTreeMap<String, Host>,
         services: &RawServices,
         backend: Backend,
     ) -> Result<Hosts, PlanError> {
         let root = KeyPath::default();
-        for (name, kind) in declared {
+        for (name, host) in declared {
+            let kind = host.kind();
             let path = root.key("hosts").key(name);
             // The name goes into a namespace's name, with the run's tag before it.
             let fine = !name.is_empty()
@@ -178,14 +179,24 @@ impl Cx<'_> {
                     format!("`{name}` is not a host name ([a-z0-9-]+, at most 24)"),
                 ));
             }
-            if name == LOCAL && *kind != HostKind::Local {
+            if name == LOCAL && kind != HostKind::Local {
                 return Err(self.err(&path, "`local` is the supervisor's own machine".into()));
             }
-            if *kind == HostKind::Netns && backend == Backend::Docker {
-                return Err(self.err(
-                    &path,
-                    "a netns host runs processes: it needs `backend: process`".into(),
-                ));
+            match host {
+                Host::Kind(HostKind::Netns) if backend == Backend::Docker => {
+                    return Err(self.err(
+                        &path,
+                        "a netns host runs processes: it needs `backend: process`".into(),
+                    ));
+                }
+                Host::Kind(HostKind::Docker) => {
+                    return Err(self.err(
+                        &path,
+                        "a docker host names its engine: `{docker: tcp://HOST:2376, tls: {ca: …, cert: …, key: …}}` or `{docker: unix:///path/docker.sock}`".into(),
+                    ));
+                }
+                Host::Docker(engine) => self.engine(engine, &path)?,
+                Host::Kind(_) => {}
             }
         }
         let mut hosts = Hosts {
@@ -248,6 +259,35 @@ impl Cx<'_> {
             }
         }
         Ok(hosts)
+    }
+
+    /// A Docker engine's address: TLS over TCP (a plain TCP engine is root on its machine for
+    /// anyone who reaches it), or a local socket.
+    fn engine(&self, engine: &Engine, path: &KeyPath) -> Result<(), PlanError> {
+        let docker = path.key("docker");
+        if let Some(address) = engine.docker.strip_prefix("tcp://") {
+            if address.parse::<std::net::SocketAddr>().is_err() {
+                return Err(self.err(
+                    &docker,
+                    format!("`{address}` is not IP:PORT (e.g. tcp://10.0.0.5:2376)"),
+                ));
+            }
+            if engine.tls.is_none() {
+                return Err(self.err(
+                    path,
+                    "a tcp:// engine needs `tls: {ca, cert, key}`: without it, anyone who reaches the engine is root on its machine".into(),
+                ));
+            }
+        } else if !engine.docker.starts_with("unix:///") {
+            return Err(self.err(
+                &docker,
+                format!(
+                    "`{}` is not an engine address (tcp://IP:PORT or unix:///path)",
+                    engine.docker
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Refuses a fault that the hosts of its services cannot carry: a firewall partition
@@ -1205,6 +1245,37 @@ mod tests {
             assert_eq!((l, k.as_str()), (line, key), "{src}: {message}");
             assert!(message.contains(says), "{key}: {message}");
         }
+        for (engine, key, says) in [
+            ("{docker: 'tcp://10.0.0.5:2376'}", "hosts.e", "needs `tls"),
+            (
+                "{docker: 'tcp://engine:2376', tls: {ca: a, cert: b, key: c}}",
+                "hosts.e.docker",
+                "IP:PORT",
+            ),
+            (
+                "{docker: 'http://10.0.0.5:2375'}",
+                "hosts.e.docker",
+                "not an engine address",
+            ),
+            ("docker", "hosts.e", "names its engine"),
+        ] {
+            let src = on_hosts("").replace("  b: netns\n", &format!("  b: netns\n  e: {engine}\n"));
+            let (_, k, message) = refused(&src);
+            assert_eq!(k, key, "{engine}: {message}");
+            assert!(message.contains(says), "{engine}: {message}");
+        }
+        let remote = check(
+            &on_hosts("")
+                .replace(
+                    "  b: netns\n",
+                    "  b: netns\n  e: {docker: 'unix:///run/other.sock'}\n",
+                )
+                .replace("{host: db}", "{host: e}"),
+        )
+        .unwrap();
+        assert_eq!(remote.hosts.kind_of(Service::Postgres), HostKind::Docker);
+        assert_eq!(remote.hosts.engines().len(), 1);
+        assert_eq!(check(&remote.to_yaml()).unwrap(), remote);
         let two_on_one = firewall("[node-1, node-2]").replace("host: [a, b]", "host: a");
         let (_, key, message) = refused(&two_on_one);
         assert_eq!(key, "timeline[0].partition");

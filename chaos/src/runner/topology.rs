@@ -12,13 +12,14 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use crate::backend::docker::DockerBackend;
+use crate::backend::placed::Placed;
 use crate::backend::process::ProcessBackend;
 use crate::backend::{Command, Program};
 use crate::network::{self, Cut, Network};
 use crate::plan::timeline::Peer;
 use crate::plan::{
-    ActionKind, Backend, DropScope, HostKind, Hosts, ImageSlot, Op, Plan, Route, Service, Store,
-    Ways,
+    ActionKind, Backend, DropScope, Host, HostKind, Hosts, ImageSlot, Op, Plan, Route, Service,
+    Store, Ways,
 };
 use crate::ports::free_port;
 use crate::proxy::{Endpoint, LinkName, Proxy, ProxySet};
@@ -76,6 +77,75 @@ pub struct HostInfo {
     pub services: Vec<Service>,
 }
 
+fn say_removed(orphans: &[String]) {
+    if !orphans.is_empty() {
+        eprintln!(
+            "  removed {} containers left by a run that died: {}",
+            orphans.len(),
+            orphans.join(", ")
+        );
+    }
+}
+
+/// Fails, naming each and how to get it, when `engine` lacks an image of `services`.
+async fn has_images(
+    engine: &DockerBackend,
+    plan: &Plan,
+    services: &[Service],
+    label: &str,
+) -> Result<(), RunError> {
+    let mut wanted: Vec<(ImageSlot, String)> = Vec::new();
+    for service in services {
+        let slot = match service {
+            Service::Postgres => ImageSlot::Postgres,
+            Service::Nats => ImageSlot::Nats,
+            Service::Node(_) => ImageSlot::Nodes,
+        };
+        if !wanted.iter().any(|(s, _)| *s == slot) {
+            wanted.push((slot, images::image(plan, slot)));
+        }
+    }
+    let missing = engine
+        .missing_images(wanted.iter().map(|(_, image)| image.as_str()))
+        .await
+        .map_err(|e| RunError::Topology(format!("{label}{e}")))?;
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let missing: Vec<(ImageSlot, &str)> = wanted
+        .iter()
+        .filter(|(_, image)| missing.contains(&image.as_str()))
+        .map(|(slot, image)| (*slot, image.as_str()))
+        .collect();
+    Err(RunError::Topology(format!(
+        "{label}{}",
+        images::missing(&missing)
+    )))
+}
+
+/// The IPv4 address of a `tcp://IP:PORT` engine; `None` for a local socket.
+fn engine_address(engine: &crate::plan::Engine) -> Option<Ipv4Addr> {
+    let address = engine.docker.strip_prefix("tcp://")?;
+    match address.parse::<SocketAddr>().ok()?.ip() {
+        std::net::IpAddr::V4(ip) => Some(ip),
+        std::net::IpAddr::V6(_) => None,
+    }
+}
+
+/// The address of this machine that packets to `to` leave from (the kernel's route choice,
+/// read from a UDP socket that is connected but never sends).
+fn source_toward(to: Ipv4Addr) -> Result<Ipv4Addr, RunError> {
+    let socket = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
+        .and_then(|s| s.connect((to, 9)).map(|()| s))
+        .map_err(|e| RunError::Topology(format!("no route to {to}: {e}")))?;
+    match socket.local_addr().map(|a| a.ip()) {
+        Ok(std::net::IpAddr::V4(ip)) => Ok(ip),
+        other => Err(RunError::Topology(format!(
+            "no IPv4 address of this machine reaches {to}: {other:?}"
+        ))),
+    }
+}
+
 /// What a node process runs: this very binary's hidden `node` command, so a run needs
 /// nothing but `anyplay-chaos` (the same code as the `anyplay-cloud` binary).
 fn node_program() -> Result<PathBuf, RunError> {
@@ -96,35 +166,46 @@ impl Topology {
         plan: &Plan,
         dir: &Path,
     ) -> Result<(Supervisor, mpsc::UnboundedReceiver<ServiceEvent>), RunError> {
-        match plan.backend {
-            Backend::Process => Ok(Supervisor::new(Arc::new(ProcessBackend))),
+        let placed_elsewhere: Vec<Service> = plan
+            .hosts
+            .engines()
+            .iter()
+            .flat_map(|(host, _)| plan.hosts.services_on(host))
+            .collect();
+        let own: Arc<dyn crate::backend::Backend> = match plan.backend {
+            Backend::Process => Arc::new(ProcessBackend),
             Backend::Docker => {
-                let docker =
-                    |e: crate::backend::docker::EngineError| RunError::Topology(e.to_string());
-                let (backend, orphans) = DockerBackend::connect(dir).await.map_err(docker)?;
-                if !orphans.is_empty() {
-                    eprintln!(
-                        "  removed {} containers left by a run that died: {}",
-                        orphans.len(),
-                        orphans.join(", ")
-                    );
-                }
-                let wanted = images::of(plan);
-                let missing = backend
-                    .missing_images(wanted.iter().map(|(_, image)| image.as_str()))
+                let (backend, orphans) = DockerBackend::connect(dir)
                     .await
-                    .map_err(docker)?;
-                if !missing.is_empty() {
-                    let missing: Vec<(ImageSlot, &str)> = wanted
-                        .iter()
-                        .filter(|(_, image)| missing.contains(&image.as_str()))
-                        .map(|(slot, image)| (*slot, image.as_str()))
-                        .collect();
-                    return Err(RunError::Topology(images::missing(&missing)));
-                }
-                Ok(Supervisor::new(Arc::new(backend)))
+                    .map_err(|e| RunError::Topology(e.to_string()))?;
+                say_removed(&orphans);
+                let here: Vec<Service> = plan
+                    .topology()
+                    .into_iter()
+                    .filter(|s| !placed_elsewhere.contains(s))
+                    .collect();
+                has_images(&backend, plan, &here, "").await?;
+                Arc::new(backend)
+            }
+        };
+        let engines = plan.hosts.engines();
+        if engines.is_empty() {
+            return Ok(Supervisor::new(own));
+        }
+        let mut placed = Placed::new(own);
+        for (host, engine) in engines {
+            let (backend, orphans) = DockerBackend::connect_to(engine, dir)
+                .await
+                .map_err(|e| RunError::Topology(format!("host {host}: {e}")))?;
+            say_removed(&orphans);
+            let services: Vec<Service> = plan.hosts.services_on(host).collect();
+            has_images(&backend, plan, &services, &format!("host {host}: ")).await?;
+            let backend: Arc<dyn crate::backend::Backend> = Arc::new(backend);
+            for service in services {
+                placed.place(service.to_string(), backend.clone());
             }
         }
+        Ok(Supervisor::new(Arc::new(placed)))
     }
 
     /// Starts every service of the plan, dependencies first, each once ready.
@@ -172,7 +253,7 @@ impl Topology {
                 placement: topology.placement(Service::Postgres),
             };
             let disk = faults.disk(Service::Postgres);
-            let prepared = match plan.backend {
+            let prepared = match topology.runs(Service::Postgres, plan) {
                 Backend::Process => postgres::prepare_on_disk(dir, &settings, disk).await,
                 Backend::Docker => postgres::container_on_disk(
                     dir,
@@ -200,7 +281,7 @@ impl Topology {
                 args: n.args.clone(),
                 placement: topology.placement(Service::Nats),
             };
-            let prepared = match plan.backend {
+            let prepared = match topology.runs(Service::Nats, plan) {
                 Backend::Process => nats::prepare(dir, &settings),
                 Backend::Docker => {
                     nats::container(dir, &settings, &images::image(plan, ImageSlot::Nats))
@@ -224,10 +305,6 @@ impl Topology {
         let mail_log = dir.join(MAIL_LOG);
         std::fs::File::create(&mail_log)
             .map_err(|e| RunError::Topology(format!("{}: {e}", mail_log.display())))?;
-        let program: Program = match plan.backend {
-            Backend::Process => node_program()?.into(),
-            Backend::Docker => Program::Image(images::image(plan, ImageSlot::Nodes)),
-        };
         for n in 1..=nodes {
             let service = Service::Node(n);
             let name = service.to_string();
@@ -253,7 +330,7 @@ impl Topology {
                             .proxy(
                                 Endpoint::Node(n),
                                 *peer,
-                                topology.nearest(service),
+                                topology.nearest(service)?,
                                 *upstream,
                             )
                             .await?
@@ -289,6 +366,10 @@ impl Topology {
                 Store::Postgres => url_of.get(&Endpoint::Postgres).cloned().ok_or_else(|| {
                     RunError::Topology("store: postgres needs services.postgres".into())
                 })?,
+            };
+            let program: Program = match topology.runs(service, plan) {
+                Backend::Process => node_program()?.into(),
+                Backend::Docker => Program::Image(images::image(plan, ImageSlot::Nodes)),
             };
             let mut command = Command::new(program.clone(), log_path(dir, &name));
             if let Program::Executable(_) = program {
@@ -347,13 +428,26 @@ impl Topology {
         Ok(())
     }
 
-    /// Where `service` listens, and the namespace it runs in.
+    /// Whether `service` runs as a process or a container: the plan's backend, but always a
+    /// container on a Docker host.
+    fn runs(&self, service: Service, plan: &Plan) -> Backend {
+        match self.hosts.kind_of(service) {
+            HostKind::Docker => Backend::Docker,
+            _ => plan.backend,
+        }
+    }
+
+    /// Where `service` listens, and the namespace it runs in: a netns host's address; a
+    /// Docker host's own (its containers use its network), loopback for a local socket.
     fn placement(&self, service: Service) -> Placement {
-        match self
-            .network
-            .as_ref()
-            .and_then(|n| n.host(self.hosts.of(service)))
-        {
+        let host = self.hosts.of(service);
+        if let Some(Host::Docker(engine)) = self.hosts.declared.get(host) {
+            return Placement {
+                address: engine_address(engine).unwrap_or(Ipv4Addr::LOCALHOST),
+                netns: None,
+            };
+        }
+        match self.network.as_ref().and_then(|n| n.host(host)) {
             Some(host) => Placement {
                 address: host.address,
                 netns: Some(host.path()),
@@ -388,11 +482,16 @@ impl Topology {
         self.hosts.kind_of(service) == HostKind::Netns
     }
 
-    /// The supervisor's address that `service` reaches: loopback, or the bridge from a netns.
-    fn nearest(&self, service: Service) -> Ipv4Addr {
-        match (&self.network, self.on_netns(service)) {
-            (Some(network), true) => network.gateway,
-            _ => Ipv4Addr::LOCALHOST,
+    /// The supervisor's address that `service` reaches: loopback, the bridge from a netns, or
+    /// the address this machine reaches a Docker host's engine from.
+    fn nearest(&self, service: Service) -> Result<Ipv4Addr, RunError> {
+        match self.hosts.kind_of(service) {
+            HostKind::Netns => Ok(self
+                .network
+                .as_ref()
+                .map_or(Ipv4Addr::LOCALHOST, |n| n.gateway)),
+            HostKind::Docker => source_toward(self.placement(service).address),
+            HostKind::Local => Ok(Ipv4Addr::LOCALHOST),
         }
     }
 

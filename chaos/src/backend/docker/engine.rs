@@ -1,7 +1,12 @@
 //! Reaching the Docker engine, and checking before a run that every image it needs is there.
 
 use bollard::errors::Error;
-use bollard::Docker;
+use bollard::{Docker, API_DEFAULT_VERSION};
+
+use crate::plan::Engine;
+
+/// How long a call to an engine may take, in seconds (bollard's default).
+const TIMEOUT_S: u64 = 120;
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -14,8 +19,7 @@ pub enum EngineError {
     Call { action: String, source: Error },
 }
 
-/// The engine the environment names (`DOCKER_HOST`, else the local socket), speaking the
-/// newest API version both sides know (Debian's docker.io 20.10 stops at 1.41).
+/// The engine the environment names (`DOCKER_HOST`, else the local socket).
 pub async fn connect() -> Result<Docker, EngineError> {
     let endpoint =
         std::env::var("DOCKER_HOST").unwrap_or_else(|_| "unix:///var/run/docker.sock".to_owned());
@@ -24,8 +28,37 @@ pub async fn connect() -> Result<Docker, EngineError> {
         source,
     };
     let docker = Docker::connect_with_local_defaults().map_err(unreachable)?;
-    let docker = docker.negotiate_version().await.map_err(unreachable)?;
-    docker.ping().await.map_err(unreachable)?;
+    answering(docker).await.map_err(unreachable)
+}
+
+/// A plan's engine: over TLS (its CA, the client's certificate and key), or a local socket.
+/// A certificate the engine refuses, or one of the engine's that the CA did not sign, fails
+/// here, before anything starts.
+pub async fn connect_to(engine: &Engine) -> Result<Docker, EngineError> {
+    let unreachable = |source| EngineError::Unreachable {
+        endpoint: engine.docker.clone(),
+        source,
+    };
+    let docker = match &engine.tls {
+        Some(tls) => Docker::connect_with_ssl(
+            &engine.docker,
+            &tls.key,
+            &tls.cert,
+            &tls.ca,
+            TIMEOUT_S,
+            API_DEFAULT_VERSION,
+        ),
+        None => Docker::connect_with_unix(&engine.docker, TIMEOUT_S, API_DEFAULT_VERSION),
+    }
+    .map_err(unreachable)?;
+    answering(docker).await.map_err(unreachable)
+}
+
+/// The engine speaking the newest API version both sides know (Debian's docker.io 20.10
+/// stops at 1.41), once it answered a ping.
+async fn answering(docker: Docker) -> Result<Docker, Error> {
+    let docker = docker.negotiate_version().await?;
+    docker.ping().await?;
     Ok(docker)
 }
 

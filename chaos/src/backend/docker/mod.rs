@@ -64,7 +64,18 @@ impl DockerBackend {
     /// Connects to the engine and removes the containers of runs whose supervisor died; returns
     /// the backend and the names of the removed containers.
     pub async fn connect(run_dir: &Path) -> Result<(Self, Vec<String>), EngineError> {
-        let docker = engine::connect().await?;
+        Self::on(engine::connect().await?, run_dir).await
+    }
+
+    /// As [`DockerBackend::connect`], to the engine a plan's host names.
+    pub async fn connect_to(
+        engine: &crate::plan::Engine,
+        run_dir: &Path,
+    ) -> Result<(Self, Vec<String>), EngineError> {
+        Self::on(engine::connect_to(engine).await?, run_dir).await
+    }
+
+    async fn on(docker: Docker, run_dir: &Path) -> Result<(Self, Vec<String>), EngineError> {
         let removed = leftovers::remove_orphans(&docker).await?;
         let owner = Owner::this();
         let backend = DockerBackend {
@@ -470,7 +481,7 @@ fn docker_error<'a>(
     move |source| BackendError::Docker {
         action,
         container: container.to_owned(),
-        source,
+        source: Box::new(source),
     }
 }
 
