@@ -91,8 +91,9 @@ pub enum FaultError {
 }
 
 /// Removes what provably dead runs left behind (a SIGKILLed supervisor runs no clean-up):
-/// their cgroups, their tmpfs disks, and their scratch directories with the clock files in
-/// them. Every run does it at its start, whatever faults it has itself.
+/// their cgroups, their tmpfs disks, their scratch directories with the clock files in
+/// them, and the shared memory of their SIGKILLed PostgreSQL servers. Every run does it at
+/// its start, whatever faults it has itself.
 pub fn remove_leftovers() {
     for left in cgroup::sweep() {
         tracing::info!("removed {}, left by a run that died", left.display());
@@ -102,6 +103,12 @@ pub fn remove_leftovers() {
     }
     for left in crate::supervisor::services::scratch::sweep(&std::env::temp_dir()) {
         tracing::info!("removed {}, left by a run that died", left.display());
+    }
+    for left in crate::supervisor::services::shared_memory::sweep() {
+        tracing::info!(
+            "removed {}, left by a PostgreSQL that was killed",
+            left.display()
+        );
     }
 }
 

@@ -5,11 +5,13 @@
 //! - [`nats`]: `nats-server` on loopback.
 //! - [`node`]: a cloud node, ready when its `/readyz` answers 200.
 //! - [`scratch`]: a directory for the run's length outside the run directory.
+//! - [`shared_memory`]: PostgreSQL's shared memory segments that SIGKILLed servers left.
 
 pub mod nats;
 pub mod node;
 pub mod postgres;
 pub mod scratch;
+pub mod shared_memory;
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
