@@ -113,6 +113,11 @@ impl LinkFaults<'_> {
             .on_link(self.direction, self.connection.serial)
     }
 
+    /// True when no fault reaches this direction now.
+    pub(crate) fn is_clear(&mut self) -> bool {
+        self.now() == OnLink::default()
+    }
+
     pub(crate) async fn sleep_or_change(&mut self, until: Option<Instant>) -> Woke {
         sleep_or_change(&mut self.settings, until).await
     }
