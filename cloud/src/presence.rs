@@ -14,8 +14,7 @@ use crate::store::{now_ms, Reasserted, StoreResult};
 
 /// Tells the account's friends its presence now.
 pub async fn announce(state: &AppState, account_id: i64) -> StoreResult<()> {
-    let presence = state.store.presence(account_id).await?;
-    let friends = state.store.friend_ids(account_id).await?;
+    let (presence, friends) = state.store.presence_and_friends(account_id).await?;
     state.metrics.presence_fanout.inc_by(friends.len() as u64);
     state.notify(
         &friends,

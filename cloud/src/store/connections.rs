@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use sqlx::Row;
 
-use super::{now_ms, Serial, Store, StoreResult};
+use super::{now_ms, Store, StoreResult};
 
 /// Another connection the account had when a new one registered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,6 +35,13 @@ pub struct Reasserted {
 
 impl Store {
     /// Makes `connection_id` on `node` the account's one connection.
+    ///
+    /// One statement, outside any transaction: the upsert keeps the record it replaces
+    /// in the `prev_*` columns and returns them. The primary key serialises
+    /// registrations of one account (on PostgreSQL a second one waits for the first to
+    /// commit, then updates the row the first wrote), so two at once never both see no
+    /// previous connection. A welcome storm pays this thousands of times: it replaced
+    /// BEGIN, an advisory lock (PostgreSQL), a SELECT, the upsert and COMMIT.
     pub async fn register_connection(
         &self,
         account_id: i64,
@@ -43,37 +50,33 @@ impl Store {
         lease: Duration,
     ) -> StoreResult<Registered> {
         let now = now_ms();
-        let mut tx = self.begin().await?;
-        // Not a row lock: with no record yet there is no row to lock, and two
-        // registrations at once would each see no previous connection.
-        tx.serialize_on(Serial::Connection(account_id)).await?;
-        let previous = sqlx::query(
-            "SELECT connection_id, node, lease_until FROM connections WHERE account_id = $1",
-        )
-        .bind(account_id)
-        .fetch_optional(&mut *tx.tx)
-        .await?;
-        let previous = match previous {
-            Some(row) if row.try_get::<i64, _>("lease_until")? >= now => Some(ConnectionRecord {
-                connection_id: row.try_get("connection_id")?,
-                node: row.try_get("node")?,
-                lease_until_ms: row.try_get("lease_until")?,
+        let row = self
+            .write_fetch_one(
+                sqlx::query(
+                    "INSERT INTO connections (account_id, connection_id, node, since, lease_until) \
+                     VALUES ($1, $2, $3, $4, $5) \
+                     ON CONFLICT (account_id) DO UPDATE SET \
+                     prev_connection_id = connections.connection_id, \
+                     prev_node = connections.node, \
+                     prev_lease_until = connections.lease_until, \
+                     connection_id = $2, node = $3, since = $4, lease_until = $5 \
+                     RETURNING prev_connection_id, prev_node, prev_lease_until",
+                )
+                .bind(account_id)
+                .bind(connection_id)
+                .bind(node)
+                .bind(now)
+                .bind(now + lease.as_millis() as i64),
+            )
+            .await?;
+        let previous = match row.try_get::<Option<i64>, _>("prev_lease_until")? {
+            Some(lease_until) if lease_until >= now => Some(ConnectionRecord {
+                connection_id: row.try_get("prev_connection_id")?,
+                node: row.try_get("prev_node")?,
+                lease_until_ms: lease_until,
             }),
             _ => None,
         };
-        sqlx::query(
-            "INSERT INTO connections (account_id, connection_id, node, since, lease_until) \
-             VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (account_id) DO UPDATE SET connection_id = $2, node = $3, since = $4, lease_until = $5",
-        )
-        .bind(account_id)
-        .bind(connection_id)
-        .bind(node)
-        .bind(now)
-        .bind(now + lease.as_millis() as i64)
-        .execute(&mut *tx.tx)
-        .await?;
-        tx.commit().await?;
         Ok(Registered { previous })
     }
 
@@ -215,5 +218,58 @@ impl Store {
                 .await?;
         tx.commit().await?;
         Ok(gone)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::sessions::fixture::{account, exec, postgres, sqlite};
+    use super::*;
+
+    #[tokio::test]
+    async fn registrations_return_what_they_replaced_on_sqlite() {
+        registrations_return_what_they_replaced(&sqlite().await.store).await;
+    }
+
+    #[tokio::test]
+    async fn registrations_return_what_they_replaced_on_postgres() {
+        registrations_return_what_they_replaced(&postgres().await).await;
+    }
+
+    async fn registrations_return_what_they_replaced(store: &Store) {
+        let ann = account(store, "friends").await;
+        let lease = Duration::from_secs(30);
+        let (first, second, third) = (format!("{ann}-a"), format!("{ann}-b"), format!("{ann}-c"));
+
+        let none = store.register_connection(ann, &first, "n1", lease).await;
+        assert_eq!(none.expect("register").previous, None);
+        let replaced = store
+            .register_connection(ann, &second, "n2", lease)
+            .await
+            .expect("register")
+            .previous
+            .expect("the first one");
+        assert_eq!(
+            (replaced.connection_id.as_str(), replaced.node.as_str()),
+            (first.as_str(), "n1")
+        );
+        assert!(replaced.lease_until_ms >= now_ms());
+
+        // A record whose lease ran out is no previous connection (its node is gone).
+        exec(
+            store,
+            "UPDATE connections SET lease_until = $2, since = $3 WHERE account_id = $1",
+            ann,
+            now_ms() - 1,
+        )
+        .await;
+        let expired = store.register_connection(ann, &third, "n1", lease).await;
+        assert_eq!(expired.expect("register").previous, None);
+
+        // Gone offline in between: nothing is replaced, whatever the row held before.
+        assert!(!store.remove_connection(ann, &second).await.expect("remove"));
+        assert!(store.remove_connection(ann, &third).await.expect("remove"));
+        let fresh = store.register_connection(ann, &first, "n2", lease).await;
+        assert_eq!(fresh.expect("register").previous, None);
     }
 }

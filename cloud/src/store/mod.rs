@@ -39,7 +39,7 @@ pub use sessions::{Departure, MaxMembers, Session, SessionError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sqlx::any::{AnyArguments, AnyConnectOptions, AnyPoolOptions};
+use sqlx::any::{AnyArguments, AnyConnectOptions, AnyPoolOptions, AnyRow};
 use sqlx::query::Query;
 use sqlx::{Any, AnyPool, Executor, Transaction};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -143,8 +143,6 @@ impl WriteTx {
 /// one take them in the order of this enum, so they cannot deadlock.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Serial<'a> {
-    /// The connection record of an account.
-    Connection(i64),
     /// The sign-in challenges from one IP address.
     ChallengesFromIp(&'a str),
     /// The sign-in challenges to one email address.
@@ -155,7 +153,6 @@ impl Serial<'_> {
     /// PostgreSQL's two-key advisory lock: a class, and the key as text.
     fn parts(self) -> (i32, String) {
         match self {
-            Serial::Connection(account_id) => (1, account_id.to_string()),
             Serial::ChallengesFromIp(ip) => (2, ip.to_string()),
             Serial::ChallengesToEmail(email) => (3, email.to_string()),
         }
@@ -265,24 +262,41 @@ impl Store {
     /// COMMIT: two round trips fewer to the writer's thread, which a burst of
     /// disconnects (a storm) pays thousands of times while the writer is the bottleneck.
     pub async fn write_one<'q>(&self, query: Query<'q, Any, AnyArguments<'q>>) -> StoreResult<u64> {
-        let (pool, turn) = self
-            .timed_acquire(async {
-                Ok::<_, StoreError>(match &self.inner.writer {
-                    Some((pool, queue)) => {
-                        let turn = queue
-                            .clone()
-                            .acquire_owned()
-                            .await
-                            .expect("queue never closed");
-                        (pool, Some(turn))
-                    }
-                    None => (&self.inner.pool, None),
-                })
-            })
-            .await?;
+        let (pool, turn) = self.writer_turn().await?;
         let changed = query.execute(pool).await?.rows_affected();
         drop(turn);
         Ok(changed)
+    }
+
+    /// Like [`Store::write_one`], for a statement that returns exactly one row
+    /// (`RETURNING`).
+    pub async fn write_fetch_one<'q>(
+        &self,
+        query: Query<'q, Any, AnyArguments<'q>>,
+    ) -> StoreResult<AnyRow> {
+        let (pool, turn) = self.writer_turn().await?;
+        let row = query.fetch_one(pool).await?;
+        drop(turn);
+        Ok(row)
+    }
+
+    /// The pool to run a lone write statement on and, on SQLite, the writer's turn
+    /// that must be held while it runs.
+    async fn writer_turn(&self) -> StoreResult<(&AnyPool, Option<OwnedSemaphorePermit>)> {
+        self.timed_acquire(async {
+            Ok(match &self.inner.writer {
+                Some((pool, queue)) => {
+                    let turn = queue
+                        .clone()
+                        .acquire_owned()
+                        .await
+                        .expect("queue never closed");
+                    (pool, Some(turn))
+                }
+                None => (&self.inner.pool, None),
+            })
+        })
+        .await
     }
 
     /// Counts a wait for the right to write in the pool metrics.

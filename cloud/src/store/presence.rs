@@ -90,11 +90,102 @@ impl Store {
                 .await?,
         )
     }
+
+    /// [`Store::presence`] and [`Store::friend_ids`] in one read: one round trip per
+    /// announcement instead of two, which every welcome and every break of a
+    /// reconnect storm pays.
+    pub async fn presence_and_friends(
+        &self,
+        account_id: i64,
+    ) -> StoreResult<(PresenceState, Vec<i64>)> {
+        // One row per friend (one with no friend_id when there is none); an account
+        // always has its presence row, made with it.
+        let rows = sqlx::query(
+            "SELECT p.activity, p.version, c.account_id AS online, f.friend_id FROM presence p \
+             LEFT JOIN connections c ON c.account_id = p.account_id \
+             LEFT JOIN friendships f ON f.account_id = p.account_id WHERE p.account_id = $1",
+        )
+        .bind(account_id)
+        .fetch_all(self.reader())
+        .await?;
+        let Some(first) = rows.first() else {
+            let unknown = PresenceState {
+                online: false,
+                activity: String::new(),
+                version: 0,
+            };
+            return Ok((unknown, Vec::new()));
+        };
+        let presence = PresenceState {
+            online: first.try_get::<Option<i64>, _>("online")?.is_some(),
+            activity: first.try_get("activity")?,
+            version: version_from_db(first.try_get("version")?),
+        };
+        let mut friends = Vec::with_capacity(rows.len());
+        for row in &rows {
+            if let Some(friend) = row.try_get::<Option<i64>, _>("friend_id")? {
+                friends.push(friend);
+            }
+        }
+        Ok((presence, friends))
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::sessions::fixture::{account, befriend, exec, postgres, sqlite};
     use super::*;
+
+    #[tokio::test]
+    async fn presence_and_friends_on_sqlite() {
+        presence_and_friends_in_one_read(&sqlite().await.store).await;
+    }
+
+    #[tokio::test]
+    async fn presence_and_friends_on_postgres() {
+        presence_and_friends_in_one_read(&postgres().await).await;
+    }
+
+    async fn presence_and_friends_in_one_read(store: &Store) {
+        let [ann, bob, cat] = [
+            account(store, "friends").await,
+            account(store, "friends").await,
+            account(store, "friends").await,
+        ];
+        for id in [ann, bob] {
+            exec(
+                store,
+                "INSERT INTO presence (account_id, activity, version, updated_at) VALUES ($1, 'lobby', $2, $3)",
+                id,
+                version_to_db(7),
+            )
+            .await;
+        }
+        befriend(store, ann, bob).await;
+        befriend(store, ann, cat).await;
+        let (presence, mut friends) = store.presence_and_friends(ann).await.expect("read");
+        friends.sort();
+        assert_eq!(friends, vec![bob, cat]);
+        assert_eq!(presence, store.presence(ann).await.expect("presence"));
+        assert_eq!(
+            presence,
+            PresenceState {
+                online: false,
+                activity: "lobby".into(),
+                version: 7
+            }
+        );
+
+        let lease = std::time::Duration::from_secs(30);
+        store
+            .register_connection(bob, &format!("{bob}-p"), "n1", lease)
+            .await
+            .expect("register");
+        let (presence, friends) = store.presence_and_friends(bob).await.expect("read");
+        assert_eq!(friends, vec![ann]);
+        assert!(presence.online);
+        assert_eq!(presence, store.presence(bob).await.expect("presence"));
+    }
 
     #[test]
     fn version_mapping_keeps_order_over_all_u64() {
