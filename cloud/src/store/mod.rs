@@ -233,26 +233,12 @@ impl Store {
     /// Starts a write transaction; on SQLite this waits its turn in the writer queue.
     pub async fn begin(&self) -> StoreResult<WriteTx> {
         self.timed_acquire(async {
-            match &self.inner.writer {
-                Some((pool, queue)) => {
-                    let turn = queue
-                        .clone()
-                        .acquire_owned()
-                        .await
-                        .expect("queue never closed");
-                    let tx = pool.begin().await?;
-                    Ok(WriteTx {
-                        tx,
-                        _turn: Some(turn),
-                        backend: self.inner.backend,
-                    })
-                }
-                None => Ok(WriteTx {
-                    tx: self.inner.pool.begin().await?,
-                    _turn: None,
-                    backend: self.inner.backend,
-                }),
-            }
+            let (pool, turn) = self.turn().await;
+            Ok(WriteTx {
+                tx: pool.begin().await?,
+                _turn: turn,
+                backend: self.inner.backend,
+            })
         })
         .await
     }
@@ -283,20 +269,22 @@ impl Store {
     /// The pool to run a lone write statement on and, on SQLite, the writer's turn
     /// that must be held while it runs.
     async fn writer_turn(&self) -> StoreResult<(&AnyPool, Option<OwnedSemaphorePermit>)> {
-        self.timed_acquire(async {
-            Ok(match &self.inner.writer {
-                Some((pool, queue)) => {
-                    let turn = queue
-                        .clone()
-                        .acquire_owned()
-                        .await
-                        .expect("queue never closed");
-                    (pool, Some(turn))
-                }
-                None => (&self.inner.pool, None),
-            })
-        })
-        .await
+        self.timed_acquire(async { Ok(self.turn().await) }).await
+    }
+
+    /// The pool writes go to and, on SQLite, the writer's turn (first come, first served).
+    async fn turn(&self) -> (&AnyPool, Option<OwnedSemaphorePermit>) {
+        match &self.inner.writer {
+            Some((pool, queue)) => {
+                let turn = queue
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .expect("queue never closed");
+                (pool, Some(turn))
+            }
+            None => (&self.inner.pool, None),
+        }
     }
 
     /// Counts a wait for the right to write in the pool metrics.
