@@ -174,7 +174,8 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
             ) || (f.action.is_link_fault()
                 && (f.touches("nats") || f.touches("players") || f.touches("postgres")))
         })
-        .map(|f| (f.start, f.end + f.aftermath()))
+        // While it holds, and the aftermath of a firewall partition's heal.
+        .filter_map(|f| f.window(0.0))
         .collect();
     held_up.extend(faults::service_down(&faults, "nats"));
     held_up.extend(faults::service_down(&faults, "postgres"));
@@ -430,6 +431,47 @@ mod tests {
             "{}",
             result.detail
         );
+    }
+
+    /// After a firewall partition of nats heals, TCP may take as long again to resend: a change
+    /// sent in that aftermath is excused by event; after a proxy partition, or once the
+    /// aftermath is over, the same missing delivery fails.
+    #[test]
+    fn a_firewall_partition_excuses_its_aftermath_and_no_more() {
+        let missing = |via, sent: f64| {
+            let mut events = action(
+                9.0,
+                19.0,
+                crate::plan::ActionKind::Partition,
+                "node-1<->nats",
+            );
+            if let (_, Event::ActionStart { via: v, .. }) = &mut events[0] {
+                *v = via;
+            }
+            events.extend([
+                change(sent + 0.1, 1, 100, sent, "node-1"),
+                presence(sent + 0.2, 2, 2, 1, 1, 100),
+                presence(sent + 0.2, 3, 3, 1, 1, 99),
+                end(sent + 10.0),
+            ]);
+            judge(events)
+        };
+        let firewall = Some(crate::plan::Via::Firewall);
+        let excused = missing(firewall, 22.0);
+        assert_eq!(excused.result, Verdict::Unknown, "{excused:?}");
+        assert!(
+            excused.detail.contains("2 deliveries in a pause"),
+            "{}",
+            excused.detail
+        );
+        for (via, sent) in [(None, 22.0), (firewall, 31.0)] {
+            let result = missing(via, sent);
+            assert_eq!(
+                result.result,
+                Verdict::Fail,
+                "{via:?} at {sent}: {result:?}"
+            );
+        }
     }
 
     /// A CPU-starved service or a link fault on an event's way may hold a delivery past its
