@@ -1,7 +1,7 @@
 //! Which image each service runs under the Docker backend, and what to tell a person whose
 //! engine lacks one: the upstream images by default, the project's own image for nodes.
 
-use crate::plan::{ImageSlot, Plan};
+use crate::plan::{ImageSlot, Plan, Service};
 
 pub const POSTGRES: &str = "postgres:16";
 pub const NATS: &str = "nats:2.10";
@@ -10,14 +10,22 @@ pub const NODE: &str = "anyplay/node:local";
 
 /// The image of every service the plan runs.
 pub fn of(plan: &Plan) -> Vec<(ImageSlot, String)> {
-    let mut slots = Vec::new();
-    if plan.services.postgres.is_some() {
-        slots.push(ImageSlot::Postgres);
+    of_services(plan, &plan.topology())
+}
+
+/// The images `services` run, each slot once.
+pub fn of_services(plan: &Plan, services: &[Service]) -> Vec<(ImageSlot, String)> {
+    let mut slots: Vec<ImageSlot> = Vec::new();
+    for service in services {
+        let slot = match service {
+            Service::Postgres => ImageSlot::Postgres,
+            Service::Nats => ImageSlot::Nats,
+            Service::Node(_) => ImageSlot::Nodes,
+        };
+        if !slots.contains(&slot) {
+            slots.push(slot);
+        }
     }
-    if plan.services.nats.is_some() {
-        slots.push(ImageSlot::Nats);
-    }
-    slots.push(ImageSlot::Nodes);
     slots
         .into_iter()
         .map(|slot| (slot, image(plan, slot)))

@@ -94,17 +94,7 @@ async fn has_images(
     services: &[Service],
     label: &str,
 ) -> Result<(), RunError> {
-    let mut wanted: Vec<(ImageSlot, String)> = Vec::new();
-    for service in services {
-        let slot = match service {
-            Service::Postgres => ImageSlot::Postgres,
-            Service::Nats => ImageSlot::Nats,
-            Service::Node(_) => ImageSlot::Nodes,
-        };
-        if !wanted.iter().any(|(s, _)| *s == slot) {
-            wanted.push((slot, images::image(plan, slot)));
-        }
-    }
+    let wanted = images::of_services(plan, services);
     let missing = engine
         .missing_images(wanted.iter().map(|(_, image)| image.as_str()))
         .await
