@@ -4,8 +4,6 @@
 
 use std::time::Duration;
 
-use sqlx::Row;
-
 use super::{now_ms, Store, StoreResult};
 
 /// Another connection the account had when a new one registered.
@@ -34,14 +32,9 @@ pub struct Reasserted {
 }
 
 impl Store {
-    /// Makes `connection_id` on `node` the account's one connection.
-    ///
-    /// One statement, outside any transaction: the upsert keeps the record it replaces
-    /// in the `prev_*` columns and returns them. The primary key serialises
-    /// registrations of one account (on PostgreSQL a second one waits for the first to
-    /// commit, then updates the row the first wrote), so two at once never both see no
-    /// previous connection. A welcome storm pays this thousands of times: it replaced
-    /// BEGIN, an advisory lock (PostgreSQL), a SELECT, the upsert and COMMIT.
+    /// Makes `connection_id` on `node` the account's one connection, and returns the
+    /// live one it replaced. Written with other registrations waiting at the same
+    /// time, in one statement (see `connection_writes`).
     pub async fn register_connection(
         &self,
         account_id: i64,
@@ -49,52 +42,24 @@ impl Store {
         node: &str,
         lease: Duration,
     ) -> StoreResult<Registered> {
-        let now = now_ms();
-        let row = self
-            .write_fetch_one(
-                sqlx::query(
-                    "INSERT INTO connections (account_id, connection_id, node, since, lease_until) \
-                     VALUES ($1, $2, $3, $4, $5) \
-                     ON CONFLICT (account_id) DO UPDATE SET \
-                     prev_connection_id = connections.connection_id, \
-                     prev_node = connections.node, \
-                     prev_lease_until = connections.lease_until, \
-                     connection_id = $2, node = $3, since = $4, lease_until = $5 \
-                     RETURNING prev_connection_id, prev_node, prev_lease_until",
-                )
-                .bind(account_id)
-                .bind(connection_id)
-                .bind(node)
-                .bind(now)
-                .bind(now + lease.as_millis() as i64),
-            )
-            .await?;
-        let previous = match row.try_get::<Option<i64>, _>("prev_lease_until")? {
-            Some(lease_until) if lease_until >= now => Some(ConnectionRecord {
-                connection_id: row.try_get("prev_connection_id")?,
-                node: row.try_get("prev_node")?,
-                lease_until_ms: lease_until,
-            }),
-            _ => None,
-        };
-        Ok(Registered { previous })
+        self.inner
+            .connection_writes
+            .register(account_id, connection_id, node, lease)
+            .await
     }
 
     /// Removes the record if it is still this connection's; true when the
-    /// account went offline by it (false when it had been replaced).
+    /// account went offline by it (false when it had been replaced). Written with
+    /// other removals waiting at the same time, in one statement.
     pub async fn remove_connection(
         &self,
         account_id: i64,
         connection_id: &str,
     ) -> StoreResult<bool> {
-        let removed = self
-            .write_one(
-                sqlx::query("DELETE FROM connections WHERE account_id = $1 AND connection_id = $2")
-                    .bind(account_id)
-                    .bind(connection_id),
-            )
-            .await?;
-        Ok(removed > 0)
+        self.inner
+            .connection_writes
+            .remove(account_id, connection_id)
+            .await
     }
 
     /// The node holding each of these accounts' connection (absent: offline).

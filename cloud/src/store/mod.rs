@@ -19,9 +19,11 @@ mod accounts;
 mod auth;
 mod cards;
 mod clock;
+mod connection_writes;
 mod connections;
 mod friends;
 mod limits;
+mod lookups;
 mod presence;
 mod sessions;
 
@@ -39,13 +41,14 @@ pub use sessions::{Departure, MaxMembers, Session, SessionError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sqlx::any::{AnyArguments, AnyConnectOptions, AnyPoolOptions, AnyRow};
-use sqlx::query::Query;
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::{Any, AnyPool, Executor, Transaction};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::config::DbTimeouts;
 use crate::metrics::PoolMetrics;
+use connection_writes::ConnectionWrites;
+use lookups::Lookup;
 
 /// What can go wrong in the store, as the handlers need to tell it apart.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +59,11 @@ pub enum StoreError {
     Migrate(#[from] sqlx::migrate::MigrateError),
     #[error("unsupported database url {0:?} (expected sqlite:... or postgres://...)")]
     UnsupportedUrl(String),
+    #[error("a batching task of the store stopped")]
+    TaskStopped,
+    /// The error of a statement that answered several callers at once.
+    #[error("{0}")]
+    Shared(Arc<StoreError>),
 }
 
 impl StoreError {
@@ -98,8 +106,14 @@ struct Inner {
     backend: Backend,
     /// Reads (and, on PostgreSQL, writes too).
     pool: AnyPool,
-    /// SQLite only: the single writer connection and its FIFO queue.
-    writer: Option<(AnyPool, Arc<Semaphore>)>,
+    /// Where writes go.
+    writer: Writer,
+    /// Registrations and removals of event connections, many rows to a statement.
+    connection_writes: ConnectionWrites,
+    /// The account of each (hashed) access token asked at the same moment.
+    token_accounts: Lookup<String, i64>,
+    /// The presence and friends of each account announced at the same moment.
+    presence_and_friends: Lookup<i64, (PresenceState, Vec<i64>)>,
     metrics: PoolMetrics,
 }
 
@@ -159,6 +173,22 @@ impl Serial<'_> {
     }
 }
 
+/// Where writes go: the pool, and on SQLite (one writer) the FIFO queue in which
+/// writers wait their turn, first come, first served.
+#[derive(Clone)]
+struct Writer {
+    pool: AnyPool,
+    queue: Option<Arc<Semaphore>>,
+}
+
+impl Writer {
+    /// Waits for the right to write; hold what it returns while writing.
+    async fn turn(&self) -> Option<OwnedSemaphorePermit> {
+        let queue = self.queue.clone()?;
+        Some(queue.acquire_owned().await.expect("queue never closed"))
+    }
+}
+
 /// Settings the store needs from the node's configuration.
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
@@ -184,7 +214,7 @@ impl Store {
         let base = AnyPoolOptions::new()
             .acquire_timeout(opts.acquire_timeout)
             .min_connections(1);
-        let store = match backend {
+        let (pool, writer) = match backend {
             Backend::Sqlite => {
                 let writer = sqlite_pragmas(base.clone().max_connections(1))
                     .connect_with(connect.clone())
@@ -194,12 +224,11 @@ impl Store {
                 let readers = sqlite_pragmas(base.max_connections(opts.connections.max(1)))
                     .connect_with(connect)
                     .await?;
-                Inner {
-                    backend,
-                    pool: readers,
-                    writer: Some((writer, Arc::new(Semaphore::new(1)))),
-                    metrics,
-                }
+                let writer = Writer {
+                    pool: writer,
+                    queue: Some(Arc::new(Semaphore::new(1))),
+                };
+                (readers, writer)
             }
             Backend::Postgres => {
                 let pool = postgres_session(base, opts.timeouts)
@@ -207,13 +236,29 @@ impl Store {
                     .connect_with(connect)
                     .await?;
                 sqlx::migrate!("migrations/postgres").run(&pool).await?;
-                Inner {
-                    backend,
-                    pool,
-                    writer: None,
-                    metrics,
-                }
+                let writer = Writer {
+                    pool: pool.clone(),
+                    queue: None,
+                };
+                (pool, writer)
             }
+        };
+        let store = Inner {
+            backend,
+            connection_writes: ConnectionWrites::start(writer.clone(), metrics.clone()),
+            token_accounts: {
+                let pool = pool.clone();
+                Lookup::start(move |hashes| auth::token_accounts(pool.clone(), hashes))
+            },
+            presence_and_friends: {
+                let pool = pool.clone();
+                Lookup::start(move |accounts| {
+                    presence::presence_and_friends_of(pool.clone(), accounts)
+                })
+            },
+            pool,
+            writer,
+            metrics,
         };
         store.metrics.size.set(opts.connections as i64);
         Ok(Store {
@@ -233,58 +278,15 @@ impl Store {
     /// Starts a write transaction; on SQLite this waits its turn in the writer queue.
     pub async fn begin(&self) -> StoreResult<WriteTx> {
         self.timed_acquire(async {
-            let (pool, turn) = self.turn().await;
+            let writer = &self.inner.writer;
+            let turn = writer.turn().await;
             Ok(WriteTx {
-                tx: pool.begin().await?,
+                tx: writer.pool.begin().await?,
                 _turn: turn,
                 backend: self.inner.backend,
             })
         })
         .await
-    }
-
-    /// Runs one write statement, which is atomic by itself, and returns the rows it
-    /// changed. On SQLite it takes its turn in the writer queue but skips BEGIN and
-    /// COMMIT: two round trips fewer to the writer's thread, which a burst of
-    /// disconnects (a storm) pays thousands of times while the writer is the bottleneck.
-    pub async fn write_one<'q>(&self, query: Query<'q, Any, AnyArguments<'q>>) -> StoreResult<u64> {
-        let (pool, turn) = self.writer_turn().await?;
-        let changed = query.execute(pool).await?.rows_affected();
-        drop(turn);
-        Ok(changed)
-    }
-
-    /// Like [`Store::write_one`], for a statement that returns exactly one row
-    /// (`RETURNING`).
-    pub async fn write_fetch_one<'q>(
-        &self,
-        query: Query<'q, Any, AnyArguments<'q>>,
-    ) -> StoreResult<AnyRow> {
-        let (pool, turn) = self.writer_turn().await?;
-        let row = query.fetch_one(pool).await?;
-        drop(turn);
-        Ok(row)
-    }
-
-    /// The pool to run a lone write statement on and, on SQLite, the writer's turn
-    /// that must be held while it runs.
-    async fn writer_turn(&self) -> StoreResult<(&AnyPool, Option<OwnedSemaphorePermit>)> {
-        self.timed_acquire(async { Ok(self.turn().await) }).await
-    }
-
-    /// The pool writes go to and, on SQLite, the writer's turn (first come, first served).
-    async fn turn(&self) -> (&AnyPool, Option<OwnedSemaphorePermit>) {
-        match &self.inner.writer {
-            Some((pool, queue)) => {
-                let turn = queue
-                    .clone()
-                    .acquire_owned()
-                    .await
-                    .expect("queue never closed");
-                (pool, Some(turn))
-            }
-            None => (&self.inner.pool, None),
-        }
     }
 
     /// Counts a wait for the right to write in the pool metrics.
@@ -313,12 +315,12 @@ impl Store {
     pub fn busy(&self) -> u32 {
         let p = &self.inner.pool;
         let readers = p.size() - p.num_idle() as u32;
-        let writer = self
-            .inner
-            .writer
-            .as_ref()
-            .map(|(w, _)| w.size() - w.num_idle() as u32)
-            .unwrap_or(0);
+        let w = &self.inner.writer;
+        let writer = match w.queue {
+            Some(_) => w.pool.size() - w.pool.num_idle() as u32,
+            // The same pool as the readers'.
+            None => 0,
+        };
         readers + writer
     }
 
@@ -327,9 +329,7 @@ impl Store {
     }
 
     pub async fn close(&self) {
-        if let Some((w, _)) = &self.inner.writer {
-            w.close().await;
-        }
+        self.inner.writer.pool.close().await;
         self.inner.pool.close().await;
     }
 }
