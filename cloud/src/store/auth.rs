@@ -3,11 +3,12 @@
 //! Tokens are random; the store keeps only their SHA-256, so a copy of the
 //! database does not sign anyone in.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use rand::RngCore;
 use sha2::{Digest, Sha256};
-use sqlx::Row;
+use sqlx::{AnyPool, Row};
 
 use super::accounts::{account_from_row, account_in, Account, ACCOUNT_COLUMNS};
 use super::{now_ms, Serial, Store, StoreResult, WriteTx};
@@ -296,16 +297,31 @@ impl Store {
         tx.commit().await
     }
 
-    /// The account an access token belongs to, if it is valid now.
+    /// The account an access token belongs to, if it is valid now. Read with the other
+    /// tokens asked at the same moment.
     pub async fn account_for_access_token(&self, token: &str) -> StoreResult<Option<i64>> {
-        Ok(sqlx::query_scalar(
-            "SELECT account_id FROM access_tokens WHERE token_hash = $1 AND expires_at > $2",
-        )
-        .bind(hash(token))
-        .bind(now_ms())
-        .fetch_optional(self.reader())
-        .await?)
+        self.inner.token_accounts.get(hash(token)).await
     }
+}
+
+/// The accounts of those of these hashed access tokens that have not expired, read
+/// together (see `lookups`).
+pub(super) async fn token_accounts(
+    pool: AnyPool,
+    hashes: Vec<String>,
+) -> StoreResult<HashMap<String, i64>> {
+    let sql = format!(
+        "SELECT token_hash, account_id FROM access_tokens \
+         WHERE expires_at > $1 AND token_hash IN ({})",
+        super::placeholders(2, hashes.len())
+    );
+    let mut query = sqlx::query_as::<_, (String, i64)>(&sql)
+        .persistent(hashes.len() == 1)
+        .bind(now_ms());
+    for hash in &hashes {
+        query = query.bind(hash.as_str());
+    }
+    Ok(query.fetch_all(&pool).await?.into_iter().collect())
 }
 
 async fn issue_tokens(

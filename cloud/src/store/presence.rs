@@ -1,7 +1,9 @@
 //! Presence: each account's activity and version, and who its friends are (the
 //! audience of its presence events).
 
-use sqlx::Row;
+use std::collections::hash_map::{Entry, HashMap};
+
+use sqlx::{AnyPool, Row};
 
 use super::{now_ms, Store, StoreResult};
 
@@ -91,44 +93,64 @@ impl Store {
         )
     }
 
-    /// [`Store::presence`] and [`Store::friend_ids`] in one read: one round trip per
-    /// announcement instead of two, which every welcome and every break of a
-    /// reconnect storm pays.
+    /// [`Store::presence`] and [`Store::friend_ids`] in one read, made with the other
+    /// accounts announced at the same moment: every welcome and every break of a
+    /// reconnect storm pays it.
     pub async fn presence_and_friends(
         &self,
         account_id: i64,
     ) -> StoreResult<(PresenceState, Vec<i64>)> {
-        // One row per friend (one with no friend_id when there is none); an account
-        // always has its presence row, made with it.
-        let rows = sqlx::query(
-            "SELECT p.activity, p.version, c.account_id AS online, f.friend_id FROM presence p \
-             LEFT JOIN connections c ON c.account_id = p.account_id \
-             LEFT JOIN friendships f ON f.account_id = p.account_id WHERE p.account_id = $1",
-        )
-        .bind(account_id)
-        .fetch_all(self.reader())
-        .await?;
-        let Some(first) = rows.first() else {
+        let found = self.inner.presence_and_friends.get(account_id).await?;
+        Ok(found.unwrap_or_else(|| {
             let unknown = PresenceState {
                 online: false,
                 activity: String::new(),
                 version: 0,
             };
-            return Ok((unknown, Vec::new()));
-        };
-        let presence = PresenceState {
-            online: first.try_get::<Option<i64>, _>("online")?.is_some(),
-            activity: first.try_get("activity")?,
-            version: version_from_db(first.try_get("version")?),
-        };
-        let mut friends = Vec::with_capacity(rows.len());
-        for row in &rows {
-            if let Some(friend) = row.try_get::<Option<i64>, _>("friend_id")? {
-                friends.push(friend);
-            }
-        }
-        Ok((presence, friends))
+            (unknown, Vec::new())
+        }))
     }
+}
+
+/// The presence and friend ids of each of these accounts (absent: no such account), in
+/// one statement (see `lookups`).
+pub(super) async fn presence_and_friends_of(
+    pool: AnyPool,
+    accounts: Vec<i64>,
+) -> StoreResult<HashMap<i64, (PresenceState, Vec<i64>)>> {
+    // One row per friend (one with no friend_id when there is none); an account
+    // always has its presence row, made with it.
+    let sql = format!(
+        "SELECT p.account_id, p.activity, p.version, c.account_id AS online, f.friend_id \
+         FROM presence p \
+         LEFT JOIN connections c ON c.account_id = p.account_id \
+         LEFT JOIN friendships f ON f.account_id = p.account_id \
+         WHERE p.account_id IN ({})",
+        super::placeholders(1, accounts.len())
+    );
+    let mut query = sqlx::query(&sql).persistent(accounts.len() == 1);
+    for account in &accounts {
+        query = query.bind(*account);
+    }
+    let mut found: HashMap<i64, (PresenceState, Vec<i64>)> = HashMap::new();
+    for row in query.fetch_all(&pool).await? {
+        let account: i64 = row.try_get("account_id")?;
+        let (_, friends) = match found.entry(account) {
+            Entry::Occupied(e) => e.into_mut(),
+            Entry::Vacant(e) => {
+                let presence = PresenceState {
+                    online: row.try_get::<Option<i64>, _>("online")?.is_some(),
+                    activity: row.try_get("activity")?,
+                    version: version_from_db(row.try_get("version")?),
+                };
+                e.insert((presence, Vec::new()))
+            }
+        };
+        if let Some(friend) = row.try_get::<Option<i64>, _>("friend_id")? {
+            friends.push(friend);
+        }
+    }
+    Ok(found)
 }
 
 #[cfg(test)]
