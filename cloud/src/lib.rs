@@ -40,6 +40,21 @@ pub use config::{Args, Config, MailSinkConfig};
 pub use mail::MemoryMail;
 pub use server::{serve_until_signalled, Node, NodeError};
 
+/// Listens on `addr` with the longest accept queue the kernel allows (it caps the
+/// request at `net.core.somaxconn`). Tokio's default of 1,024 overflows when thousands
+/// of players reconnect at once, and a handshake dropped from a full queue is only
+/// retried a second later: a storm's slowest connects took 1 s for nothing.
+pub fn listen(addr: std::net::SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = match addr {
+        std::net::SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        std::net::SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    // As `TcpListener::bind` does: a restarted node can take its port back at once.
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(65_535)
+}
+
 /// Raises the open-file limit to its hard maximum: a node holds a socket per player.
 pub fn raise_fd_limit() -> std::io::Result<u64> {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};

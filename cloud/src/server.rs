@@ -88,8 +88,8 @@ impl Node {
             &metrics,
         )
         .await?;
-        let public = bind(config.listen).await?;
-        let ops = bind(config.ops_listen).await?;
+        let public = bind(config.listen)?;
+        let ops = bind(config.ops_listen)?;
         let state = AppState::new(Shared {
             hub,
             bus,
@@ -182,10 +182,8 @@ pub async fn serve_until_signalled(config: Config) -> Result<(), NodeError> {
     node.wait().await
 }
 
-async fn bind(addr: SocketAddr) -> Result<TcpListener, NodeError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| NodeError::Bind { addr, source })
+fn bind(addr: SocketAddr) -> Result<TcpListener, NodeError> {
+    crate::listen(addr).map_err(|source| NodeError::Bind { addr, source })
 }
 
 /// A task that ends with its owner, so aborting a node's serve task takes its

@@ -37,7 +37,8 @@ impl Proxy {
             addr: listen,
             source,
         };
-        let listener = TcpListener::bind(listen).await.map_err(bind_error)?;
+        // Players reconnect through here in storms, like to the node itself.
+        let listener = anyplay_cloud::listen(listen).map_err(bind_error)?;
         let listen = listener.local_addr().map_err(bind_error)?;
         let faults = Arc::new(Faults::new());
         let counters = Arc::new(Counters::default());
