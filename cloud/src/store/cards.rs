@@ -232,15 +232,18 @@ macro_rules! facts_sql {
     };
 }
 
-/// The newest `$2` trophy names of the accounts `$1`, newest first per account.
-/// Asked only for shown cards with trophies: in the facts query these names cost
-/// a subquery per account, half its time, most of it for cards that show none.
+/// The newest `$2` trophy names of the accounts `$1`, newest first per account,
+/// with the account's count read beside them (a trophy granted between the two
+/// queries must not show in the names without counting). Asked only for shown
+/// cards with trophies: in the facts query these names cost a subquery per
+/// account, half its time, most of it for cards that show none.
 macro_rules! recent_sql {
     ($db:ident) => {
         concat!(
-            "SELECT account_id, name FROM ( \
+            "SELECT account_id, name, total FROM ( \
                SELECT account_id, name, \
-                 ROW_NUMBER() OVER (PARTITION BY account_id ORDER BY id DESC) AS n \
+                 ROW_NUMBER() OVER (PARTITION BY account_id ORDER BY id DESC) AS n, \
+                 COUNT(*) OVER (PARTITION BY account_id) AS total \
                FROM trophies WHERE account_id IN (",
             asked_ids!($db, "$1"),
             ") \
@@ -317,6 +320,7 @@ impl Store {
                 let id: i64 = row.try_get(0)?;
                 if let Some(f) = facts.get_mut(&id) {
                     f.trophies.recent.push(row.try_get(1)?);
+                    f.trophies.count = row.try_get(2)?;
                 }
             }
         }
