@@ -55,7 +55,7 @@ mem_kb = next(int(l.split()[1]) for l in open("/proc/meminfo") if l.startswith("
 git = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True).stdout.strip()
 json.dump({"nproc": os.cpu_count(), "cpu": cpu, "memory_gib": round(mem_kb / 2**20, 1),
            "kernel": platform.release(), "commit": git("rev-parse", "HEAD"),
-           "uncommitted_changes": len(git("status", "--porcelain").splitlines())},
+           "uncommitted_changes": len(git("status", "--porcelain", "--", ".", ":(exclude)results").splitlines())},
           open(sys.argv[1], "w"), indent=1)
 EOF
 
