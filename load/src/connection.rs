@@ -28,9 +28,10 @@ use crate::wire::{NodeId, ServerMessage};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
-/// Server events are small; the default 128 KiB read buffer per socket would cost gigabytes
-/// across thousands of players.
-const READ_BUFFER: usize = 4 * 1024;
+/// Server events are a few hundred bytes; the default 128 KiB read buffer per socket would cost
+/// gigabytes across thousands of players, and even 4 KiB was a fifth of an idle player's
+/// memory. A larger frame still arrives whole: the buffer grows to fit it.
+const READ_BUFFER: usize = 1024;
 /// The ping interval a welcome that names none implies (the contract's default).
 const DEFAULT_PING_INTERVAL_S: u64 = 20;
 
@@ -110,7 +111,9 @@ async fn run(
             return;
         }
         if sign_in {
-            if let Err(e) = player.sign_in().await {
+            // Boxed, as every call below: an idle connection's task keeps only what serving
+            // needs, not room for the largest call it ever made (see `attempt`).
+            if let Err(e) = Box::pin(player.sign_in()).await {
                 tracing::debug!(player = player.index, "signing in again failed: {e}");
                 let wait = rule.after_failed_attempt(&mut rng);
                 if signals.pause(wait).await {
@@ -193,7 +196,10 @@ async fn attempt(
     signals: &mut Signals<'_>,
 ) -> Ended {
     let shared = player.shared();
-    let token = match player.access_token().await {
+    // The calls before the welcome are boxed: a task's future is as large as its largest
+    // state, and the refresh call and the handshake are each larger than everything a
+    // connected player holds while it waits for events.
+    let token = match Box::pin(player.access_token()).await {
         Ok(token) => token,
         Err(e @ ClientError::NotSignedIn) => return Ended::NeedsSignIn(e.status()),
         Err(e) if e.status() == Status::Http(401) => return Ended::NeedsSignIn(e.status()),
@@ -203,7 +209,12 @@ async fn attempt(
     let opened = Instant::now();
     let connecting = tokio::time::timeout(
         CONNECT_TIMEOUT,
-        open(shared, player.index, &shared.nodes[node_index], &token),
+        Box::pin(open(
+            shared,
+            player.index,
+            &shared.nodes[node_index],
+            &token,
+        )),
     );
     let result = tokio::select! {
         result = connecting => result,

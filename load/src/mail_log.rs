@@ -2,14 +2,16 @@
 //! `<rfc3339> to=<email> code=<6 digits>`.
 
 use std::collections::HashMap;
-use std::io::SeekFrom;
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 use crate::error::LoadError;
+use crate::sync::lock;
 use crate::target::CodeSource;
 
 /// How long a player waits for its code before the sign-in fails.
@@ -23,10 +25,12 @@ const POLL: Duration = Duration::from_millis(2);
 pub struct MailLog {
     path: PathBuf,
     wait: Duration,
-    tail: tokio::sync::Mutex<Tail>,
+    tail: Mutex<Tail>,
 }
 
 struct Tail {
+    /// The file being tailed, kept open between reads, with its identity `(dev, ino)`.
+    file: Option<(File, (u64, u64))>,
     offset: u64,
     /// The end of the file when it does not end in a newline yet.
     partial: Vec<u8>,
@@ -59,6 +63,7 @@ impl MailLog {
             }
         };
         let tail = Tail {
+            file: None,
             offset,
             partial: Vec::new(),
             codes: HashMap::new(),
@@ -67,20 +72,23 @@ impl MailLog {
         Ok(MailLog {
             path: path.to_path_buf(),
             wait,
-            tail: tokio::sync::Mutex::new(tail),
+            tail: Mutex::new(tail),
         })
     }
 
     /// Takes the newest unread code of `email`, reading what the file gained since the last read.
-    async fn take(&self, email: &str) -> Result<Option<String>, LoadError> {
-        let mut tail = self.tail.lock().await;
+    ///
+    /// The read is synchronous on purpose: what a local file gained since the last read takes
+    /// a few microseconds to read (two system calls), where `tokio::fs` would hand every step
+    /// (open, stat, seek, read) to the blocking pool, two thread switches apiece, for each login.
+    fn take(&self, email: &str) -> Result<Option<String>, LoadError> {
+        let mut tail = lock(&self.tail);
         if let Some(code) = tail.codes.remove(email) {
             return Ok(Some(code));
         }
         if tail.last_read.is_none_or(|at| at.elapsed() >= POLL) {
-            let fresh = self
-                .read_new(&mut tail)
-                .await
+            let fresh = tail
+                .read_new(&self.path)
                 .map_err(|source| LoadError::MailLog {
                     path: self.path.clone(),
                     source,
@@ -92,29 +100,55 @@ impl MailLog {
         }
         Ok(None)
     }
+}
 
-    /// Reads appended bytes into `tail.codes`; true when a line was added.
-    async fn read_new(&self, tail: &mut Tail) -> std::io::Result<bool> {
-        let mut file = match tokio::fs::File::open(&self.path).await {
-            Ok(file) => file,
+impl Tail {
+    /// Reads appended bytes into `codes`; true when a line was added.
+    fn read_new(&mut self, path: &Path) -> std::io::Result<bool> {
+        let meta = match std::fs::metadata(path) {
+            Ok(meta) => meta,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(e),
         };
-        if file.metadata().await?.len() < tail.offset {
+        let identity = (meta.dev(), meta.ino());
+        let replaced = self.file.as_ref().is_some_and(|(_, id)| *id != identity);
+        if replaced || meta.len() < self.offset {
             // Truncated or replaced: start over.
-            tail.offset = 0;
-            tail.partial.clear();
+            self.file = None;
+            self.offset = 0;
+            self.partial.clear();
         }
-        file.seek(SeekFrom::Start(tail.offset)).await?;
-        let mut bytes = std::mem::take(&mut tail.partial);
-        let read = file.read_to_end(&mut bytes).await?;
-        tail.offset += read as u64;
+        if meta.len() == self.offset {
+            return Ok(false);
+        }
+        let file = match &self.file {
+            Some((file, _)) => file,
+            None => &self.file.insert((File::open(path)?, identity)).0,
+        };
+        let mut bytes = std::mem::take(&mut self.partial);
+        let start = bytes.len();
+        // What the file held at the stat; a line appended since is read next time.
+        bytes.resize(
+            start + usize::try_from(meta.len() - self.offset).unwrap_or(0),
+            0,
+        );
+        let mut filled = start;
+        while filled < bytes.len() {
+            match file.read_at(&mut bytes[filled..], self.offset)? {
+                0 => break,
+                read => {
+                    filled += read;
+                    self.offset += read as u64;
+                }
+            }
+        }
+        bytes.truncate(filled);
         let complete = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-        tail.partial = bytes.split_off(complete);
+        self.partial = bytes.split_off(complete);
         let mut added = false;
         for line in String::from_utf8_lossy(&bytes).lines() {
             if let Some((email, code)) = parse_line(line) {
-                tail.codes.insert(email.to_string(), code.to_string());
+                self.codes.insert(email.to_string(), code.to_string());
                 added = true;
             }
         }
@@ -127,7 +161,7 @@ impl CodeSource for MailLog {
         Box::pin(async move {
             let deadline = Instant::now() + self.wait;
             loop {
-                if let Some(code) = self.take(email).await? {
+                if let Some(code) = self.take(email)? {
                     return Ok(code);
                 }
                 if Instant::now() >= deadline {
