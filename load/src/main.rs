@@ -45,11 +45,7 @@ fn main() -> ExitCode {
             Err(e) => tracing::warn!("could not raise the open-files limit: {e}"),
         }
     }
-    // With the cloud elsewhere and no agents, this process only plays players: one thread
-    // holds them all, and no wake-up crosses threads (a multi-threaded runtime at login rates
-    // spends more on waking and parking its workers than on the players).
-    let players_only = matches!(settings.mode, Mode::External(_)) && agents.is_none();
-    let Some(runtime) = runtime(players_only) else {
+    let Some(runtime) = runtime() else {
         return ExitCode::FAILURE;
     };
     match runtime.block_on(run(settings, agents)) {
@@ -77,19 +73,12 @@ fn refused(e: impl std::fmt::Display) -> ExitCode {
 }
 
 /// The runtime, after taking the whole open-files limit: thousands of players need thousands of
-/// sockets. `single`: one thread, for a process that only plays players.
-fn runtime(single: bool) -> Option<tokio::runtime::Runtime> {
+/// sockets.
+fn runtime() -> Option<tokio::runtime::Runtime> {
     if let Err(e) = budget::open_file_limit() {
         tracing::warn!("could not raise the open-files limit: {e}");
     }
-    let built = if single {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-    } else {
-        tokio::runtime::Runtime::new()
-    };
-    match built {
+    match tokio::runtime::Runtime::new() {
         Ok(runtime) => Some(runtime),
         Err(e) => {
             eprintln!("anyplay-load: starting the runtime: {e}");
@@ -100,7 +89,7 @@ fn runtime(single: bool) -> Option<tokio::runtime::Runtime> {
 
 /// `anyplay-load agent`: serves runs until killed.
 fn serve(args: AgentArgs) -> ExitCode {
-    let Some(runtime) = runtime(false) else {
+    let Some(runtime) = runtime() else {
         return ExitCode::FAILURE;
     };
     match runtime.block_on(agents::agent::serve(args)) {
