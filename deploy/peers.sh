@@ -40,13 +40,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-    local port
-    while :; do
-        port=$((20000 + RANDOM % 12000))
-        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return; }
-    done
-}
+source deploy/free-port.sh
 
 "$python" - "$out/machine.json" <<'EOF'
 import json, os, platform, subprocess, sys

@@ -3,14 +3,7 @@
 # (ANYPLAY_TEST_POSTGRES_URL, ANYPLAY_TEST_NATS_URL) and stops them on exit.
 # (anyplay-chaos starts its own for every run; this is only for `cargo test`.)
 
-# A loopback port nothing listens on (picked at random below the ephemeral range).
-free_port() {
-    local port
-    while :; do
-        port=$((20000 + RANDOM % 12000))
-        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || { echo "$port"; return; }
-    done
-}
+source "$(dirname "${BASH_SOURCE[0]}")/free-port.sh"
 
 services_dir=$(mktemp -d /tmp/anyplay-test-services.XXXXXX)
 pg_bin=$(dirname "$(compgen -G "/usr/lib/postgresql/*/bin/initdb" | sort -V | tail -n 1)")
