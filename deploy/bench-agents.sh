@@ -16,8 +16,12 @@ out=$1 players=$2 nodes=$3 agents=$4
 shift 4
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-cargo build --release --locked -p anyplay-cloud -p anyplay-load >&2
-bin=$PWD/target/release
+# ANYPLAY_BIN: a directory of prebuilt binaries (to compare two builds); else build here.
+bin=${ANYPLAY_BIN:-}
+if [[ -z $bin ]]; then
+    cargo build --release --locked -p anyplay-cloud -p anyplay-load >&2
+    bin=$PWD/target/release
+fi
 ulimit -n "$(ulimit -Hn)"
 
 source deploy/test-services.sh
