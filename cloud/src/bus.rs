@@ -326,6 +326,9 @@ async fn receive(client: async_nats::Client, node: String, hub: Arc<Hub>, metric
                     for account in to {
                         #[cfg(feature = "seeded-defects")]
                         if crate::defects::every(SeededDefect::DropCrossNodeEvents, 100) {
+                            // Named in the log, so a self-test can tell which drops its
+                            // check could judge.
+                            tracing::warn!(account, event = %event, "seeded defect: dropped");
                             continue;
                         }
                         hub.deliver(account, &payload);
