@@ -25,8 +25,6 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
 
-#[cfg(feature = "seeded-defects")]
-use crate::defects::SeededDefect;
 use crate::events::{CloseCode, Hub, Payload};
 use crate::metrics::{BusMetrics, Metrics};
 use crate::store::Store;
@@ -325,7 +323,7 @@ async fn receive(client: async_nats::Client, node: String, hub: Arc<Hub>, metric
                 if let Some(payload) = Payload::from_json(&event, made_us) {
                     for account in to {
                         #[cfg(feature = "seeded-defects")]
-                        if crate::defects::every(SeededDefect::DropCrossNodeEvents, 100) {
+                        if crate::defects::dropped_about(&event) {
                             // Named in the log, so a self-test can tell which drops its
                             // check could judge.
                             tracing::warn!(account, event = %event, "seeded defect: dropped");
