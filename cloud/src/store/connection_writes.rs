@@ -273,20 +273,7 @@ async fn register_rows(pool: &AnyPool, group: &[Call]) -> StoreResult<HashMap<St
         })
         .collect();
     rows.sort_unstable_by_key(|r| r.0);
-    let values = (0..rows.len())
-        .map(|i| {
-            let p = i * 5;
-            format!(
-                "(${}, ${}, ${}, ${}, ${})",
-                p + 1,
-                p + 2,
-                p + 3,
-                p + 4,
-                p + 5
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
+    let values = super::tuples(rows.len(), 5);
     let sql = format!(
         "INSERT INTO connections (account_id, connection_id, node, since, lease_until) \
          VALUES {values} \
@@ -338,10 +325,7 @@ async fn remove_rows(pool: &AnyPool, group: &[Call]) -> StoreResult<HashSet<Stri
         })
         .collect();
     rows.sort_unstable_by_key(|r| r.0);
-    let values = (0..rows.len())
-        .map(|i| format!("(${}, ${})", i * 2 + 1, i * 2 + 2))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let values = super::tuples(rows.len(), 2);
     let sql = format!(
         "DELETE FROM connections WHERE (account_id, connection_id) IN (VALUES {values}) \
          RETURNING connection_id"

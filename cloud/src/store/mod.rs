@@ -402,6 +402,14 @@ pub(crate) fn placeholders(first: usize, n: usize) -> String {
         .join(", ")
 }
 
+/// `($1, $2), ($3, $4), ...`: `rows` rows of `width` parameters, for a multi-row `VALUES`.
+pub(crate) fn tuples(rows: usize, width: usize) -> String {
+    (0..rows)
+        .map(|row| format!("({})", placeholders(row * width + 1, width)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -409,6 +417,7 @@ mod tests {
     #[test]
     fn placeholders_count_from_first() {
         assert_eq!(placeholders(2, 3), "$2, $3, $4");
+        assert_eq!(tuples(2, 2), "($1, $2), ($3, $4)");
     }
 
     #[test]
