@@ -1,26 +1,22 @@
 //! Connection records, written many rows to a statement.
 //!
 //! A storm breaks thousands of event connections at once: thousands of record
-//! removals, then thousands of registrations, each one statement. Taken one by one,
-//! every statement pays a writer turn (SQLite's one writer, behind its FIFO queue) and
-//! a round trip from a runtime busy with the storm's handshakes; that queue, not
-//! SQLite, bounded how fast a storm came back. Here the calls queue on a channel, and
-//! one task writes whatever waits when it gets its turn: consecutive registrations as
-//! one multi-row upsert, consecutive removals as one multi-row delete. Each caller gets
+//! removals, then thousands of registrations, each one statement; that queue, not
+//! SQLite, bounded how fast a storm came back. Here the calls wait in a
+//! [`WriteQueue`], and each batch is written as consecutive registrations in one
+//! multi-row upsert and consecutive removals in one multi-row delete. Each caller gets
 //! the answer its call alone would have had.
-//!
-//! There is no timer to fill a batch: a batch is whatever queued while the last one
-//! was written, so a lone call costs one statement, as before.
 
 use std::collections::{HashMap, HashSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sqlx::{AnyPool, Row};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use super::connections::{ConnectionRecord, Registered};
+use super::write_queue::{self, WriteQueue};
 use super::{now_ms, StoreError, StoreResult, Writer};
-use crate::metrics::{Held, PoolMetrics};
+use crate::metrics::PoolMetrics;
 
 /// The most calls one statement takes. SQLite finds each bound parameter by a scan of
 /// the statement's parameters, so binding grows with their square: 100 rows (500
@@ -30,18 +26,9 @@ const MAX_ROWS: usize = 100;
 /// The most calls one writer turn takes, so writers queued behind it wait a bounded time.
 const MAX_BATCH: usize = 4 * MAX_ROWS;
 
-/// The handle the store keeps; the task behind it ends with the store.
+/// The handle the store keeps.
 pub(super) struct ConnectionWrites {
-    calls: mpsc::UnboundedSender<Queued>,
-    metrics: PoolMetrics,
-}
-
-struct Queued {
-    call: Call,
-    since: Instant,
-    /// Counts the call as waiting for the writer in the pool metrics, as a lone
-    /// write waiting for its turn would be.
-    _waiting: Held,
+    queue: WriteQueue<Call>,
 }
 
 enum Call {
@@ -69,9 +56,9 @@ impl Call {
     fn is_register(&self) -> bool {
         matches!(self, Call::Register { .. })
     }
+}
 
-    /// The caller stopped waiting: it writes nothing, as a lone write dropped while
-    /// waiting for the writer would.
+impl write_queue::Call for Call {
     fn abandoned(&self) -> bool {
         match self {
             Call::Register { answer, .. } => answer.is_closed(),
@@ -83,9 +70,16 @@ impl Call {
 impl ConnectionWrites {
     /// Starts the writing task.
     pub(super) fn start(writer: Writer, metrics: PoolMetrics) -> Self {
-        let (calls, queued) = mpsc::unbounded_channel();
-        tokio::spawn(run(queued, writer, metrics.clone()));
-        ConnectionWrites { calls, metrics }
+        let pool = writer.pool.clone();
+        let queue = WriteQueue::start(writer, metrics, MAX_BATCH, move |calls| {
+            let pool = pool.clone();
+            async move {
+                for group in groups(calls) {
+                    write_group(&pool, group).await;
+                }
+            }
+        });
+        ConnectionWrites { queue }
     }
 
     pub(super) async fn register(
@@ -95,63 +89,25 @@ impl ConnectionWrites {
         node: &str,
         lease: Duration,
     ) -> StoreResult<Registered> {
-        let (answer, answered) = oneshot::channel();
-        self.submit(Call::Register {
-            account_id,
-            connection_id: connection_id.to_string(),
-            node: node.to_string(),
-            lease,
-            answer,
-        })?;
-        answered.await.map_err(|_| StoreError::TaskStopped)?
+        self.queue
+            .ask(|answer| Call::Register {
+                account_id,
+                connection_id: connection_id.to_string(),
+                node: node.to_string(),
+                lease,
+                answer,
+            })
+            .await?
     }
 
     pub(super) async fn remove(&self, account_id: i64, connection_id: &str) -> StoreResult<bool> {
-        let (answer, answered) = oneshot::channel();
-        self.submit(Call::Remove {
-            account_id,
-            connection_id: connection_id.to_string(),
-            answer,
-        })?;
-        answered.await.map_err(|_| StoreError::TaskStopped)?
-    }
-
-    fn submit(&self, call: Call) -> StoreResult<()> {
-        let queued = Queued {
-            call,
-            since: Instant::now(),
-            _waiting: Held::new(&self.metrics.waiting),
-        };
-        self.calls.send(queued).map_err(|_| StoreError::TaskStopped)
-    }
-}
-
-/// Takes the writer's turn whenever a call waits, and writes every call waiting.
-async fn run(mut queued: mpsc::UnboundedReceiver<Queued>, writer: Writer, metrics: PoolMetrics) {
-    let mut batch = Vec::new();
-    while queued.recv_many(&mut batch, MAX_BATCH).await > 0 {
-        let turn = writer.turn().await;
-        // What queued while we waited for the turn joins this batch.
-        while batch.len() < MAX_BATCH {
-            match queued.try_recv() {
-                Ok(next) => batch.push(next),
-                Err(_) => break,
-            }
-        }
-        let calls: Vec<Call> = batch
-            .drain(..)
-            .map(|q| {
-                metrics
-                    .acquire_seconds
-                    .observe(q.since.elapsed().as_secs_f64());
-                q.call
+        self.queue
+            .ask(|answer| Call::Remove {
+                account_id,
+                connection_id: connection_id.to_string(),
+                answer,
             })
-            .filter(|c| !c.abandoned())
-            .collect();
-        for group in groups(calls) {
-            write_group(&writer.pool, group).await;
-        }
-        drop(turn);
+            .await?
     }
 }
 
@@ -351,7 +307,7 @@ fn fail(call: Call, e: StoreError) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::sessions::fixture::{account, postgres, sqlite};
+    use super::super::sessions::fixture::{account, postgres, sqlite, until_queued};
     use super::super::{ConnectionRecord, Store};
     use super::MAX_ROWS;
     use std::time::Duration;
@@ -385,20 +341,6 @@ mod tests {
                 .await
                 .expect("remove")
         })
-    }
-
-    /// Waits until `n` calls wait for the writer: while a test holds the writer's turn
-    /// (SQLite), they all land in the next batch, in the order they queued.
-    async fn until_queued(store: &Store, n: i64) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while store.metrics().waiting.get() < n {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "only {} of {n} calls queued for the writer after 10 s",
-                store.metrics().waiting.get()
-            );
-            tokio::time::sleep(Duration::from_millis(1)).await;
-        }
     }
 
     fn replaced(previous: Option<ConnectionRecord>) -> Option<String> {

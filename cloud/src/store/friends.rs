@@ -1,12 +1,15 @@
-//! Friends, friend requests and blocks: the lists, and every change to the relation
-//! of two accounts, each in one write transaction.
+//! Friends, friend requests and blocks: the lists, the rules, and the statements of
+//! every change to the relation of two accounts.
 //!
 //! Every write that changes how two accounts relate first locks both account rows,
 //! in id order, on PostgreSQL (SQLite's single writer already serialises). So two
 //! calls about the same pair never interleave, and the limits, which count rows of
 //! one account, hold whatever the concurrency across nodes: every write that adds
-//! to a count holds the lock of the account counted.
+//! to a count holds the lock of the account counted. Requests and accepts, the bulk
+//! of the writes, go many to a transaction ([`super::friend_writes`]); their
+//! statements here take many pairs at once.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde::ser::SerializeStruct;
@@ -14,7 +17,7 @@ use serde::{Serialize, Serializer};
 use sqlx::Row;
 
 use super::presence::version_from_db;
-use super::{now_ms, rfc3339, PresenceState, Store, StoreError, StoreResult, WriteTx};
+use super::{now_ms, rfc3339, tuples, PresenceState, Store, StoreError, StoreResult, WriteTx};
 use crate::config::FriendLimits;
 use crate::events::AccountRef;
 
@@ -130,9 +133,10 @@ pub struct BlockOutcome {
     pub were_friends: bool,
 }
 
-/// What a friend request depends on, read under the pair's lock.
+/// What a friend request or an accept depends on, read under the pair's lock:
+/// "caller" is who calls, "target" the other account of the pair.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct RequestFacts {
+pub(super) struct PairFacts {
     target_blocked_caller: bool,
     caller_blocked_target: bool,
     already_friends: bool,
@@ -143,18 +147,21 @@ struct RequestFacts {
     target_friends: u64,
     caller_outgoing: u64,
     caller_sent_today: u64,
-    caller_is_young: bool,
+    pub(super) caller_is_young: bool,
 }
 
 /// What a friend request turns into when no rule refuses it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Decision {
+pub(super) enum Decision {
     Request,
     AcceptTheirs,
 }
 
 /// The rules of a friend request, in the order the contract's errors take precedence.
-fn decide(f: &RequestFacts, limits: &FriendLimits) -> Result<Decision, FriendError> {
+pub(super) fn decide_request(
+    f: &PairFacts,
+    limits: &FriendLimits,
+) -> Result<Decision, FriendError> {
     // Indistinguishable from "no such handle", so a block stays invisible.
     if f.target_blocked_caller {
         return Err(FriendError::NotFound);
@@ -184,6 +191,14 @@ fn decide(f: &RequestFacts, limits: &FriendLimits) -> Result<Decision, FriendErr
     Ok(Decision::Request)
 }
 
+/// The rules of accepting the target's request: it must be open, and both sides have room.
+pub(super) fn decide_accept(f: &PairFacts, limits: &FriendLimits) -> Result<(), FriendError> {
+    if !f.they_asked {
+        return Err(FriendError::NotFound);
+    }
+    check_friend_limit(f.caller_friends, f.target_friends, limits)
+}
+
 /// Two accounts may become friends while both have room for one more.
 fn check_friend_limit(
     a_friends: u64,
@@ -197,74 +212,153 @@ fn check_friend_limit(
 }
 
 /// An account row read under its lock.
-struct LockedAccount {
-    id: i64,
-    handle: String,
-    created_at: i64,
+pub(super) struct LockedAccount {
+    pub(super) id: i64,
+    pub(super) handle: String,
+    pub(super) created_at: i64,
 }
 
-/// The pair's rows, locked in id order on PostgreSQL (fixed order: no deadlock).
-/// `None` for an id with no account.
-async fn lock_pair(
+impl LockedAccount {
+    pub(super) fn reference(&self) -> AccountRef {
+        AccountRef {
+            account_id: self.id,
+            handle: self.handle.clone(),
+        }
+    }
+}
+
+/// The rows of these accounts, locked in id order on PostgreSQL (one order for every
+/// transaction: no deadlock), by id; an id with no account is absent.
+pub(super) async fn lock_accounts(
     tx: &mut WriteTx,
-    me: i64,
-    other: i64,
-) -> StoreResult<(Option<LockedAccount>, Option<LockedAccount>)> {
+    ids: &[i64],
+) -> StoreResult<HashMap<i64, LockedAccount>> {
     let lock = tx.backend().for_update();
-    let rows = sqlx::query(&format!(
-        "SELECT id, handle, created_at FROM accounts WHERE id IN ($1, $2) ORDER BY id{lock}"
-    ))
-    .bind(me)
-    .bind(other)
-    .fetch_all(&mut *tx.tx)
-    .await?;
-    let (mut mine, mut theirs) = (None, None);
-    for row in rows {
+    let list = super::placeholders(1, ids.len());
+    let sql = format!(
+        "SELECT id, handle, created_at FROM accounts WHERE id IN ({list}) ORDER BY id{lock}"
+    );
+    let mut query = sqlx::query(&sql).persistent(ids.len() <= 2);
+    for id in ids {
+        query = query.bind(id);
+    }
+    let mut accounts = HashMap::with_capacity(ids.len());
+    for row in query.fetch_all(&mut *tx.tx).await? {
         let account = LockedAccount {
             id: row.try_get("id")?,
             handle: row.try_get("handle")?,
             created_at: row.try_get("created_at")?,
         };
-        if account.id == me {
-            mine = Some(account);
-        } else {
-            theirs = Some(account);
-        }
+        accounts.insert(account.id, account);
     }
-    Ok((mine, theirs))
+    Ok(accounts)
 }
 
-/// How many friends each of the two accounts has.
-async fn friend_counts(tx: &mut WriteTx, a: i64, b: i64) -> StoreResult<(u64, u64)> {
-    let row = sqlx::query(
-        "SELECT (SELECT COUNT(*) FROM friendships WHERE account_id = $1) AS a, \
-                (SELECT COUNT(*) FROM friendships WHERE account_id = $2) AS b",
-    )
-    .bind(a)
-    .bind(b)
-    .fetch_one(&mut *tx.tx)
-    .await?;
-    Ok((count(&row, "a")?, count(&row, "b")?))
+/// Locks the pair's rows (see [`lock_accounts`]).
+async fn lock_pair(tx: &mut WriteTx, me: i64, other: i64) -> StoreResult<()> {
+    lock_accounts(tx, &[me, other]).await.map(drop)
 }
 
 fn count(row: &sqlx::any::AnyRow, column: &str) -> StoreResult<u64> {
     Ok(row.try_get::<i64, _>(column)?.max(0) as u64)
 }
 
-/// Makes `a` and `b` friends (one row per direction) and drops their requests.
-async fn befriend(tx: &mut WriteTx, a: i64, b: i64, now: i64) -> StoreResult<()> {
-    delete_requests_between(tx, a, b).await?;
-    for (x, y) in [(a, b), (b, a)] {
-        sqlx::query(
-            "INSERT INTO friendships (account_id, friend_id, since) VALUES ($1, $2, $3) \
-             ON CONFLICT (account_id, friend_id) DO NOTHING",
-        )
-        .bind(x)
-        .bind(y)
-        .bind(now)
-        .execute(&mut *tx.tx)
-        .await?;
+/// The facts of each (caller, target) pair, in the order given, in one statement.
+/// `caller_is_young` is left false: it depends on the caller's row and the limits.
+pub(super) async fn pair_facts(
+    tx: &mut WriteTx,
+    pairs: &[(i64, i64)],
+    now: i64,
+) -> StoreResult<Vec<PairFacts>> {
+    let values = tuples(pairs.len(), 3);
+    let day_start = 3 * pairs.len() + 1;
+    let sql = format!(
+        "WITH calls (i, caller, target) AS (VALUES {values}) \
+         SELECT calls.i, \
+           (SELECT COUNT(*) FROM blocks WHERE blocker_id = calls.target AND blocked_id = calls.caller) AS target_blocked_caller, \
+           (SELECT COUNT(*) FROM blocks WHERE blocker_id = calls.caller AND blocked_id = calls.target) AS caller_blocked_target, \
+           (SELECT COUNT(*) FROM friendships WHERE account_id = calls.caller AND friend_id = calls.target) AS already_friends, \
+           (SELECT COUNT(*) FROM friend_requests WHERE from_id = calls.caller AND to_id = calls.target) AS already_requested, \
+           (SELECT COUNT(*) FROM friend_requests WHERE from_id = calls.target AND to_id = calls.caller) AS they_asked, \
+           (SELECT COUNT(*) FROM friendships WHERE account_id = calls.caller) AS caller_friends, \
+           (SELECT COUNT(*) FROM friendships WHERE account_id = calls.target) AS target_friends, \
+           (SELECT COUNT(*) FROM friend_requests WHERE from_id = calls.caller) AS caller_outgoing, \
+           (SELECT COUNT(*) FROM friend_request_log WHERE from_id = calls.caller AND at > ${day_start}) AS caller_sent_today \
+         FROM calls"
+    );
+    let mut query = sqlx::query(&sql).persistent(pairs.len() == 1);
+    for (i, (caller, target)) in pairs.iter().enumerate() {
+        query = query.bind(i as i64).bind(caller).bind(target);
     }
+    let rows = query.bind(now - ms(DAY)).fetch_all(&mut *tx.tx).await?;
+    let mut facts = vec![PairFacts::default(); pairs.len()];
+    for row in rows {
+        let i: i64 = row.try_get("i")?;
+        facts[i as usize] = PairFacts {
+            target_blocked_caller: count(&row, "target_blocked_caller")? > 0,
+            caller_blocked_target: count(&row, "caller_blocked_target")? > 0,
+            already_friends: count(&row, "already_friends")? > 0,
+            already_requested: count(&row, "already_requested")? > 0,
+            they_asked: count(&row, "they_asked")? > 0,
+            caller_friends: count(&row, "caller_friends")?,
+            target_friends: count(&row, "target_friends")?,
+            caller_outgoing: count(&row, "caller_outgoing")?,
+            caller_sent_today: count(&row, "caller_sent_today")?,
+            caller_is_young: false,
+        };
+    }
+    Ok(facts)
+}
+
+/// Opens a request from each `(from, to)` pair, and logs it for the daily limit.
+pub(super) async fn insert_requests(
+    tx: &mut WriteTx,
+    pairs: &[(i64, i64)],
+    now: i64,
+) -> StoreResult<()> {
+    let sql = format!(
+        "INSERT INTO friend_requests (from_id, to_id, at) VALUES {}",
+        tuples(pairs.len(), 3)
+    );
+    let mut query = sqlx::query(&sql).persistent(pairs.len() == 1);
+    for (from, to) in pairs {
+        query = query.bind(from).bind(to).bind(now);
+    }
+    query.execute(&mut *tx.tx).await?;
+    let sql = format!(
+        "INSERT INTO friend_request_log (from_id, at) VALUES {}",
+        tuples(pairs.len(), 2)
+    );
+    let mut query = sqlx::query(&sql).persistent(pairs.len() == 1);
+    for (from, _) in pairs {
+        query = query.bind(from).bind(now);
+    }
+    query.execute(&mut *tx.tx).await?;
+    Ok(())
+}
+
+/// Makes each pair friends (one row per direction) and drops their requests.
+pub(super) async fn befriend(tx: &mut WriteTx, pairs: &[(i64, i64)], now: i64) -> StoreResult<()> {
+    let both_ways: Vec<(i64, i64)> = pairs.iter().flat_map(|&(a, b)| [(a, b), (b, a)]).collect();
+    let sql = format!(
+        "DELETE FROM friend_requests WHERE (from_id, to_id) IN (VALUES {})",
+        tuples(both_ways.len(), 2)
+    );
+    let mut query = sqlx::query(&sql).persistent(pairs.len() == 1);
+    for (from, to) in &both_ways {
+        query = query.bind(from).bind(to);
+    }
+    query.execute(&mut *tx.tx).await?;
+    let sql = format!(
+        "INSERT INTO friendships (account_id, friend_id, since) VALUES {} \
+         ON CONFLICT (account_id, friend_id) DO NOTHING",
+        tuples(both_ways.len(), 3)
+    );
+    let mut query = sqlx::query(&sql).persistent(pairs.len() == 1);
+    for (account, friend) in &both_ways {
+        query = query.bind(account).bind(friend).bind(now);
+    }
+    query.execute(&mut *tx.tx).await?;
     Ok(())
 }
 
@@ -305,7 +399,7 @@ async fn delete_one_under_lock(store: &Store, me: i64, other: i64, sql: &str) ->
     Ok(removed)
 }
 
-fn ms(d: Duration) -> i64 {
+pub(super) fn ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
@@ -379,80 +473,10 @@ impl Store {
         handle: &str,
         limits: &FriendLimits,
     ) -> Result<RequestOutcome, FriendError> {
-        let now = now_ms();
-        let mut tx = self.begin().await?;
-        let target: i64 = sqlx::query_scalar("SELECT id FROM accounts WHERE handle = $1")
-            .bind(handle)
-            .fetch_optional(&mut *tx.tx)
-            .await?
-            .ok_or(FriendError::NotFound)?;
-        if target == caller {
-            return Err(FriendError::CannotFriendSelf);
-        }
-        let (Some(me), Some(_)) = lock_pair(&mut tx, caller, target).await? else {
-            return Err(FriendError::NotFound);
-        };
-        let row = sqlx::query(
-            "SELECT \
-               (SELECT COUNT(*) FROM blocks WHERE blocker_id = $2 AND blocked_id = $1) AS target_blocked_caller, \
-               (SELECT COUNT(*) FROM blocks WHERE blocker_id = $1 AND blocked_id = $2) AS caller_blocked_target, \
-               (SELECT COUNT(*) FROM friendships WHERE account_id = $1 AND friend_id = $2) AS already_friends, \
-               (SELECT COUNT(*) FROM friend_requests WHERE from_id = $1 AND to_id = $2) AS already_requested, \
-               (SELECT COUNT(*) FROM friend_requests WHERE from_id = $2 AND to_id = $1) AS they_asked, \
-               (SELECT COUNT(*) FROM friendships WHERE account_id = $1) AS caller_friends, \
-               (SELECT COUNT(*) FROM friendships WHERE account_id = $2) AS target_friends, \
-               (SELECT COUNT(*) FROM friend_requests WHERE from_id = $1) AS caller_outgoing, \
-               (SELECT COUNT(*) FROM friend_request_log WHERE from_id = $1 AND at > $3) AS caller_sent_today",
-        )
-        .bind(caller)
-        .bind(target)
-        .bind(now - ms(DAY))
-        .fetch_one(&mut *tx.tx)
-        .await?;
-        let facts = RequestFacts {
-            target_blocked_caller: count(&row, "target_blocked_caller")? > 0,
-            caller_blocked_target: count(&row, "caller_blocked_target")? > 0,
-            already_friends: count(&row, "already_friends")? > 0,
-            already_requested: count(&row, "already_requested")? > 0,
-            they_asked: count(&row, "they_asked")? > 0,
-            caller_friends: count(&row, "caller_friends")?,
-            target_friends: count(&row, "target_friends")?,
-            caller_outgoing: count(&row, "caller_outgoing")?,
-            caller_sent_today: count(&row, "caller_sent_today")?,
-            caller_is_young: me.created_at > now - ms(limits.new_account_age),
-        };
-        let caller_ref = AccountRef {
-            account_id: me.id,
-            handle: me.handle,
-        };
-        let outcome = match decide(&facts, limits)? {
-            Decision::AcceptTheirs => {
-                befriend(&mut tx, caller, target, now).await?;
-                RequestOutcome::Friends {
-                    caller: caller_ref,
-                    target,
-                }
-            }
-            Decision::Request => {
-                sqlx::query("INSERT INTO friend_requests (from_id, to_id, at) VALUES ($1, $2, $3)")
-                    .bind(caller)
-                    .bind(target)
-                    .bind(now)
-                    .execute(&mut *tx.tx)
-                    .await?;
-                sqlx::query("INSERT INTO friend_request_log (from_id, at) VALUES ($1, $2)")
-                    .bind(caller)
-                    .bind(now)
-                    .execute(&mut *tx.tx)
-                    .await?;
-                RequestOutcome::Requested {
-                    caller: caller_ref,
-                    target,
-                }
-            }
-        };
-        tx.commit().await?;
-        Ok(outcome)
+        self.inner
+            .friend_writes
+            .request(caller, handle, *limits)
+            .await
     }
 
     /// `caller` accepts the open request of `from`; returns the caller's id and
@@ -463,29 +487,7 @@ impl Store {
         from: i64,
         limits: &FriendLimits,
     ) -> Result<AccountRef, FriendError> {
-        let now = now_ms();
-        let mut tx = self.begin().await?;
-        let (Some(me), _) = lock_pair(&mut tx, caller, from).await? else {
-            return Err(FriendError::NotFound);
-        };
-        let open: Option<i64> = sqlx::query_scalar(
-            "SELECT from_id FROM friend_requests WHERE from_id = $1 AND to_id = $2",
-        )
-        .bind(from)
-        .bind(caller)
-        .fetch_optional(&mut *tx.tx)
-        .await?;
-        if open.is_none() {
-            return Err(FriendError::NotFound);
-        }
-        let (mine, theirs) = friend_counts(&mut tx, caller, from).await?;
-        check_friend_limit(mine, theirs, limits)?;
-        befriend(&mut tx, caller, from, now).await?;
-        tx.commit().await?;
-        Ok(AccountRef {
-            account_id: me.id,
-            handle: me.handle,
-        })
+        self.inner.friend_writes.accept(caller, from, *limits).await
     }
 
     /// `caller` declines the open request of `from`; false when there was none.
@@ -526,9 +528,9 @@ impl Store {
             return Err(FriendError::CannotBlockSelf);
         }
         let mut tx = self.begin().await?;
-        let (Some(_), Some(_)) = lock_pair(&mut tx, caller, target).await? else {
+        if lock_accounts(&mut tx, &[caller, target]).await?.len() < 2 {
             return Err(FriendError::NotFound);
-        };
+        }
         let were_friends = delete_friendship(&mut tx, caller, target).await?;
         delete_requests_between(&mut tx, caller, target).await?;
         sqlx::query(
@@ -569,8 +571,8 @@ mod tests {
         }
     }
 
-    fn refused(f: RequestFacts) -> LimitKind {
-        match decide(&f, &limits()) {
+    fn refused(f: PairFacts) -> LimitKind {
+        match decide_request(&f, &limits()) {
             Err(FriendError::LimitReached(kind)) => kind,
             other => panic!("expected a limit, got {other:?}"),
         }
@@ -579,81 +581,90 @@ mod tests {
     #[test]
     fn a_plain_request_within_limits_is_sent() {
         assert_eq!(
-            decide(&RequestFacts::default(), &limits()).ok(),
+            decide_request(&PairFacts::default(), &limits()).ok(),
             Some(Decision::Request)
         );
     }
 
     #[test]
     fn a_block_by_the_target_looks_like_no_such_account_and_comes_first() {
-        let f = RequestFacts {
+        let f = PairFacts {
             target_blocked_caller: true,
             caller_blocked_target: true,
             already_requested: true,
             ..Default::default()
         };
-        assert!(matches!(decide(&f, &limits()), Err(FriendError::NotFound)));
+        assert!(matches!(
+            decide_request(&f, &limits()),
+            Err(FriendError::NotFound)
+        ));
     }
 
     #[test]
     fn the_callers_own_block_comes_before_the_relation() {
-        let f = RequestFacts {
+        let f = PairFacts {
             caller_blocked_target: true,
             already_friends: true,
             ..Default::default()
         };
-        assert!(matches!(decide(&f, &limits()), Err(FriendError::Blocked)));
+        assert!(matches!(
+            decide_request(&f, &limits()),
+            Err(FriendError::Blocked)
+        ));
     }
 
     #[test]
     fn the_relation_comes_before_the_limits() {
-        let full = RequestFacts {
+        let full = PairFacts {
             caller_friends: 5,
             caller_outgoing: 3,
             ..Default::default()
         };
-        let f = RequestFacts {
+        let f = PairFacts {
             already_friends: true,
             ..full
         };
         assert!(matches!(
-            decide(&f, &limits()),
+            decide_request(&f, &limits()),
             Err(FriendError::AlreadyFriends)
         ));
-        let f = RequestFacts {
+        let f = PairFacts {
             already_requested: true,
             ..full
         };
         assert!(matches!(
-            decide(&f, &limits()),
+            decide_request(&f, &limits()),
             Err(FriendError::AlreadyRequested)
         ));
     }
 
     #[test]
     fn their_open_request_is_accepted_whatever_the_sending_limits() {
-        let f = RequestFacts {
+        let f = PairFacts {
             they_asked: true,
             caller_outgoing: 3,
             caller_sent_today: 2,
             caller_is_young: true,
             ..Default::default()
         };
-        assert_eq!(decide(&f, &limits()).ok(), Some(Decision::AcceptTheirs));
+        assert_eq!(
+            decide_request(&f, &limits()).ok(),
+            Some(Decision::AcceptTheirs)
+        );
     }
 
     #[test]
     fn accepting_theirs_needs_room_on_both_sides() {
-        let base = RequestFacts {
+        let base = PairFacts {
             they_asked: true,
             ..Default::default()
         };
-        let f = RequestFacts {
+        let f = PairFacts {
             target_friends: 5,
             ..base
         };
         assert_eq!(refused(f), LimitKind::Friends);
-        let f = RequestFacts {
+        let f = PairFacts {
             caller_friends: 5,
             ..base
         };
@@ -662,7 +673,7 @@ mod tests {
 
     #[test]
     fn limits_are_checked_friends_then_outgoing_then_daily() {
-        let all = RequestFacts {
+        let all = PairFacts {
             caller_friends: 5,
             caller_outgoing: 3,
             caller_sent_today: 2,
@@ -670,12 +681,12 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(refused(all), LimitKind::Friends);
-        let f = RequestFacts {
+        let f = PairFacts {
             caller_friends: 4,
             ..all
         };
         assert_eq!(refused(f), LimitKind::Outgoing);
-        let f = RequestFacts {
+        let f = PairFacts {
             caller_friends: 4,
             caller_outgoing: 2,
             ..all
@@ -685,21 +696,21 @@ mod tests {
 
     #[test]
     fn only_young_accounts_have_a_daily_limit() {
-        let f = RequestFacts {
+        let f = PairFacts {
             caller_sent_today: 50,
             caller_is_young: false,
             ..Default::default()
         };
-        assert_eq!(decide(&f, &limits()).ok(), Some(Decision::Request));
+        assert_eq!(decide_request(&f, &limits()).ok(), Some(Decision::Request));
     }
 
     #[test]
     fn a_target_with_a_full_friend_list_can_still_be_asked() {
-        let f = RequestFacts {
+        let f = PairFacts {
             target_friends: 5,
             ..Default::default()
         };
-        assert_eq!(decide(&f, &limits()).ok(), Some(Decision::Request));
+        assert_eq!(decide_request(&f, &limits()).ok(), Some(Decision::Request));
     }
 
     #[test]

@@ -21,11 +21,13 @@ mod cards;
 mod clock;
 mod connection_writes;
 mod connections;
+mod friend_writes;
 mod friends;
 mod limits;
 mod lookups;
 mod presence;
 mod sessions;
+mod write_queue;
 
 pub use accounts::{Account, Privacy};
 pub use auth::{ChallengeIssue, CodeCheck, IssuedTokens, Signup};
@@ -48,6 +50,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::config::DbTimeouts;
 use crate::metrics::PoolMetrics;
 use connection_writes::ConnectionWrites;
+use friend_writes::FriendWrites;
 use lookups::Lookup;
 
 /// What can go wrong in the store, as the handlers need to tell it apart.
@@ -110,6 +113,8 @@ struct Inner {
     writer: Writer,
     /// Registrations and removals of event connections, many rows to a statement.
     connection_writes: ConnectionWrites,
+    /// Friend requests and accepts, many to a transaction.
+    friend_writes: FriendWrites,
     /// The account of each (hashed) access token asked at the same moment.
     token_accounts: Lookup<String, i64>,
     /// The presence and friends of each account announced at the same moment.
@@ -246,6 +251,7 @@ impl Store {
         let store = Inner {
             backend,
             connection_writes: ConnectionWrites::start(writer.clone(), metrics.clone()),
+            friend_writes: FriendWrites::start(writer.clone(), backend, metrics.clone()),
             token_accounts: {
                 let pool = pool.clone();
                 Lookup::start(move |hashes| auth::token_accounts(pool.clone(), hashes))
@@ -277,8 +283,11 @@ impl Store {
 
     /// Starts a write transaction; on SQLite this waits its turn in the writer queue.
     pub async fn begin(&self) -> StoreResult<WriteTx> {
+        self.begin_on(&self.inner.writer).await
+    }
+
+    async fn begin_on(&self, writer: &Writer) -> StoreResult<WriteTx> {
         self.timed_acquire(async {
-            let writer = &self.inner.writer;
             let turn = writer.turn().await;
             Ok(WriteTx {
                 tx: writer.pool.begin().await?,

@@ -428,6 +428,20 @@ pub(super) mod fixture {
         exec(store, sql, b, a).await;
     }
 
+    /// Waits until `n` calls wait for the writer: while a test holds the writer's turn
+    /// (SQLite), they all land in the next batch, in the order they queued.
+    pub async fn until_queued(store: &Store, n: i64) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while store.metrics().waiting.get() < n {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "only {} of {n} calls queued for the writer after 10 s",
+                store.metrics().waiting.get()
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
     pub async fn block(store: &Store, blocker: i64, blocked: i64) {
         exec(
             store,
