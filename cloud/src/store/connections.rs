@@ -91,7 +91,7 @@ impl Store {
         lease: Duration,
     ) -> StoreResult<u64> {
         let until = now_ms() + lease.as_millis() as i64;
-        let mut tx = self.begin().await?;
+        let mut tx = self.begin_upkeep().await?;
         let mut renewed = 0;
         for chunk in live.chunks(500) {
             let sql = format!(
@@ -129,9 +129,12 @@ impl Store {
             for (_, connection_id, _) in chunk {
                 query = query.bind(connection_id.as_str());
             }
-            let present: std::collections::HashSet<String> =
-                query.fetch_all(self.reader()).await?.into_iter().collect();
-            let mut tx = self.begin().await?;
+            let present: std::collections::HashSet<String> = query
+                .fetch_all(self.upkeep_reader())
+                .await?
+                .into_iter()
+                .collect();
+            let mut tx = self.begin_upkeep().await?;
             for (account_id, connection_id, since) in
                 chunk.iter().filter(|c| !present.contains(&c.1))
             {
@@ -161,7 +164,7 @@ impl Store {
     /// Deletes records whose lease ran out (their node stopped renewing) and
     /// returns their accounts, which are now offline.
     pub async fn expire_leases(&self) -> StoreResult<Vec<i64>> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.begin_upkeep().await?;
         let gone = sqlx::query_scalar(
             "DELETE FROM connections WHERE lease_until < $1 RETURNING account_id",
         )
@@ -175,7 +178,7 @@ impl Store {
     /// Deletes every record of `node` (at its start after a crash, and at the
     /// end of its drain) and returns their accounts.
     pub async fn clear_node(&self, node: &str) -> StoreResult<Vec<i64>> {
-        let mut tx = self.begin().await?;
+        let mut tx = self.begin_upkeep().await?;
         let gone =
             sqlx::query_scalar("DELETE FROM connections WHERE node = $1 RETURNING account_id")
                 .bind(node)

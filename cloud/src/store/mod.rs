@@ -111,6 +111,10 @@ struct Inner {
     pool: AnyPool,
     /// Where writes go.
     writer: Writer,
+    /// Where the node's lease upkeep writes: on PostgreSQL a connection of its own, so
+    /// that a pool busy with a storm's requests cannot delay a renewal past the lease
+    /// (the fence would then close every connection of the node). SQLite: the writer.
+    upkeep: Writer,
     /// Registrations and removals of event connections, many rows to a statement.
     connection_writes: ConnectionWrites,
     /// Friend requests and accepts, many to a transaction.
@@ -219,7 +223,7 @@ impl Store {
         let base = AnyPoolOptions::new()
             .acquire_timeout(opts.acquire_timeout)
             .min_connections(1);
-        let (pool, writer) = match backend {
+        let (pool, writer, upkeep) = match backend {
             Backend::Sqlite => {
                 let writer = sqlite_pragmas(base.clone().max_connections(1))
                     .connect_with(connect.clone())
@@ -233,19 +237,26 @@ impl Store {
                     pool: writer,
                     queue: Some(Arc::new(Semaphore::new(1))),
                 };
-                (readers, writer)
+                (readers, writer.clone(), writer)
             }
             Backend::Postgres => {
-                let pool = postgres_session(base, opts.timeouts)
+                let pool = postgres_session(base.clone(), opts.timeouts)
                     .max_connections(opts.connections.max(2))
-                    .connect_with(connect)
+                    .connect_with(connect.clone())
                     .await?;
                 sqlx::migrate!("migrations/postgres").run(&pool).await?;
+                let upkeep = Writer {
+                    pool: postgres_session(base, opts.timeouts)
+                        .max_connections(1)
+                        .connect_with(connect)
+                        .await?,
+                    queue: None,
+                };
                 let writer = Writer {
                     pool: pool.clone(),
                     queue: None,
                 };
-                (pool, writer)
+                (pool, writer, upkeep)
             }
         };
         let store = Inner {
@@ -264,6 +275,7 @@ impl Store {
             },
             pool,
             writer,
+            upkeep,
             metrics,
         };
         store.metrics.size.set(opts.connections as i64);
@@ -284,6 +296,19 @@ impl Store {
     /// Starts a write transaction; on SQLite this waits its turn in the writer queue.
     pub async fn begin(&self) -> StoreResult<WriteTx> {
         self.begin_on(&self.inner.writer).await
+    }
+
+    /// Starts a write transaction of the lease upkeep (see [`Inner::upkeep`]).
+    pub(crate) async fn begin_upkeep(&self) -> StoreResult<WriteTx> {
+        self.begin_on(&self.inner.upkeep).await
+    }
+
+    /// Where the lease upkeep reads: its own connection on PostgreSQL, the readers on SQLite.
+    pub(crate) fn upkeep_reader(&self) -> &AnyPool {
+        match self.inner.upkeep.queue {
+            Some(_) => self.reader(),
+            None => &self.inner.upkeep.pool,
+        }
     }
 
     async fn begin_on(&self, writer: &Writer) -> StoreResult<WriteTx> {
@@ -338,6 +363,7 @@ impl Store {
     }
 
     pub async fn close(&self) {
+        self.inner.upkeep.pool.close().await;
         self.inner.writer.pool.close().await;
         self.inner.pool.close().await;
     }
