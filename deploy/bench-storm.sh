@@ -8,16 +8,22 @@
 # 1-minute load average below 1; load.txt records what the machine had. A file `commit` in
 # a BIN_DIR names the commit its binaries were built from (the reports' "commit"; else
 # the harness asks git of this tree at run time, which need not be what was built).
+# Flags after `--` go to anyplay-load as well (e.g. `--max-in-flight 250`). The friends
+# phase before the storm (5,000 players x 10 friends on SQLite, x 2 on the cluster) is
+# results/friends/'s benchmark.
 #
-#   deploy/bench-storm.sh sqlite|postgres OUT ROUNDS BIN_DIR...
+#   deploy/bench-storm.sh sqlite|postgres OUT ROUNDS BIN_DIR... [-- ANYPLAY_LOAD_FLAGS...]
 set -uo pipefail
 cd "$(dirname "$0")/.."
-(($# >= 4)) || { echo "usage: $0 sqlite|postgres OUT ROUNDS BIN_DIR..." >&2; exit 2; }
+(($# >= 4)) || { echo "usage: $0 sqlite|postgres OUT ROUNDS BIN_DIR... [-- FLAGS...]" >&2; exit 2; }
 backend=$1 out=$2 rounds=$3
 shift 3
+bins=()
+while (($#)) && [[ $1 != -- ]]; do bins+=("$1"); shift; done
+(($#)) && shift
 ulimit -n "$(ulimit -Hn)"
 # 250 logins a second: at 500 this machine's login wave skips players as saturated.
-storm=(--rate 250 --scenarios storm --storm drop --reconnect spec)
+storm=(--rate 250 --scenarios storm --storm drop --reconnect spec "$@")
 
 quiet() {
     for _ in $(seq 1 90); do
@@ -50,7 +56,7 @@ one_run() {
 }
 
 for round in $(seq 1 "$rounds"); do
-    for bin in "$@"; do
+    for bin in "${bins[@]}"; do
         bin=$(cd "$bin" && pwd)
         flock /tmp/anyplay-bench.lock bash -c "$(declare -f quiet one_run); $(declare -p backend storm); one_run '$bin' '$out/$backend/$(basename "$bin")-$round'"
     done
