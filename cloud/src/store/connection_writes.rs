@@ -71,8 +71,7 @@ impl ConnectionWrites {
     /// Starts the writing task.
     pub(super) fn start(writer: Writer, metrics: PoolMetrics) -> Self {
         let pool = writer.pool.clone();
-        // One lane: a batch's registrations and removals must follow the previous batch's.
-        let queue = WriteQueue::start(writer, metrics, MAX_BATCH, 1, move |calls| {
+        let queue = WriteQueue::start(writer, metrics, MAX_BATCH, move |calls| {
             let pool = pool.clone();
             async move {
                 for group in groups(calls) {

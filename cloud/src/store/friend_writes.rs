@@ -38,9 +38,6 @@ const MAX_GROUP: usize = 50;
 /// The most calls one writer turn takes, so writers queued behind it wait a bounded time.
 const MAX_BATCH: usize = 8 * MAX_GROUP;
 
-/// Batches written at once by one node on PostgreSQL.
-const POSTGRES_LANES: usize = 3;
-
 /// The most handles one lookup statement takes.
 const MAX_HANDLES: usize = 100;
 
@@ -123,14 +120,7 @@ impl FriendWrites {
     /// Starts the writing task.
     pub(super) fn start(writer: Writer, backend: Backend, metrics: PoolMetrics) -> Self {
         let pool = writer.pool.clone();
-        let lanes = match backend {
-            Backend::Sqlite => 1,
-            // Each node's batches wait on round trips to the server; a group's transaction
-            // locks all its accounts in id order before it reads, so batches that share an
-            // account serialise on its row, as across nodes.
-            Backend::Postgres => POSTGRES_LANES,
-        };
-        let queue = WriteQueue::start(writer, metrics, MAX_BATCH, lanes, move |calls| {
+        let queue = WriteQueue::start(writer, metrics, MAX_BATCH, move |calls| {
             let pool = pool.clone();
             async move {
                 for group in groups(resolve(&pool, calls).await) {

@@ -8,10 +8,9 @@
 //! call costs what it did alone.
 
 use std::future::Future;
-use std::sync::Arc;
 use std::time::Instant;
 
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot};
 
 use super::{StoreError, StoreResult, Writer};
 use crate::metrics::{Held, PoolMetrics};
@@ -39,14 +38,11 @@ struct Queued<C> {
 
 impl<C: Call> WriteQueue<C> {
     /// Starts the task that hands `write` every batch of at most `max_batch` calls,
-    /// in the order they came, while it holds the writer's turn; up to `lanes`
-    /// batches are written at once (more than one only where writes may overlap:
-    /// PostgreSQL, for calls whose transactions lock what they share).
+    /// in the order they came, while it holds the writer's turn.
     pub(super) fn start<W, F>(
         writer: Writer,
         metrics: PoolMetrics,
         max_batch: usize,
-        lanes: usize,
         write: W,
     ) -> Self
     where
@@ -54,15 +50,7 @@ impl<C: Call> WriteQueue<C> {
         F: Future<Output = ()> + Send + 'static,
     {
         let (calls, queued) = mpsc::unbounded_channel();
-        let lanes = Arc::new(Semaphore::new(lanes));
-        tokio::spawn(serve(
-            queued,
-            writer,
-            metrics.clone(),
-            max_batch,
-            lanes,
-            write,
-        ));
+        tokio::spawn(serve(queued, writer, metrics.clone(), max_batch, write));
         WriteQueue { calls, metrics }
     }
 
@@ -84,25 +72,19 @@ impl<C: Call> WriteQueue<C> {
     }
 }
 
-/// Takes a lane and the writer's turn whenever a call waits, and writes every call waiting.
+/// Takes the writer's turn whenever a call waits, and writes every call waiting.
 async fn serve<C: Call, W, F>(
     mut queued: mpsc::UnboundedReceiver<Queued<C>>,
     writer: Writer,
     metrics: PoolMetrics,
     max_batch: usize,
-    lanes: Arc<Semaphore>,
     mut write: W,
 ) where
     W: FnMut(Vec<C>) -> F,
-    F: Future<Output = ()> + Send + 'static,
+    F: Future<Output = ()>,
 {
     let mut batch = Vec::new();
     while queued.recv_many(&mut batch, max_batch).await > 0 {
-        let lane = lanes
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("lanes never closed");
         let turn = writer.turn().await;
         // What queued while we waited for the turn joins this batch.
         while batch.len() < max_batch {
@@ -121,11 +103,7 @@ async fn serve<C: Call, W, F>(
             })
             .filter(|c| !c.abandoned())
             .collect();
-        let written = write(calls);
-        tokio::spawn(async move {
-            written.await;
-            drop(turn);
-            drop(lane);
-        });
+        write(calls).await;
+        drop(turn);
     }
 }
