@@ -17,13 +17,14 @@
 
 use std::collections::{HashMap, HashSet};
 
-use sqlx::{AnyPool, Row};
+use sqlx::AnyPool;
 use tokio::sync::oneshot;
 
 use super::friends::{
     befriend, decide_accept, decide_request, insert_requests, lock_accounts, ms, pair_facts,
     Decision, FriendError, RequestOutcome,
 };
+use super::lookups::Lookup;
 use super::write_queue::{self, WriteQueue};
 use super::{now_ms, placeholders, Backend, StoreError, StoreResult, WriteTx, Writer};
 use crate::config::FriendLimits;
@@ -38,39 +39,15 @@ const MAX_GROUP: usize = 50;
 /// The most calls one writer turn takes, so writers queued behind it wait a bounded time.
 const MAX_BATCH: usize = 8 * MAX_GROUP;
 
-/// The most handles one lookup statement takes.
-const MAX_HANDLES: usize = 100;
-
 /// The handle the store keeps.
 pub(super) struct FriendWrites {
-    queue: WriteQueue<Call>,
+    queue: WriteQueue<Ready>,
+    /// The account of each handle asked at the same moment (handles never change,
+    /// so a request's target is found before it queues for the writer).
+    handles: Lookup<String, i64>,
 }
 
 type Answer<T> = oneshot::Sender<Result<T, FriendError>>;
-
-enum Call {
-    Request {
-        caller: i64,
-        handle: String,
-        limits: FriendLimits,
-        answer: Answer<RequestOutcome>,
-    },
-    Accept {
-        caller: i64,
-        from: i64,
-        limits: FriendLimits,
-        answer: Answer<AccountRef>,
-    },
-}
-
-impl write_queue::Call for Call {
-    fn abandoned(&self) -> bool {
-        match self {
-            Call::Request { answer, .. } => answer.is_closed(),
-            Call::Accept { answer, .. } => answer.is_closed(),
-        }
-    }
-}
 
 /// A call with both accounts of its pair known.
 struct Ready {
@@ -84,6 +61,15 @@ struct Ready {
 enum Reply {
     Request(Answer<RequestOutcome>),
     Accept(Answer<AccountRef>),
+}
+
+impl write_queue::Call for Ready {
+    fn abandoned(&self) -> bool {
+        match &self.answer {
+            Reply::Request(answer) => answer.is_closed(),
+            Reply::Accept(answer) => answer.is_closed(),
+        }
+    }
 }
 
 /// What a call did when no rule refused it.
@@ -117,18 +103,24 @@ impl Ready {
 }
 
 impl FriendWrites {
-    /// Starts the writing task.
-    pub(super) fn start(writer: Writer, backend: Backend, metrics: PoolMetrics) -> Self {
+    /// Starts the writing task; handles are looked up on `readers`.
+    pub(super) fn start(
+        writer: Writer,
+        readers: AnyPool,
+        backend: Backend,
+        metrics: PoolMetrics,
+    ) -> Self {
         let pool = writer.pool.clone();
         let queue = WriteQueue::start(writer, metrics, MAX_BATCH, move |calls| {
             let pool = pool.clone();
             async move {
-                for group in groups(resolve(&pool, calls).await) {
+                for group in groups(calls) {
                     write_group(&pool, backend, group).await;
                 }
             }
         });
-        FriendWrites { queue }
+        let handles = Lookup::start(move |handles| accounts_by_handle(readers.clone(), handles));
+        FriendWrites { queue, handles }
     }
 
     pub(super) async fn request(
@@ -137,12 +129,20 @@ impl FriendWrites {
         handle: &str,
         limits: FriendLimits,
     ) -> Result<RequestOutcome, FriendError> {
+        let target = self
+            .handles
+            .get(handle.to_string())
+            .await?
+            .ok_or(FriendError::NotFound)?;
+        if target == caller {
+            return Err(FriendError::CannotFriendSelf);
+        }
         self.queue
-            .ask(|answer| Call::Request {
+            .ask(|answer| Ready {
                 caller,
-                handle: handle.to_string(),
+                other: target,
                 limits,
-                answer,
+                answer: Reply::Request(answer),
             })
             .await?
     }
@@ -154,96 +154,30 @@ impl FriendWrites {
         limits: FriendLimits,
     ) -> Result<AccountRef, FriendError> {
         self.queue
-            .ask(|answer| Call::Accept {
+            .ask(|answer| Ready {
                 caller,
-                from,
+                other: from,
                 limits,
-                answer,
+                answer: Reply::Accept(answer),
             })
             .await?
     }
 }
 
-/// Finds the account of every request's handle (handles never change, so outside the
-/// transaction), and answers the requests that name no account or the caller itself.
-async fn resolve(pool: &AnyPool, calls: Vec<Call>) -> Vec<Ready> {
-    let mut handles: Vec<&str> = calls
-        .iter()
-        .filter_map(|call| match call {
-            Call::Request { handle, .. } => Some(handle.as_str()),
-            Call::Accept { .. } => None,
-        })
-        .collect();
-    handles.sort_unstable();
-    handles.dedup();
-    let mut ids = HashMap::with_capacity(handles.len());
-    let mut failed = None;
-    for chunk in handles.chunks(MAX_HANDLES) {
-        if let Err(e) = accounts_by_handle(pool, chunk, &mut ids).await {
-            failed = Some(std::sync::Arc::new(e));
-            break;
-        }
-    }
-    let mut ready = Vec::with_capacity(calls.len());
-    for call in calls {
-        match call {
-            Call::Accept {
-                caller,
-                from,
-                limits,
-                answer,
-            } => ready.push(Ready {
-                caller,
-                other: from,
-                limits,
-                answer: Reply::Accept(answer),
-            }),
-            Call::Request {
-                caller,
-                handle,
-                limits,
-                answer,
-            } => {
-                let target = match (&failed, ids.get(&handle)) {
-                    (Some(e), _) => Err(FriendError::Store(StoreError::Shared(e.clone()))),
-                    (None, None) => Err(FriendError::NotFound),
-                    (None, Some(&target)) if target == caller => Err(FriendError::CannotFriendSelf),
-                    (None, Some(&target)) => Ok(target),
-                };
-                match target {
-                    Ok(target) => ready.push(Ready {
-                        caller,
-                        other: target,
-                        limits,
-                        answer: Reply::Request(answer),
-                    }),
-                    Err(e) => {
-                        let _ = answer.send(Err(e));
-                    }
-                }
-            }
-        }
-    }
-    ready
-}
-
+/// The accounts of these handles, for the [`Lookup`].
 async fn accounts_by_handle(
-    pool: &AnyPool,
-    handles: &[&str],
-    ids: &mut HashMap<String, i64>,
-) -> StoreResult<()> {
+    pool: AnyPool,
+    handles: Vec<String>,
+) -> StoreResult<HashMap<String, i64>> {
     let sql = format!(
-        "SELECT id, handle FROM accounts WHERE handle IN ({})",
+        "SELECT handle, id FROM accounts WHERE handle IN ({})",
         placeholders(1, handles.len())
     );
-    let mut query = sqlx::query(&sql).persistent(handles.len() == 1);
-    for handle in handles {
-        query = query.bind(*handle);
+    let mut query = sqlx::query_as::<_, (String, i64)>(&sql).persistent(handles.len() == 1);
+    for handle in &handles {
+        query = query.bind(handle.as_str());
     }
-    for row in query.fetch_all(pool).await? {
-        ids.insert(row.try_get("handle")?, row.try_get("id")?);
-    }
-    Ok(())
+    Ok(query.fetch_all(&pool).await?.into_iter().collect())
 }
 
 /// Splits calls into groups of at most [`MAX_GROUP`] with no account twice in a group:
@@ -485,10 +419,9 @@ mod tests {
         until_queued(store, next()).await;
         let e_asks_blocker = request(store, e, &handles[&g]);
         until_queued(store, next()).await;
+        // Answered from the handle lookup, without a place in the writer's queue.
         let unknown = request(store, x, "no_such_handle_anywhere");
-        until_queued(store, next()).await;
         let itself = request(store, x, &handles[&x]);
-        until_queued(store, next()).await;
         // x may have two open requests: the third is refused.
         let x_asks: Vec<_> = [a, b, y]
             .iter()

@@ -262,7 +262,12 @@ impl Store {
         let store = Inner {
             backend,
             connection_writes: ConnectionWrites::start(writer.clone(), metrics.clone()),
-            friend_writes: FriendWrites::start(writer.clone(), backend, metrics.clone()),
+            friend_writes: FriendWrites::start(
+                writer.clone(),
+                pool.clone(),
+                backend,
+                metrics.clone(),
+            ),
             token_accounts: {
                 let pool = pool.clone();
                 Lookup::start(move |hashes| auth::token_accounts(pool.clone(), hashes))
@@ -305,9 +310,9 @@ impl Store {
 
     /// Where the lease upkeep reads: its own connection on PostgreSQL, the readers on SQLite.
     pub(crate) fn upkeep_reader(&self) -> &AnyPool {
-        match self.inner.upkeep.queue {
-            Some(_) => self.reader(),
-            None => &self.inner.upkeep.pool,
+        match self.inner.backend {
+            Backend::Sqlite => self.reader(),
+            Backend::Postgres => &self.inner.upkeep.pool,
         }
     }
 
