@@ -74,6 +74,8 @@ async fn renew(state: &AppState, fence: &Fence) {
             // Fewer records than live connections: some expired while the store was out
             // of reach, and friends were told those players left. Put them back.
             Ok(renewed) if (renewed as usize) < live.len() => {
+                // Connections that closed while the renewal ran are not put back.
+                let live = state.hub.accounts();
                 match state
                     .store
                     .reassert_connections(node, &live, state.config.lease_expiry)

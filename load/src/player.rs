@@ -325,8 +325,13 @@ impl Player {
     /// the welcome; the answer is how it ended ([`Status::Done`] on a welcome).
     pub async fn log_in(self: &Arc<Self>, since: Instant) -> Status {
         let first = match self.sign_in().await {
-            Err(LoadError::Client(e)) => FirstAttempt::Failed(e.status()),
-            Err(_) => FirstAttempt::Failed(Status::NoAnswer),
+            Err(e) => {
+                note_failed_sign_in(self.index, &e);
+                match e {
+                    LoadError::Client(e) => FirstAttempt::Failed(e.status()),
+                    _ => FirstAttempt::Failed(Status::NoAnswer),
+                }
+            }
             Ok(()) => self.connect(Device::Primary).await,
         };
         let status = match first {
@@ -803,5 +808,32 @@ impl Player {
         lock(self.device_slot(device))
             .as_ref()
             .is_some_and(|task| !task.handle.is_finished())
+    }
+}
+
+/// How many failed sign-ins a process logs in full; the report counts every one.
+const SIGN_IN_FAILURES_LOGGED: usize = 10;
+
+/// Logs the first failed sign-ins with every cause (a `no_answer` in the report does not
+/// say whether the connection was refused, reset or timed out).
+fn note_failed_sign_in(player: usize, e: &LoadError) {
+    static LOGGED: AtomicUsize = AtomicUsize::new(0);
+    let n = LOGGED.fetch_add(1, Ordering::Relaxed);
+    if n < SIGN_IN_FAILURES_LOGGED {
+        let mut why = e.to_string();
+        let mut cause = std::error::Error::source(e);
+        while let Some(c) = cause {
+            // A message may already end with its source's (`no answer: {0}`).
+            let text = c.to_string();
+            if !why.ends_with(&text) {
+                why.push_str(": ");
+                why.push_str(&text);
+            }
+            cause = c.source();
+        }
+        tracing::warn!(player, "signing in failed: {why}");
+    }
+    if n + 1 == SIGN_IN_FAILURES_LOGGED {
+        tracing::warn!("further failed sign-ins are only counted");
     }
 }

@@ -4,7 +4,24 @@
 
 use std::time::Duration;
 
-use super::{now_ms, Store, StoreResult};
+use super::{now_ms, Backend, Store, StoreResult};
+
+/// Renews the leases of `$2`'s records whose connection id is in the JSON array `$3`:
+/// one statement whatever their number. SQLite has one writer, so nothing else holds
+/// the rows.
+const RENEW_SQLITE: &str = "UPDATE connections SET lease_until = $1 \
+     WHERE node = $2 AND connection_id IN (SELECT value FROM json_each($3))";
+
+/// The same on PostgreSQL, where registrations hold rows in their transactions: a
+/// renewal skips the rows one holds (its write gives the row a fresh lease, or removes
+/// it) instead of waiting behind it, so it neither queues behind a storm of welcomes
+/// nor deadlocks with them.
+const RENEW_POSTGRES: &str = "WITH mine AS (SELECT account_id FROM connections \
+     WHERE node = $2 AND connection_id IN \
+     (SELECT value FROM json_array_elements_text(CAST($3 AS JSON))) \
+     FOR UPDATE SKIP LOCKED) \
+     UPDATE connections SET lease_until = $1 FROM mine \
+     WHERE connections.account_id = mine.account_id";
 
 /// Another connection the account had when a new one registered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,19 +108,19 @@ impl Store {
         lease: Duration,
     ) -> StoreResult<u64> {
         let until = now_ms() + lease.as_millis() as i64;
+        let ids = serde_json::Value::from_iter(live.iter().map(|(_, id, _)| id.as_str()));
+        let sql = match self.backend() {
+            Backend::Sqlite => RENEW_SQLITE,
+            Backend::Postgres => RENEW_POSTGRES,
+        };
         let mut tx = self.begin_upkeep().await?;
-        let mut renewed = 0;
-        for chunk in live.chunks(500) {
-            let sql = format!(
-                "UPDATE connections SET lease_until = $1 WHERE node = $2 AND connection_id IN ({})",
-                super::placeholders(3, chunk.len())
-            );
-            let mut query = sqlx::query(&sql).bind(until).bind(node);
-            for (_, connection_id, _) in chunk {
-                query = query.bind(connection_id.as_str());
-            }
-            renewed += query.execute(&mut *tx.tx).await?.rows_affected();
-        }
+        let renewed = sqlx::query(sql)
+            .bind(until)
+            .bind(node)
+            .bind(ids.to_string())
+            .execute(&mut *tx.tx)
+            .await?
+            .rows_affected();
         tx.commit().await?;
         Ok(renewed)
     }
@@ -202,6 +219,103 @@ mod tests {
     #[tokio::test]
     async fn registrations_return_what_they_replaced_on_postgres() {
         registrations_return_what_they_replaced(&postgres().await).await;
+    }
+
+    #[tokio::test]
+    async fn a_renewal_extends_this_nodes_live_records_only_on_sqlite() {
+        a_renewal_extends_this_nodes_live_records_only(&sqlite().await.store).await;
+    }
+
+    #[tokio::test]
+    async fn a_renewal_extends_this_nodes_live_records_only_on_postgres() {
+        a_renewal_extends_this_nodes_live_records_only(&postgres().await).await;
+    }
+
+    async fn lease_of(store: &Store, account: i64) -> i64 {
+        sqlx::query_scalar("SELECT lease_until FROM connections WHERE account_id = $1")
+            .bind(account)
+            .fetch_one(store.reader())
+            .await
+            .expect("lease")
+    }
+
+    async fn a_renewal_extends_this_nodes_live_records_only(store: &Store) {
+        let short = Duration::from_secs(5);
+        let (ann, bob, cat) = (
+            account(store, "friends").await,
+            account(store, "friends").await,
+            account(store, "friends").await,
+        );
+        let node = format!("renew-{ann}");
+        for (who, on) in [
+            (ann, node.as_str()),
+            (bob, node.as_str()),
+            (cat, "elsewhere"),
+        ] {
+            let id = format!("{who}-conn");
+            store
+                .register_connection(who, &id, on, short)
+                .await
+                .expect("register");
+        }
+        let before = [
+            lease_of(store, ann).await,
+            lease_of(store, bob).await,
+            lease_of(store, cat).await,
+        ];
+
+        // Bob's connection is gone from the node; cat's record is another node's.
+        let live = [
+            (ann, format!("{ann}-conn"), 0),
+            (cat, format!("{cat}-conn"), 0),
+            (bob, format!("{bob}-gone"), 0),
+        ];
+        let renewed = store
+            .renew_leases(&node, &live, Duration::from_secs(60))
+            .await;
+        assert_eq!(renewed.expect("renew"), 1);
+        assert!(lease_of(store, ann).await > before[0] + 50_000);
+        assert_eq!(lease_of(store, bob).await, before[1]);
+        assert_eq!(lease_of(store, cat).await, before[2]);
+    }
+
+    /// A renewal that waited for the rows a storm of registrations holds fell behind
+    /// them (and deadlocked with them): it renews what it can and leaves the held rows
+    /// to the write that holds them.
+    #[tokio::test]
+    async fn a_renewal_does_not_wait_for_a_record_a_write_holds_on_postgres() {
+        let store = postgres().await;
+        let (ann, bob) = (
+            account(&store, "friends").await,
+            account(&store, "friends").await,
+        );
+        let node = format!("held-{ann}");
+        for who in [ann, bob] {
+            let id = format!("{who}-conn");
+            store
+                .register_connection(who, &id, &node, Duration::from_secs(5))
+                .await
+                .expect("register");
+        }
+        let mut holder = store.begin().await.expect("begin");
+        sqlx::query("SELECT 1 FROM connections WHERE account_id = $1 FOR UPDATE")
+            .bind(bob)
+            .execute(&mut *holder.tx)
+            .await
+            .expect("hold bob's record");
+
+        let live = [
+            (ann, format!("{ann}-conn"), 0),
+            (bob, format!("{bob}-conn"), 0),
+        ];
+        let renewed = store
+            .renew_leases(&node, &live, Duration::from_secs(60))
+            .await;
+        assert_eq!(
+            renewed.expect("a renewal that does not wait for the lock"),
+            1
+        );
+        holder.commit().await.expect("commit");
     }
 
     async fn registrations_return_what_they_replaced(store: &Store) {
