@@ -82,7 +82,9 @@ wait "$coordinator" && status=0 || status=$?
     echo "}"
 } >"$out/memory.json"
 shopt -s nullglob
+# The last lines that say something: sqlx's slow-statement warnings would bury the rest.
 for log in "$work"/node-*.log "$work"/agent-*.log; do
-    tail -n 50 "$log" >"$out/$(basename "$log" .log).log.tail"
+    grep -v -e "slow statement" -e "slow threshold" "$log" | tail -n 200 \
+        >"$out/$(basename "$log" .log).log.tail" || true
 done
 exit "$status"
