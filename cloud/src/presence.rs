@@ -7,6 +7,8 @@
 
 #[cfg(feature = "seeded-defects")]
 use crate::defects::SeededDefect;
+use futures_util::StreamExt;
+
 use crate::events::{CloseCode, Event};
 use crate::fence::Fence;
 use crate::state::AppState;
@@ -28,12 +30,29 @@ pub async fn announce(state: &AppState, account_id: i64) -> StoreResult<()> {
     Ok(())
 }
 
+/// How many announcements are under way at once: their reads share statements (the
+/// store's lookups batch what waits together), so thousands take seconds, not minutes.
+const ANNOUNCE_AT_ONCE: usize = 256;
+
 async fn announce_all(state: &AppState, accounts: &[i64]) {
-    for &account in accounts {
-        if let Err(e) = announce(state, account).await {
-            tracing::warn!(account, error = %e, "could not announce presence");
-        }
+    futures_util::stream::iter(accounts)
+        .for_each_concurrent(ANNOUNCE_AT_ONCE, |&account| async move {
+            if let Err(e) = announce(state, account).await {
+                tracing::warn!(account, error = %e, "could not announce presence");
+            }
+        })
+        .await;
+}
+
+/// Announces in a task of its own. The upkeep must not wait for it: after another node's
+/// thousands of records expired, announcing them took longer than a lease, and a node
+/// that waited for it before renewing let its own leases run out.
+fn announce_apart(state: &AppState, accounts: Vec<i64>) {
+    if accounts.is_empty() {
+        return;
     }
+    let state = state.clone();
+    tokio::spawn(async move { announce_all(&state, &accounts).await });
 }
 
 /// Removes this node's connection records (a restart after a crash, or the end
@@ -88,7 +107,7 @@ async fn renew(state: &AppState, fence: &Fence) {
                                 "restored connection records that had expired"
                             );
                         }
-                        announce_all(state, &back).await;
+                        announce_apart(state, back);
                         // Replaced on another node while the bus could not tell this one: the
                         // new node's welcome waits for this renewal (`routes::events`).
                         #[cfg(feature = "seeded-defects")]
@@ -135,7 +154,7 @@ async fn renew(state: &AppState, fence: &Fence) {
                         "expired connection records of a silent node"
                     );
                 }
-                announce_all(state, &gone).await;
+                announce_apart(state, gone);
             }
             Err(e) => tracing::warn!(error = %e, "could not expire connection leases"),
         }

@@ -11,7 +11,8 @@ use sha2::{Digest, Sha256};
 use sqlx::{AnyPool, Row};
 
 use super::accounts::{account_from_row, account_in, Account, ACCOUNT_COLUMNS};
-use super::{now_ms, Serial, Store, StoreResult, WriteTx};
+use super::json_list::{json_list, json_texts};
+use super::{now_ms, Backend, Serial, Store, StoreResult, WriteTx};
 
 const CHALLENGE_TTL_MS: i64 = 10 * 60 * 1000;
 const MAX_CODE_TRIES: i64 = 5;
@@ -308,20 +309,30 @@ impl Store {
 /// together (see `lookups`).
 pub(super) async fn token_accounts(
     pool: AnyPool,
+    backend: Backend,
     hashes: Vec<String>,
 ) -> StoreResult<HashMap<String, i64>> {
-    let sql = format!(
-        "SELECT token_hash, account_id FROM access_tokens \
-         WHERE expires_at > $1 AND token_hash IN ({})",
-        super::placeholders(2, hashes.len())
-    );
-    let mut query = sqlx::query_as::<_, (String, i64)>(&sql)
-        .persistent(hashes.len() == 1)
-        .bind(now_ms());
-    for hash in &hashes {
-        query = query.bind(hash.as_str());
-    }
-    Ok(query.fetch_all(&pool).await?.into_iter().collect())
+    let sql = match backend {
+        Backend::Sqlite => concat!(
+            "SELECT token_hash, account_id FROM access_tokens \
+             WHERE expires_at > $1 AND token_hash IN (",
+            json_texts!(sqlite, "$2"),
+            ")"
+        ),
+        Backend::Postgres => concat!(
+            "SELECT token_hash, account_id FROM access_tokens \
+             WHERE expires_at > $1 AND token_hash IN (",
+            json_texts!(postgres, "$2"),
+            ")"
+        ),
+    };
+    Ok(sqlx::query_as::<_, (String, i64)>(sql)
+        .bind(now_ms())
+        .bind(json_list(&hashes))
+        .fetch_all(&pool)
+        .await?
+        .into_iter()
+        .collect())
 }
 
 async fn issue_tokens(

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize, Serializer};
 use sqlx::Row;
 
+use super::json_list::{json_ids, json_list};
 use super::{now_ms, Backend, Privacy, Store, StoreResult};
 
 /// The viewer's relation to the card's account.
@@ -189,21 +190,6 @@ fn dedup(ids: &[i64]) -> Vec<i64> {
     unique
 }
 
-/// The asked ids, given as one JSON array parameter `$p`, as a subquery: one
-/// statement text whatever their number, so that it stays prepared.
-macro_rules! asked_ids {
-    (sqlite, $p:literal) => {
-        concat!("SELECT value FROM json_each(", $p, ")")
-    };
-    (postgres, $p:literal) => {
-        concat!(
-            "SELECT CAST(value AS BIGINT) FROM json_array_elements_text(CAST(",
-            $p,
-            " AS JSON))"
-        )
-    };
-}
-
 /// The facts query: `$1` the viewer, `$2` now (an expired lease is a dead node's
 /// record: offline), `$3` the asked ids. Each join matches at most one row (all
 /// primary keys), so there is one element per existing account. The answer is one
@@ -226,7 +212,7 @@ macro_rules! facts_sql {
              LEFT JOIN blocks b ON b.blocker_id = a.id AND b.blocked_id = $1 \
              LEFT JOIN connections c ON c.account_id = a.id AND c.lease_until >= $2 \
              WHERE a.id IN (",
-            asked_ids!($db, "$3"),
+            json_ids!($db, "$3"),
             ")"
         )
     };
@@ -245,7 +231,7 @@ macro_rules! recent_sql {
                  ROW_NUMBER() OVER (PARTITION BY account_id ORDER BY id DESC) AS n, \
                  COUNT(*) OVER (PARTITION BY account_id) AS total \
                FROM trophies WHERE account_id IN (",
-            asked_ids!($db, "$1"),
+            json_ids!($db, "$1"),
             ") \
              ) t WHERE n <= $2 ORDER BY account_id, n"
         )
@@ -268,11 +254,6 @@ const POSTGRES: Queries = Queries {
     recent: recent_sql!(postgres),
 };
 
-/// The ids as the JSON array the queries take.
-fn json_ids(ids: impl IntoIterator<Item = i64>) -> String {
-    serde_json::Value::from_iter(ids).to_string()
-}
-
 impl Store {
     /// One card per id in `ids` (duplicates included), in that order, as `viewer`
     /// may see them. Two queries on the read pool at most, whatever the length:
@@ -290,7 +271,7 @@ impl Store {
         let row = sqlx::query(sql.facts)
             .bind(viewer)
             .bind(now_ms())
-            .bind(json_ids(unique))
+            .bind(json_list(&unique))
             .fetch_one(&mut *conn)
             .await?;
         // Null when no asked account exists (PostgreSQL's aggregate of no rows).
@@ -312,7 +293,7 @@ impl Store {
             .collect();
         if !with_trophies.is_empty() {
             let rows = sqlx::query(sql.recent)
-                .bind(json_ids(with_trophies))
+                .bind(json_list(&with_trophies))
                 .bind(RECENT_TROPHIES)
                 .fetch_all(&mut *conn)
                 .await?;

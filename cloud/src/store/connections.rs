@@ -4,24 +4,29 @@
 
 use std::time::Duration;
 
+use super::json_list::{json_list, json_texts};
 use super::{now_ms, Backend, Store, StoreResult};
 
 /// Renews the leases of `$2`'s records whose connection id is in the JSON array `$3`:
 /// one statement whatever their number. SQLite has one writer, so nothing else holds
 /// the rows.
-const RENEW_SQLITE: &str = "UPDATE connections SET lease_until = $1 \
-     WHERE node = $2 AND connection_id IN (SELECT value FROM json_each($3))";
+const RENEW_SQLITE: &str = concat!(
+    "UPDATE connections SET lease_until = $1 WHERE node = $2 AND connection_id IN (",
+    json_texts!(sqlite, "$3"),
+    ")"
+);
 
 /// The same on PostgreSQL, where registrations hold rows in their transactions: a
 /// renewal skips the rows one holds (its write gives the row a fresh lease, or removes
 /// it) instead of waiting behind it, so it neither queues behind a storm of welcomes
 /// nor deadlocks with them.
-const RENEW_POSTGRES: &str = "WITH mine AS (SELECT account_id FROM connections \
-     WHERE node = $2 AND connection_id IN \
-     (SELECT value FROM json_array_elements_text(CAST($3 AS JSON))) \
-     FOR UPDATE SKIP LOCKED) \
+const RENEW_POSTGRES: &str = concat!(
+    "WITH mine AS (SELECT account_id FROM connections WHERE node = $2 AND connection_id IN (",
+    json_texts!(postgres, "$3"),
+    ") FOR UPDATE SKIP LOCKED) \
      UPDATE connections SET lease_until = $1 FROM mine \
-     WHERE connections.account_id = mine.account_id";
+     WHERE connections.account_id = mine.account_id"
+);
 
 /// Another connection the account had when a new one registered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,7 +113,7 @@ impl Store {
         lease: Duration,
     ) -> StoreResult<u64> {
         let until = now_ms() + lease.as_millis() as i64;
-        let ids = serde_json::Value::from_iter(live.iter().map(|(_, id, _)| id.as_str()));
+        let ids: Vec<&str> = live.iter().map(|(_, id, _)| id.as_str()).collect();
         let sql = match self.backend() {
             Backend::Sqlite => RENEW_SQLITE,
             Backend::Postgres => RENEW_POSTGRES,
@@ -117,7 +122,7 @@ impl Store {
         let renewed = sqlx::query(sql)
             .bind(until)
             .bind(node)
-            .bind(ids.to_string())
+            .bind(json_list(&ids))
             .execute(&mut *tx.tx)
             .await?
             .rows_affected();

@@ -24,9 +24,10 @@ use super::friends::{
     befriend, decide_accept, decide_request, insert_requests, lock_accounts, ms, pair_facts,
     Decision, FriendError, RequestOutcome,
 };
+use super::json_list::{json_list, json_texts};
 use super::lookups::Lookup;
 use super::write_queue::{self, WriteQueue};
-use super::{now_ms, placeholders, Backend, StoreError, StoreResult, WriteTx, Writer};
+use super::{now_ms, Backend, StoreError, StoreResult, WriteTx, Writer};
 use crate::config::FriendLimits;
 use crate::events::AccountRef;
 use crate::metrics::PoolMetrics;
@@ -119,7 +120,8 @@ impl FriendWrites {
                 }
             }
         });
-        let handles = Lookup::start(move |handles| accounts_by_handle(readers.clone(), handles));
+        let handles =
+            Lookup::start(move |handles| accounts_by_handle(readers.clone(), backend, handles));
         FriendWrites { queue, handles }
     }
 
@@ -167,17 +169,27 @@ impl FriendWrites {
 /// The accounts of these handles, for the [`Lookup`].
 async fn accounts_by_handle(
     pool: AnyPool,
+    backend: Backend,
     handles: Vec<String>,
 ) -> StoreResult<HashMap<String, i64>> {
-    let sql = format!(
-        "SELECT handle, id FROM accounts WHERE handle IN ({})",
-        placeholders(1, handles.len())
-    );
-    let mut query = sqlx::query_as::<_, (String, i64)>(&sql).persistent(handles.len() == 1);
-    for handle in &handles {
-        query = query.bind(handle.as_str());
-    }
-    Ok(query.fetch_all(&pool).await?.into_iter().collect())
+    let sql = match backend {
+        Backend::Sqlite => concat!(
+            "SELECT handle, id FROM accounts WHERE handle IN (",
+            json_texts!(sqlite, "$1"),
+            ")"
+        ),
+        Backend::Postgres => concat!(
+            "SELECT handle, id FROM accounts WHERE handle IN (",
+            json_texts!(postgres, "$1"),
+            ")"
+        ),
+    };
+    Ok(sqlx::query_as::<_, (String, i64)>(sql)
+        .bind(json_list(&handles))
+        .fetch_all(&pool)
+        .await?
+        .into_iter()
+        .collect())
 }
 
 /// Splits calls into groups of at most [`MAX_GROUP`] with no account twice in a group:

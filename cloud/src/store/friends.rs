@@ -16,8 +16,9 @@ use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 use sqlx::Row;
 
+use super::json_list::{json_ids, json_list, json_rows};
 use super::presence::version_from_db;
-use super::{now_ms, rfc3339, tuples, PresenceState, Store, StoreError, StoreResult, WriteTx};
+use super::{now_ms, rfc3339, Backend, PresenceState, Store, StoreError, StoreResult, WriteTx};
 use crate::config::FriendLimits;
 use crate::events::AccountRef;
 
@@ -233,17 +234,24 @@ pub(super) async fn lock_accounts(
     tx: &mut WriteTx,
     ids: &[i64],
 ) -> StoreResult<HashMap<i64, LockedAccount>> {
-    let lock = tx.backend().for_update();
-    let list = super::placeholders(1, ids.len());
-    let sql = format!(
-        "SELECT id, handle, created_at FROM accounts WHERE id IN ({list}) ORDER BY id{lock}"
-    );
-    let mut query = sqlx::query(&sql).persistent(ids.len() <= 2);
-    for id in ids {
-        query = query.bind(id);
-    }
+    let sql = match tx.backend() {
+        Backend::Sqlite => concat!(
+            "SELECT id, handle, created_at FROM accounts WHERE id IN (",
+            json_ids!(sqlite, "$1"),
+            ") ORDER BY id"
+        ),
+        Backend::Postgres => concat!(
+            "SELECT id, handle, created_at FROM accounts WHERE id IN (",
+            json_ids!(postgres, "$1"),
+            ") ORDER BY id FOR UPDATE"
+        ),
+    };
     let mut accounts = HashMap::with_capacity(ids.len());
-    for row in query.fetch_all(&mut *tx.tx).await? {
+    for row in sqlx::query(sql)
+        .bind(json_list(ids))
+        .fetch_all(&mut *tx.tx)
+        .await?
+    {
         let account = LockedAccount {
             id: row.try_get("id")?,
             handle: row.try_get("handle")?,
@@ -270,10 +278,9 @@ pub(super) async fn pair_facts(
     pairs: &[(i64, i64)],
     now: i64,
 ) -> StoreResult<Vec<PairFacts>> {
-    let values = tuples(pairs.len(), 3);
-    let day_start = 3 * pairs.len() + 1;
+    let calls = json_rows(tx.backend(), 1, &["i", "caller", "target"]);
     let sql = format!(
-        "WITH calls (i, caller, target) AS (VALUES {values}) \
+        "WITH calls AS ({calls}) \
          SELECT calls.i, \
            (SELECT COUNT(*) FROM blocks WHERE blocker_id = calls.target AND blocked_id = calls.caller) AS target_blocked_caller, \
            (SELECT COUNT(*) FROM blocks WHERE blocker_id = calls.caller AND blocked_id = calls.target) AS caller_blocked_target, \
@@ -283,14 +290,19 @@ pub(super) async fn pair_facts(
            (SELECT COUNT(*) FROM friendships WHERE account_id = calls.caller) AS caller_friends, \
            (SELECT COUNT(*) FROM friendships WHERE account_id = calls.target) AS target_friends, \
            (SELECT COUNT(*) FROM friend_requests WHERE from_id = calls.caller) AS caller_outgoing, \
-           (SELECT COUNT(*) FROM friend_request_log WHERE from_id = calls.caller AND at > ${day_start}) AS caller_sent_today \
+           (SELECT COUNT(*) FROM friend_request_log WHERE from_id = calls.caller AND at > $2) AS caller_sent_today \
          FROM calls"
     );
-    let mut query = sqlx::query(&sql).persistent(pairs.len() == 1);
-    for (i, (caller, target)) in pairs.iter().enumerate() {
-        query = query.bind(i as i64).bind(caller).bind(target);
-    }
-    let rows = query.bind(now - ms(DAY)).fetch_all(&mut *tx.tx).await?;
+    let numbered: Vec<(usize, i64, i64)> = pairs
+        .iter()
+        .enumerate()
+        .map(|(i, &(caller, target))| (i, caller, target))
+        .collect();
+    let rows = sqlx::query(&sql)
+        .bind(json_list(&numbered))
+        .bind(now - ms(DAY))
+        .fetch_all(&mut *tx.tx)
+        .await?;
     let mut facts = vec![PairFacts::default(); pairs.len()];
     for row in rows {
         let i: i64 = row.try_get("i")?;
@@ -316,49 +328,63 @@ pub(super) async fn insert_requests(
     pairs: &[(i64, i64)],
     now: i64,
 ) -> StoreResult<()> {
-    let sql = format!(
-        "INSERT INTO friend_requests (from_id, to_id, at) VALUES {}",
-        tuples(pairs.len(), 3)
-    );
-    let mut query = sqlx::query(&sql).persistent(pairs.len() == 1);
-    for (from, to) in pairs {
-        query = query.bind(from).bind(to).bind(now);
-    }
-    query.execute(&mut *tx.tx).await?;
-    let sql = format!(
-        "INSERT INTO friend_request_log (from_id, at) VALUES {}",
-        tuples(pairs.len(), 2)
-    );
-    let mut query = sqlx::query(&sql).persistent(pairs.len() == 1);
-    for (from, _) in pairs {
-        query = query.bind(from).bind(now);
-    }
-    query.execute(&mut *tx.tx).await?;
-    Ok(())
+    let rows = json_rows(tx.backend(), 1, &["a", "b"]);
+    let statements = match tx.backend() {
+        // SQLite has no writes inside WITH: two statements.
+        Backend::Sqlite => vec![
+            format!("INSERT INTO friend_requests (from_id, to_id, at) SELECT a, b, $2 FROM ({rows})"),
+            format!("INSERT INTO friend_request_log (from_id, at) SELECT a, $2 FROM ({rows})"),
+        ],
+        Backend::Postgres => vec![format!(
+            "WITH pairs AS ({rows}), \
+             requested AS (INSERT INTO friend_requests (from_id, to_id, at) SELECT a, b, $2 FROM pairs) \
+             INSERT INTO friend_request_log (from_id, at) SELECT a, $2 FROM pairs"
+        )],
+    };
+    execute_each(tx, &statements, &json_list(pairs), now).await
 }
 
 /// Makes each pair friends (one row per direction) and drops their requests.
 pub(super) async fn befriend(tx: &mut WriteTx, pairs: &[(i64, i64)], now: i64) -> StoreResult<()> {
     let both_ways: Vec<(i64, i64)> = pairs.iter().flat_map(|&(a, b)| [(a, b), (b, a)]).collect();
-    let sql = format!(
-        "DELETE FROM friend_requests WHERE (from_id, to_id) IN (VALUES {})",
-        tuples(both_ways.len(), 2)
-    );
-    let mut query = sqlx::query(&sql).persistent(pairs.len() == 1);
-    for (from, to) in &both_ways {
-        query = query.bind(from).bind(to);
+    let rows = json_rows(tx.backend(), 1, &["a", "b"]);
+    let both_ways = json_list(&both_ways);
+    let insert = match tx.backend() {
+        Backend::Sqlite => {
+            // SQLite has no writes inside WITH: the delete goes first, on its own.
+            let drop = format!("DELETE FROM friend_requests WHERE (from_id, to_id) IN ({rows})");
+            sqlx::query(&drop).bind(&both_ways).execute(&mut *tx.tx).await?;
+            // `WHERE true`: SQLite cannot tell `ON CONFLICT` after `SELECT … FROM` from a join.
+            format!(
+                "INSERT INTO friendships (account_id, friend_id, since) \
+                 SELECT a, b, $2 FROM ({rows}) WHERE true \
+                 ON CONFLICT (account_id, friend_id) DO NOTHING"
+            )
+        }
+        Backend::Postgres => format!(
+            "WITH pairs AS ({rows}), \
+             dropped AS (DELETE FROM friend_requests WHERE (from_id, to_id) IN (SELECT a, b FROM pairs)) \
+             INSERT INTO friendships (account_id, friend_id, since) SELECT a, b, $2 FROM pairs \
+             ON CONFLICT (account_id, friend_id) DO NOTHING"
+        ),
+    };
+    execute_each(tx, &[insert], &both_ways, now).await
+}
+
+/// Runs each statement with `$1` the rows and `$2` now.
+async fn execute_each(
+    tx: &mut WriteTx,
+    statements: &[String],
+    rows: &str,
+    now: i64,
+) -> StoreResult<()> {
+    for sql in statements {
+        sqlx::query(sql)
+            .bind(rows)
+            .bind(now)
+            .execute(&mut *tx.tx)
+            .await?;
     }
-    query.execute(&mut *tx.tx).await?;
-    let sql = format!(
-        "INSERT INTO friendships (account_id, friend_id, since) VALUES {} \
-         ON CONFLICT (account_id, friend_id) DO NOTHING",
-        tuples(both_ways.len(), 3)
-    );
-    let mut query = sqlx::query(&sql).persistent(pairs.len() == 1);
-    for (account, friend) in &both_ways {
-        query = query.bind(account).bind(friend).bind(now);
-    }
-    query.execute(&mut *tx.tx).await?;
     Ok(())
 }
 

@@ -23,6 +23,7 @@ mod connection_writes;
 mod connections;
 mod friend_writes;
 mod friends;
+mod json_list;
 mod limits;
 mod lookups;
 mod presence;
@@ -270,7 +271,7 @@ impl Store {
             ),
             token_accounts: {
                 let pool = pool.clone();
-                Lookup::start(move |hashes| auth::token_accounts(pool.clone(), hashes))
+                Lookup::start(move |hashes| auth::token_accounts(pool.clone(), backend, hashes))
             },
             presence_and_friends: {
                 let pool = pool.clone();
