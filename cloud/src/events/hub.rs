@@ -276,10 +276,14 @@ impl Hub {
         out
     }
 
-    /// The connections here as (account, connection id, since ms), for their records.
+    /// The established connections as (account, connection id, since ms), for the lease
+    /// upkeep. One still being registered has no record to renew yet; counted, it looked
+    /// like a record that had expired, and putting it back found the account's older record
+    /// and closed the new connection as replaced (4001): in a storm, thousands at a time.
     pub fn accounts(&self) -> Vec<(i64, String, i64)> {
         self.conns()
             .iter()
+            .filter(|(_, h)| h.established.load(std::sync::atomic::Ordering::Acquire))
             .map(|(a, h)| (*a, h.connection_id.to_string(), h.since_ms))
             .collect()
     }
@@ -344,6 +348,18 @@ mod tests {
         assert!(hub.list().is_empty());
         hub.established(1, "a");
         assert_eq!(hub.list().len(), 1);
+    }
+
+    /// Regression (issue 14): the lease upkeep took a connection whose registration was
+    /// still queued for an expired record, put it back against the account's older record,
+    /// and closed the new connection as replaced.
+    #[test]
+    fn the_lease_upkeep_sees_a_connection_once_established() {
+        let hub = hub(4);
+        let _mailbox = hub.register(1, "a".into(), 7);
+        assert!(hub.accounts().is_empty());
+        hub.established(1, "a");
+        assert_eq!(hub.accounts(), [(1, "a".to_string(), 7)]);
     }
 
     /// Regression (issue 11): a connection replaced from another node stayed listed until its

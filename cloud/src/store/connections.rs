@@ -19,13 +19,16 @@ const RENEW_SQLITE: &str = concat!(
 /// The same on PostgreSQL, where registrations hold rows in their transactions: a
 /// renewal skips the rows one holds (its write gives the row a fresh lease, or removes
 /// it) instead of waiting behind it, so it neither queues behind a storm of welcomes
-/// nor deadlocks with them.
+/// nor deadlocks with them. It answers how many of the records exist, held or not.
 const RENEW_POSTGRES: &str = concat!(
-    "WITH mine AS (SELECT account_id FROM connections WHERE node = $2 AND connection_id IN (",
+    "WITH live AS (",
     json_texts!(postgres, "$3"),
-    ") FOR UPDATE SKIP LOCKED) \
-     UPDATE connections SET lease_until = $1 FROM mine \
-     WHERE connections.account_id = mine.account_id"
+    "), \
+     mine AS (SELECT account_id FROM connections \
+       WHERE node = $2 AND connection_id IN (SELECT value FROM live) FOR UPDATE SKIP LOCKED), \
+     renewed AS (UPDATE connections SET lease_until = $1 FROM mine \
+       WHERE connections.account_id = mine.account_id) \
+     SELECT COUNT(*) FROM connections WHERE node = $2 AND connection_id IN (SELECT value FROM live)"
 );
 
 /// Another connection the account had when a new one registered.
@@ -103,9 +106,10 @@ impl Store {
     }
 
     /// Extends the leases of this node's records of `live` connections (account,
-    /// connection id, since). A record of a connection that is gone from the node
-    /// (it was replaced here while recording its successor failed) is not renewed:
-    /// it expires, and the account goes offline.
+    /// connection id, since), and answers how many of those records exist: fewer than
+    /// `live` means some expired while this node could not renew them. A record of a
+    /// connection that is gone from the node (it was replaced here while recording its
+    /// successor failed) is not renewed: it expires, and the account goes offline.
     pub async fn renew_leases(
         &self,
         node: &str,
@@ -114,20 +118,26 @@ impl Store {
     ) -> StoreResult<u64> {
         let until = now_ms() + lease.as_millis() as i64;
         let ids: Vec<&str> = live.iter().map(|(_, id, _)| id.as_str()).collect();
-        let sql = match self.backend() {
-            Backend::Sqlite => RENEW_SQLITE,
-            Backend::Postgres => RENEW_POSTGRES,
-        };
+        let ids = json_list(&ids);
         let mut tx = self.begin_upkeep().await?;
-        let renewed = sqlx::query(sql)
-            .bind(until)
-            .bind(node)
-            .bind(json_list(&ids))
-            .execute(&mut *tx.tx)
-            .await?
-            .rows_affected();
+        let present = match self.backend() {
+            Backend::Sqlite => sqlx::query(RENEW_SQLITE)
+                .bind(until)
+                .bind(node)
+                .bind(ids)
+                .execute(&mut *tx.tx)
+                .await?
+                .rows_affected(),
+            Backend::Postgres => sqlx::query_scalar::<_, i64>(RENEW_POSTGRES)
+                .bind(until)
+                .bind(node)
+                .bind(ids)
+                .fetch_one(&mut *tx.tx)
+                .await?
+                .max(0) as u64,
+        };
         tx.commit().await?;
-        Ok(renewed)
+        Ok(present)
     }
 
     /// Puts back the records of live connections that are missing (their lease ran out
@@ -142,6 +152,10 @@ impl Store {
     ) -> StoreResult<Reasserted> {
         let until = now_ms() + lease.as_millis() as i64;
         let mut found = Reasserted::default();
+        // In account order, as registrations write: inserts that wait on each other's
+        // rows then cannot deadlock.
+        let mut live = live.to_vec();
+        live.sort_unstable_by_key(|(account, _, _)| *account);
         for chunk in live.chunks(500) {
             let sql = format!(
                 "SELECT connection_id FROM connections WHERE connection_id IN ({})",
@@ -313,14 +327,18 @@ mod tests {
             (ann, format!("{ann}-conn"), 0),
             (bob, format!("{bob}-conn"), 0),
         ];
-        let renewed = store
+        let before = lease_of(&store, bob).await;
+        let present = store
             .renew_leases(&node, &live, Duration::from_secs(60))
             .await;
+        // Both records exist (no need to put one back); the held one keeps its lease.
         assert_eq!(
-            renewed.expect("a renewal that does not wait for the lock"),
-            1
+            present.expect("a renewal that does not wait for the lock"),
+            2
         );
         holder.commit().await.expect("commit");
+        assert_eq!(lease_of(&store, bob).await, before);
+        assert!(lease_of(&store, ann).await > before + 50_000);
     }
 
     async fn registrations_return_what_they_replaced(store: &Store) {
