@@ -5,10 +5,10 @@
 //! The upkeep task renews this node's leases and retires records whose node
 //! stopped renewing them (a crash), so no one stays online forever.
 
-#[cfg(feature = "seeded-defects")]
-use crate::defects::SeededDefect;
 use futures_util::StreamExt;
 
+#[cfg(feature = "seeded-defects")]
+use crate::defects::SeededDefect;
 use crate::events::{CloseCode, Event};
 use crate::fence::Fence;
 use crate::state::AppState;

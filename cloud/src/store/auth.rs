@@ -312,21 +312,12 @@ pub(super) async fn token_accounts(
     backend: Backend,
     hashes: Vec<String>,
 ) -> StoreResult<HashMap<String, i64>> {
-    let sql = match backend {
-        Backend::Sqlite => concat!(
-            "SELECT token_hash, account_id FROM access_tokens \
-             WHERE expires_at > $1 AND token_hash IN (",
-            json_texts!(sqlite, "$2"),
-            ")"
-        ),
-        Backend::Postgres => concat!(
-            "SELECT token_hash, account_id FROM access_tokens \
-             WHERE expires_at > $1 AND token_hash IN (",
-            json_texts!(postgres, "$2"),
-            ")"
-        ),
-    };
-    Ok(sqlx::query_as::<_, (String, i64)>(sql)
+    let sql = format!(
+        "SELECT token_hash, account_id FROM access_tokens \
+         WHERE expires_at > $1 AND token_hash IN ({})",
+        json_texts!(backend, "$2")
+    );
+    Ok(sqlx::query_as::<_, (String, i64)>(&sql)
         .bind(now_ms())
         .bind(json_list(&hashes))
         .fetch_all(&pool)

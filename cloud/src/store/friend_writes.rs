@@ -172,19 +172,11 @@ async fn accounts_by_handle(
     backend: Backend,
     handles: Vec<String>,
 ) -> StoreResult<HashMap<String, i64>> {
-    let sql = match backend {
-        Backend::Sqlite => concat!(
-            "SELECT handle, id FROM accounts WHERE handle IN (",
-            json_texts!(sqlite, "$1"),
-            ")"
-        ),
-        Backend::Postgres => concat!(
-            "SELECT handle, id FROM accounts WHERE handle IN (",
-            json_texts!(postgres, "$1"),
-            ")"
-        ),
-    };
-    Ok(sqlx::query_as::<_, (String, i64)>(sql)
+    let sql = format!(
+        "SELECT handle, id FROM accounts WHERE handle IN ({})",
+        json_texts!(backend, "$1")
+    );
+    Ok(sqlx::query_as::<_, (String, i64)>(&sql)
         .bind(json_list(&handles))
         .fetch_all(&pool)
         .await?

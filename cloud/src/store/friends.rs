@@ -234,20 +234,14 @@ pub(super) async fn lock_accounts(
     tx: &mut WriteTx,
     ids: &[i64],
 ) -> StoreResult<HashMap<i64, LockedAccount>> {
-    let sql = match tx.backend() {
-        Backend::Sqlite => concat!(
-            "SELECT id, handle, created_at FROM accounts WHERE id IN (",
-            json_ids!(sqlite, "$1"),
-            ") ORDER BY id"
-        ),
-        Backend::Postgres => concat!(
-            "SELECT id, handle, created_at FROM accounts WHERE id IN (",
-            json_ids!(postgres, "$1"),
-            ") ORDER BY id FOR UPDATE"
-        ),
-    };
+    let backend = tx.backend();
+    let sql = format!(
+        "SELECT id, handle, created_at FROM accounts WHERE id IN ({}) ORDER BY id{}",
+        json_ids!(backend, "$1"),
+        backend.for_update()
+    );
     let mut accounts = HashMap::with_capacity(ids.len());
-    for row in sqlx::query(sql)
+    for row in sqlx::query(&sql)
         .bind(json_list(ids))
         .fetch_all(&mut *tx.tx)
         .await?

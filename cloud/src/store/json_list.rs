@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::Backend;
 
 /// The integers of the JSON array parameter `$p` (`[1, 2, 3]`), as a subquery of one
-/// column.
+/// column: in one dialect (`sqlite`, `postgres`) for a constant, or in a [`Backend`]'s.
 macro_rules! json_ids {
     (sqlite, $p:literal) => {
         concat!("SELECT value FROM json_each(", $p, ")")
@@ -19,11 +19,17 @@ macro_rules! json_ids {
             " AS JSON))"
         )
     };
+    ($backend:expr, $p:literal) => {
+        match $backend {
+            $crate::store::Backend::Sqlite => json_ids!(sqlite, $p),
+            $crate::store::Backend::Postgres => json_ids!(postgres, $p),
+        }
+    };
 }
 pub(super) use json_ids;
 
 /// The strings of the JSON array parameter `$p` (`["a", "b"]`), as a subquery of one
-/// column.
+/// column, as [`json_ids`] gives them.
 macro_rules! json_texts {
     (sqlite, $p:literal) => {
         concat!("SELECT value FROM json_each(", $p, ")")
@@ -34,6 +40,12 @@ macro_rules! json_texts {
             $p,
             " AS JSON))"
         )
+    };
+    ($backend:expr, $p:literal) => {
+        match $backend {
+            $crate::store::Backend::Sqlite => json_texts!(sqlite, $p),
+            $crate::store::Backend::Postgres => json_texts!(postgres, $p),
+        }
     };
 }
 pub(super) use json_texts;
