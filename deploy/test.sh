@@ -22,21 +22,41 @@ command -v nft >/dev/null 2>&1 || [[ -x /usr/sbin/nft ]] || missing+=(nftables)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # The report's browser test.
 command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-dejavu-core)
-if ((${#missing[@]})); then
-    if [[ $(id -u) -ne 0 ]]; then
-        echo "deploy/test.sh: missing ${missing[*]}; run as root to install them, or install them yourself" >&2
-        exit 1
-    fi
-    echo "deploy/test.sh: installing ${missing[*]}" >&2
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if ((${#missing[@]})) && [[ $(id -u) -ne 0 ]]; then
+    echo "deploy/test.sh: missing ${missing[*]}; run as root to install them, or install them yourself" >&2
+    exit 1
 fi
+
+# What needs no compiled code (packages, the Docker engine, the service images: network and
+# disk) is prepared in the background while cargo compiles (CPU); on a fresh machine that hides
+# most of its minutes. Its output is shown once it is done.
+prepare() {
+    if ((${#missing[@]})); then
+        echo "deploy/test.sh: installing ${missing[*]}" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+    source deploy/docker-engine.sh
+    deploy/images/build.sh --services-only
+}
+prepare_log=$(mktemp -t anyplay-prepare.XXXXXX)
+prepare >"$prepare_log" 2>&1 &
+prepare_pid=$!
 
 # One profile for tests and binaries, so everything is compiled once.
 cargo build --release --workspace --all-targets --locked
 
+prepared=0
+wait "$prepare_pid" || prepared=$?
+cat "$prepare_log" >&2
+rm -f "$prepare_log"
+if ((prepared)); then
+    echo "deploy/test.sh: preparing the machine failed (its output is above)" >&2
+    exit "$prepared"
+fi
+# Starts the engine in this shell too when it is not up (a no-op after prepare).
 source deploy/docker-engine.sh
-# The images the Docker tests run (cached by tag; the node image follows the binary).
+# The node image follows the binary just built.
 deploy/images/build.sh
 
 source deploy/test-services.sh

@@ -5,8 +5,9 @@
 #   anyplay/nats:local      nats-server as the entrypoint, like the official `nats` image
 #   anyplay/node:local      the anyplay-cloud binary of this checkout
 # Each image is kept while its tag exists; the node image is rebuilt whenever the binary
-# changed (its sha256 is in the label anyplay.binary.sha256).
-#   deploy/images/build.sh [--rebuild] [--binary PATH]
+# changed (its sha256 is in the label anyplay.binary.sha256). --services-only builds the first
+# three, which need no binary (deploy/test.sh builds them while cargo compiles).
+#   deploy/images/build.sh [--rebuild] [--services-only] [--binary PATH]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -23,15 +24,17 @@ die() {
 }
 
 usage() {
-    echo "usage: deploy/images/build.sh [--rebuild] [--binary PATH]" >&2
+    echo "usage: deploy/images/build.sh [--rebuild] [--services-only] [--binary PATH]" >&2
     exit "${1:-2}"
 }
 
 rebuild=0
+services_only=0
 binary=target/release/anyplay-cloud
 while (($#)); do
     case $1 in
     --rebuild) rebuild=1 ;;
+    --services-only) services_only=1 ;;
     --binary)
         (($# >= 2)) || usage
         binary=$2
@@ -46,7 +49,7 @@ while (($#)); do
     shift
 done
 
-[[ -f $binary ]] || die "$binary does not exist: build it first with \`cargo build --release -p anyplay-cloud\` (or name another with --binary PATH)"
+((services_only)) || [[ -f $binary ]] || die "$binary does not exist: build it first with \`cargo build --release -p anyplay-cloud\` (or name another with --binary PATH)"
 docker info >/dev/null 2>&1 || die "the Docker engine does not answer (\`docker info\`): start it, e.g. \`dockerd > /tmp/dockerd.log 2>&1 &\`"
 
 has_image() { docker image inspect "$1" >/dev/null 2>&1; }
@@ -150,15 +153,23 @@ if ((rebuild_derived)) || ! has_image anyplay/nats:local; then
     smoke anyplay/nats:local anyplay/nats:local --version
 fi
 
-sha=$(sha256sum "$binary" | cut -d' ' -f1)
-built_sha=$(docker image inspect -f '{{index .Config.Labels "anyplay.binary.sha256"}}' anyplay/node:local 2>/dev/null || true)
-if ((rebuild_derived)) || [[ $built_sha != "$sha" ]]; then
-    # The context holds the binary alone: never the repository's target/.
-    context=$scratch/node
-    mkdir -p "$context"
-    cp "$binary" "$context/anyplay-cloud"
-    build_from_base anyplay/node:local "$context" -f "$images/node/Dockerfile" --build-arg "BINARY_SHA256=$sha"
-    smoke anyplay/node:local anyplay/node:local --version
+if ((services_only)); then
+    # The node image waits for the binary (a later call without --services-only); one built on
+    # the base just replaced goes now, so that call builds it again.
+    if ((fresh_base)) && has_image anyplay/node:local; then
+        docker image rm anyplay/node:local >/dev/null
+    fi
+else
+    sha=$(sha256sum "$binary" | cut -d' ' -f1)
+    built_sha=$(docker image inspect -f '{{index .Config.Labels "anyplay.binary.sha256"}}' anyplay/node:local 2>/dev/null || true)
+    if ((rebuild_derived)) || [[ $built_sha != "$sha" ]]; then
+        # The context holds the binary alone: never the repository's target/.
+        context=$scratch/node
+        mkdir -p "$context"
+        cp "$binary" "$context/anyplay-cloud"
+        build_from_base anyplay/node:local "$context" -f "$images/node/Dockerfile" --build-arg "BINARY_SHA256=$sha"
+        smoke anyplay/node:local anyplay/node:local --version
+    fi
 fi
 
 # One still used by a container stays.
