@@ -22,7 +22,8 @@
 //! - [`final_reads`]: what players read at the end of a chaos run (friends, sessions, connections).
 //! - [`player`], [`connection`] and [`fleet`]: players, their devices' event sockets, and the set
 //!   of them with its facts and the `drop_all` fault.
-//! - [`schedule`]: the open-loop scheduler; [`stats`]: HdrHistograms per op, merged exactly.
+//! - [`schedule`]: the open-loop scheduler, waking on time with [`wake`]; [`stats`]: HdrHistograms
+//!   per op, merged exactly.
 //! - [`generator`]: the harness's own health (scheduler lateness, CPU, memory).
 //! - [`server`]: what the nodes' `/metrics` say changed during the run.
 //! - [`scenarios`]: login, friends, presence, sessions, cards, storm, ladder.
@@ -59,6 +60,7 @@ pub mod settings;
 pub mod stats;
 mod sync;
 pub mod target;
+pub mod wake;
 pub mod wire;
 
 pub use error::LoadError;
