@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 use sqlx::{AnyPool, Row};
 
 use super::accounts::{account_from_row, account_in, Account, ACCOUNT_COLUMNS};
-use super::json_list::{json_list, json_texts};
+use super::json_list::{json_in, json_list};
 use super::{now_ms, Backend, Serial, Store, StoreResult, WriteTx};
 
 const CHALLENGE_TTL_MS: i64 = 10 * 60 * 1000;
@@ -313,9 +313,8 @@ pub(super) async fn token_accounts(
     hashes: Vec<String>,
 ) -> StoreResult<HashMap<String, i64>> {
     let sql = format!(
-        "SELECT token_hash, account_id FROM access_tokens \
-         WHERE expires_at > $1 AND token_hash IN ({})",
-        json_texts!(backend, "$2")
+        "SELECT token_hash, account_id FROM access_tokens WHERE expires_at > $1 AND {}",
+        json_in!(backend, texts, "token_hash", "$2")
     );
     Ok(sqlx::query_as::<_, (String, i64)>(&sql)
         .bind(now_ms())

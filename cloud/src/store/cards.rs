@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize, Serializer};
 use sqlx::Row;
 
-use super::json_list::{json_ids, json_list};
+use super::json_list::{json_in, json_list};
 use super::{now_ms, Backend, Privacy, Store, StoreResult};
 
 /// The viewer's relation to the card's account.
@@ -211,9 +211,8 @@ macro_rules! facts_sql {
              LEFT JOIN friend_requests ro ON ro.from_id = $1 AND ro.to_id = a.id \
              LEFT JOIN blocks b ON b.blocker_id = a.id AND b.blocked_id = $1 \
              LEFT JOIN connections c ON c.account_id = a.id AND c.lease_until >= $2 \
-             WHERE a.id IN (",
-            json_ids!($db, "$3"),
-            ")"
+             WHERE ",
+            json_in!($db, ids, "a.id", "$3")
         )
     };
 }
@@ -230,9 +229,9 @@ macro_rules! recent_sql {
                SELECT account_id, name, \
                  ROW_NUMBER() OVER (PARTITION BY account_id ORDER BY id DESC) AS n, \
                  COUNT(*) OVER (PARTITION BY account_id) AS total \
-               FROM trophies WHERE account_id IN (",
-            json_ids!($db, "$1"),
-            ") \
+               FROM trophies WHERE ",
+            json_in!($db, ids, "account_id", "$1"),
+            " \
              ) t WHERE n <= $2 ORDER BY account_id, n"
         )
     };

@@ -24,7 +24,7 @@ use super::friends::{
     befriend, decide_accept, decide_request, insert_requests, lock_accounts, ms, pair_facts,
     Decision, FriendError, RequestOutcome,
 };
-use super::json_list::{json_list, json_texts};
+use super::json_list::{json_in, json_list};
 use super::lookups::Lookup;
 use super::write_queue::{self, WriteQueue};
 use super::{now_ms, Backend, StoreError, StoreResult, WriteTx, Writer};
@@ -173,8 +173,8 @@ async fn accounts_by_handle(
     handles: Vec<String>,
 ) -> StoreResult<HashMap<String, i64>> {
     let sql = format!(
-        "SELECT handle, id FROM accounts WHERE handle IN ({})",
-        json_texts!(backend, "$1")
+        "SELECT handle, id FROM accounts WHERE {}",
+        json_in!(backend, texts, "handle", "$1")
     );
     Ok(sqlx::query_as::<_, (String, i64)>(&sql)
         .bind(json_list(&handles))

@@ -16,7 +16,7 @@ use serde::ser::SerializeStruct;
 use serde::{Serialize, Serializer};
 use sqlx::Row;
 
-use super::json_list::{json_ids, json_list, json_rows};
+use super::json_list::{json_in, json_list, json_rows};
 use super::presence::version_from_db;
 use super::{now_ms, rfc3339, Backend, PresenceState, Store, StoreError, StoreResult, WriteTx};
 use crate::config::FriendLimits;
@@ -236,8 +236,8 @@ pub(super) async fn lock_accounts(
 ) -> StoreResult<HashMap<i64, LockedAccount>> {
     let backend = tx.backend();
     let sql = format!(
-        "SELECT id, handle, created_at FROM accounts WHERE id IN ({}) ORDER BY id{}",
-        json_ids!(backend, "$1"),
+        "SELECT id, handle, created_at FROM accounts WHERE {} ORDER BY id{}",
+        json_in!(backend, ids, "id", "$1"),
         backend.for_update()
     );
     let mut accounts = HashMap::with_capacity(ids.len());
@@ -355,9 +355,12 @@ pub(super) async fn befriend(tx: &mut WriteTx, pairs: &[(i64, i64)], now: i64) -
                  ON CONFLICT (account_id, friend_id) DO NOTHING"
             )
         }
+        // `from_id = ANY(ARRAY(…))` probes the key's index (see `json_in`); the pair test
+        // alone hashed a scan of every open request.
         Backend::Postgres => format!(
             "WITH pairs AS ({rows}), \
-             dropped AS (DELETE FROM friend_requests WHERE (from_id, to_id) IN (SELECT a, b FROM pairs)) \
+             dropped AS (DELETE FROM friend_requests WHERE from_id = ANY(ARRAY(SELECT a FROM pairs)) \
+               AND (from_id, to_id) IN (SELECT a, b FROM pairs)) \
              INSERT INTO friendships (account_id, friend_id, since) SELECT a, b, $2 FROM pairs \
              ON CONFLICT (account_id, friend_id) DO NOTHING"
         ),
