@@ -2,7 +2,6 @@
 //! timed plan of faults, checks invariants over the recorded history, and reports.
 //!
 //! Layout (one job per module):
-//! - `ports`: free loopback ports, below the ephemeral range.
 //! - `backend`: how a service runs (real processes now, Docker later) behind one trait.
 //! - `supervisor`: service handles, lifecycle states and events, readiness, service builders.
 //! - `network`: the network namespaces, bridge and firewall cuts of `netns` hosts.
@@ -19,7 +18,6 @@ pub mod checks;
 pub mod events;
 pub mod network;
 pub mod plan;
-pub mod ports;
 pub mod proxy;
 pub mod report;
 pub mod runner;

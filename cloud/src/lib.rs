@@ -14,6 +14,7 @@
 //! - [`error`], [`extract`]: the contract's error shape and the extractors that use it.
 //! - `defects` (feature `seeded-defects` only): defects built in on purpose for the self-test.
 //! - [`mail`], [`ratelimit`], [`metrics`], [`drain`]: the node's supporting parts.
+//! - [`ports`]: free loopback ports below the ephemeral range, for whoever starts nodes.
 //! - [`duration`]: the one duration grammar (`500ms`, `5s`, `1.5m`, `2h`), shared with load and chaos.
 
 pub mod bus;
@@ -29,6 +30,7 @@ pub mod fence;
 mod http;
 pub mod mail;
 pub mod metrics;
+pub mod ports;
 pub mod presence;
 pub mod ratelimit;
 mod routes;

@@ -1,14 +1,13 @@
-//! Free loopback ports for services and proxies, chosen below the kernel's ephemeral range: a run
-//! opens thousands of outgoing connections, and one of them must never sit on a port that a
-//! service binds (again, after a restart) later.
+//! Free loopback ports for nodes, services and proxies, chosen below the kernel's ephemeral range:
+//! a run (or a test suite) opens thousands of outgoing connections, and one of them must never
+//! sit on a port that a server binds (again, after a restart) later. Used by chaos and by the
+//! tests that start nodes; here because every other crate depends on this one.
 
 use std::collections::BTreeSet;
 use std::io;
 use std::net::{Ipv4Addr, TcpListener};
 use std::ops::Range;
-use std::sync::Mutex;
-
-use crate::sync::lock;
+use std::sync::{Mutex, PoisonError};
 
 use rand::Rng;
 
@@ -23,7 +22,8 @@ static HANDED_OUT: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
 /// A loopback port that nothing listens on now and that this process has not handed out before.
 pub fn free_port() -> io::Result<u16> {
     let range = pick_range(ephemeral_start());
-    let mut handed_out = lock(&HANDED_OUT);
+    // A set of numbers stays valid whoever panicked holding it.
+    let mut handed_out = HANDED_OUT.lock().unwrap_or_else(PoisonError::into_inner);
     let span = range.end - range.start;
     let offset = rand::rng().random_range(0..span);
     for step in 0..span {

@@ -1,7 +1,6 @@
 //! The real binaries as processes: `anyplay-cloud` nodes (on SQLite, or in a cluster on
 //! PostgreSQL and NATS) and `anyplay-load` runs.
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -29,11 +28,10 @@ fn cloud_binary() -> PathBuf {
     path
 }
 
+/// Below the ephemeral range: a port from `bind(0)` could be taken, before the node binds it,
+/// by an outgoing connection of a test running beside (a node then failed to start).
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
+    anyplay_cloud::ports::free_port().expect("a free loopback port")
 }
 
 /// One `anyplay-cloud` process with a mail log and no rate limits; killed when dropped, its

@@ -21,7 +21,6 @@ use crate::plan::{
     ActionKind, Backend, DropScope, Host, HostKind, Hosts, ImageSlot, Op, Plan, Route, Service,
     Store, Ways,
 };
-use crate::ports::free_port;
 use crate::proxy::{Endpoint, LinkName, Proxy, ProxySet};
 use crate::supervisor::faults::Disk;
 use crate::supervisor::services::scratch::Scratch;
@@ -30,6 +29,7 @@ use crate::supervisor::{
     self, FaultNeeds, FaultReadiness, ServiceEvent, ServiceFaultKind, Supervisor,
 };
 use crate::sync::lock;
+use anyplay_cloud::ports::free_port;
 
 use super::{images, RunError};
 

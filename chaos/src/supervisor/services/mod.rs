@@ -69,7 +69,7 @@ pub fn log_path(run_dir: &Path, service: &str) -> PathBuf {
 fn pick_port(asked: Option<u16>) -> Result<u16, SetupError> {
     match asked {
         Some(port) => Ok(port),
-        None => crate::ports::free_port().map_err(SetupError::Port),
+        None => anyplay_cloud::ports::free_port().map_err(SetupError::Port),
     }
 }
 

@@ -13,10 +13,8 @@ pub struct TestNats {
 
 impl TestNats {
     pub async fn start() -> TestNats {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free loopback port")
-            .port();
+        // Below the ephemeral range, as the nodes' (see `node::free_port`).
+        let port = anyplay_cloud::ports::free_port().expect("a free loopback port");
         let bin = "nats-server";
         let child = Command::new(bin)
             .args(["-a", "127.0.0.1", "-p", &port.to_string()])

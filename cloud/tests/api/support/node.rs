@@ -1,7 +1,6 @@
 //! One `anyplay-cloud` process on free loopback ports: raw HTTP, operations and
 //! WebSocket calls to it, its mail log and its exit. Killed when dropped.
 
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -38,11 +37,10 @@ pub struct TestNode {
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
+/// Below the ephemeral range: a port from `bind(0)` could be taken, before the node binds it,
+/// by an outgoing connection of a test running beside (a node then failed to start).
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
+    anyplay_cloud::ports::free_port().expect("a free loopback port")
 }
 
 impl TestNode {
