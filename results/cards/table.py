@@ -1,10 +1,16 @@
 #!/usr/bin/env python3
-"""Prints the table of results/cards from the raw JSON reports of its runs."""
+"""Prints the table of results/cards from the raw JSON reports of its runs.
+
+    results/cards/table.py [DIR SIDE...]   (default: this folder, sides "before" and "after")
+
+reads DIR/STORE-SIDE-RUN.{json,load} for each store, side and run 1-3."""
 import json
 import pathlib
 import re
+import sys
 
-here = pathlib.Path(__file__).parent
+here = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else pathlib.Path(__file__).parent
+sides = sys.argv[2:] or ["before", "after"]
 ROUTE = 'route="/v1/cards"'
 
 
@@ -28,7 +34,7 @@ print("| store | code | run | load avg | cards p50 ms | p95 ms | p99 ms | max ms
       "| handler mean ms | handler p99 ≤ ms | nodes' CPU, cores |")
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for store in ("sqlite", "postgres"):
-    for side in ("before", "after"):
+    for side in sides:
         for run in (1, 2, 3):
             base = here / f"{store}-{side}-{run}"
             if not base.with_suffix(".json").exists():
