@@ -54,8 +54,6 @@ if ((prepared)); then
     echo "deploy/test.sh: preparing the machine failed (its output is above)" >&2
     exit "$prepared"
 fi
-# Starts the engine in this shell too when it is not up (a no-op after prepare).
-source deploy/docker-engine.sh
 # The node image follows the binary just built.
 deploy/images/build.sh
 

@@ -10,7 +10,7 @@ use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
 use crate::generator::SchedLag;
-use crate::wake::Waker;
+use crate::wake::Alarm;
 
 /// `count` operations at `rate` per second.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -77,10 +77,10 @@ where
     let start = Instant::now();
     let (mut started, mut skipped_saturated) = (0, 0);
     let mut last_start = start;
-    let mut waker = Waker::new();
+    let mut alarm = Alarm::new();
     for i in 0..plan.count {
         let at = plan.slot(start, i);
-        waker.sleep_until(at).await;
+        alarm.sleep_until(at).await;
         let now = Instant::now();
         lag.record(now.saturating_duration_since(at));
         match permits.clone().try_acquire_owned() {

@@ -13,7 +13,7 @@ use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
 /// One timer, reused for every wake of a schedule.
-pub struct Waker {
+pub struct Alarm {
     /// `None` when no timerfd could be had (the open-file limit): tokio's timer then, a
     /// millisecond late rather than no run.
     fd: Option<AsyncFd<Timer>>,
@@ -28,8 +28,8 @@ impl AsRawFd for Timer {
     }
 }
 
-impl Waker {
-    pub fn new() -> Waker {
+impl Alarm {
+    pub fn new() -> Alarm {
         let fd = TimerFd::new(
             ClockId::CLOCK_MONOTONIC,
             TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC,
@@ -42,10 +42,10 @@ impl Waker {
                 .map_err(io::Error::from)
         });
         match fd {
-            Ok(fd) => Waker { fd: Some(fd) },
+            Ok(fd) => Alarm { fd: Some(fd) },
             Err(e) => {
                 tracing::warn!("no timerfd ({e}): operations start on tokio's 1 ms ticks");
-                Waker { fd: None }
+                Alarm { fd: None }
             }
         }
     }
@@ -56,15 +56,17 @@ impl Waker {
             return tokio::time::sleep_until(at.into()).await;
         };
         if let Err(e) = wait(fd, at).await {
-            tracing::warn!("timerfd failed ({e}): this start on tokio's timer");
+            // Once, not per start: the rest of the schedule goes on tokio's timer.
+            tracing::warn!("timerfd failed ({e}): operations start on tokio's 1 ms ticks");
+            self.fd = None;
             tokio::time::sleep_until(at.into()).await;
         }
     }
 }
 
-impl Default for Waker {
+impl Default for Alarm {
     fn default() -> Self {
-        Waker::new()
+        Alarm::new()
     }
 }
 
@@ -100,16 +102,16 @@ mod tests {
 
     #[tokio::test]
     async fn wakes_never_before_the_instant_and_at_once_for_a_past_one() {
-        let mut waker = Waker::new();
-        assert!(waker.fd.is_some());
+        let mut alarm = Alarm::new();
+        assert!(alarm.fd.is_some());
         for ms in [1, 3, 2, 5] {
             let at = Instant::now() + Duration::from_millis(ms);
-            waker.sleep_until(at).await;
+            alarm.sleep_until(at).await;
             assert!(Instant::now() >= at);
         }
         let past = Instant::now() - Duration::from_millis(5);
         let before = Instant::now();
-        waker.sleep_until(past).await;
+        alarm.sleep_until(past).await;
         assert!(before.elapsed() < Duration::from_secs(1));
     }
 }

@@ -314,7 +314,7 @@ pub(super) async fn token_accounts(
 ) -> StoreResult<HashMap<String, i64>> {
     let sql = format!(
         "SELECT token_hash, account_id FROM access_tokens WHERE expires_at > $1 AND {}",
-        json_in!(backend, texts, "token_hash", "$2")
+        json_in!(backend, json_texts, "token_hash", "$2")
     );
     Ok(sqlx::query_as::<_, (String, i64)>(&sql)
         .bind(now_ms())

@@ -212,7 +212,7 @@ macro_rules! facts_sql {
              LEFT JOIN blocks b ON b.blocker_id = a.id AND b.blocked_id = $1 \
              LEFT JOIN connections c ON c.account_id = a.id AND c.lease_until >= $2 \
              WHERE ",
-            json_in!($db, ids, "a.id", "$3")
+            json_in!($db, json_ids, "a.id", "$3")
         )
     };
 }
@@ -230,7 +230,7 @@ macro_rules! recent_sql {
                  ROW_NUMBER() OVER (PARTITION BY account_id ORDER BY id DESC) AS n, \
                  COUNT(*) OVER (PARTITION BY account_id) AS total \
                FROM trophies WHERE ",
-            json_in!($db, ids, "account_id", "$1"),
+            json_in!($db, json_ids, "account_id", "$1"),
             " \
              ) t WHERE n <= $2 ORDER BY account_id, n"
         )

@@ -174,7 +174,7 @@ async fn accounts_by_handle(
 ) -> StoreResult<HashMap<String, i64>> {
     let sql = format!(
         "SELECT handle, id FROM accounts WHERE {}",
-        json_in!(backend, texts, "handle", "$1")
+        json_in!(backend, json_texts, "handle", "$1")
     );
     Ok(sqlx::query_as::<_, (String, i64)>(&sql)
         .bind(json_list(&handles))

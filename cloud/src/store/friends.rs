@@ -237,7 +237,7 @@ pub(super) async fn lock_accounts(
     let backend = tx.backend();
     let sql = format!(
         "SELECT id, handle, created_at FROM accounts WHERE {} ORDER BY id{}",
-        json_in!(backend, ids, "id", "$1"),
+        json_in!(backend, json_ids, "id", "$1"),
         backend.for_update()
     );
     let mut accounts = HashMap::with_capacity(ids.len());

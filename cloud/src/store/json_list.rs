@@ -38,52 +38,41 @@ macro_rules! json_texts {
 }
 pub(super) use json_texts;
 
-/// The condition "`$column` is in the JSON array parameter `$p`" (of integers with `ids`, of
-/// strings with `texts`). On PostgreSQL it is `= ANY(ARRAY(…))`: the planner takes such an
-/// array for about ten values and probes the column's index. Written `IN (subquery)` it took
-/// the set-returning function for 100 rows and answered each short lookup with a hash over a
-/// sequential scan of the whole table (1.6 ms a token lookup among 5,000 tokens, the most
-/// expensive statement of the PostgreSQL friends phase).
+/// The condition "`$column` is in the JSON array parameter `$p`", its list read by `$list`
+/// ([`json_ids`] or [`json_texts`]). On PostgreSQL it is `= ANY(ARRAY(…))`: the planner takes
+/// such an array for about ten values and probes the column's index. Written `IN (subquery)`
+/// it took the set-returning function for 100 rows and answered each short lookup with a hash
+/// over a sequential scan of the whole table (1.6 ms a token lookup among 5,000 tokens, the
+/// most expensive statement of the PostgreSQL friends phase).
 macro_rules! json_in {
-    (sqlite, $kind:ident, $column:literal, $p:literal) => {
+    (sqlite, $list:ident, $column:literal, $p:literal) => {
         concat!(
             $column,
             " IN (",
-            $crate::store::json_list::json_list_of!($kind, sqlite, $p),
+            $crate::store::json_list::$list!(sqlite, $p),
             ")"
         )
     };
-    (postgres, $kind:ident, $column:literal, $p:literal) => {
+    (postgres, $list:ident, $column:literal, $p:literal) => {
         concat!(
             $column,
             " = ANY(ARRAY(",
-            $crate::store::json_list::json_list_of!($kind, postgres, $p),
+            $crate::store::json_list::$list!(postgres, $p),
             "))"
         )
     };
-    ($backend:expr, $kind:ident, $column:literal, $p:literal) => {
+    ($backend:expr, $list:ident, $column:literal, $p:literal) => {
         match $backend {
             $crate::store::Backend::Sqlite => {
-                $crate::store::json_list::json_in!(sqlite, $kind, $column, $p)
+                $crate::store::json_list::json_in!(sqlite, $list, $column, $p)
             }
             $crate::store::Backend::Postgres => {
-                $crate::store::json_list::json_in!(postgres, $kind, $column, $p)
+                $crate::store::json_list::json_in!(postgres, $list, $column, $p)
             }
         }
     };
 }
 pub(super) use json_in;
-
-/// [`json_ids`] or [`json_texts`] by name, for [`json_in`].
-macro_rules! json_list_of {
-    (ids, $db:ident, $p:literal) => {
-        $crate::store::json_list::json_ids!($db, $p)
-    };
-    (texts, $db:ident, $p:literal) => {
-        $crate::store::json_list::json_texts!($db, $p)
-    };
-}
-pub(super) use json_list_of;
 
 /// The rows of the JSON array of integer arrays `$p` (`[[1, 2], [3, 4]]`), as a
 /// subquery whose column `columns[i]` is element `i` of each row.
