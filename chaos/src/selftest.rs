@@ -12,6 +12,7 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyplay_cloud::defects::SeededDefect;
+use futures_util::future::LocalBoxFuture;
 use futures_util::StreamExt;
 use serde::Serialize;
 
@@ -276,62 +277,66 @@ pub fn base_plan() -> Result<Plan, crate::plan::PlanError> {
 
 /// Runs the cases, `jobs` at a time, each into `out/<case>`, and writes the summary files
 /// there. After an interrupted run no further case starts; the ones running end as they do.
-pub async fn run(
-    cases: &[Case],
-    out: &Path,
+/// Boxed, as `runner::run`.
+pub fn run<'a>(
+    cases: &'a [Case],
+    out: &'a Path,
     jobs: NonZeroUsize,
     command: String,
-) -> Result<Summary, RunError> {
-    let base = base_plan()?;
-    let interrupted = AtomicBool::new(false);
-    let finished: Vec<Result<Option<Row>, RunError>> = futures_util::stream::iter(cases)
-        .map(|&case| {
-            let (base, interrupted) = (&base, &interrupted);
-            async move {
-                if interrupted.load(Ordering::SeqCst) {
-                    return Ok(None);
+) -> LocalBoxFuture<'a, Result<Summary, RunError>> {
+    Box::pin(async move {
+        let base = base_plan()?;
+        let interrupted = AtomicBool::new(false);
+        let finished: Vec<Result<Option<Row>, RunError>> = futures_util::stream::iter(cases)
+            .map(|&case| {
+                let (base, interrupted) = (&base, &interrupted);
+                async move {
+                    if interrupted.load(Ordering::SeqCst) {
+                        return Ok(None);
+                    }
+                    eprintln!("anyplay-chaos selftest: {case}");
+                    let finished = runner::run(RunOptions {
+                        plan: case.plan(base),
+                        out: Some(out.join(case.to_string())),
+                        seed: None,
+                        backend: None,
+                        images: Vec::new(),
+                    })
+                    .await?;
+                    interrupted.fetch_or(finished.interrupted, Ordering::SeqCst);
+                    let row = judge(case, &finished.report, &finished.dir);
+                    eprintln!("anyplay-chaos selftest: {case}: {}", row.result);
+                    Ok(Some(row))
                 }
-                eprintln!("anyplay-chaos selftest: {case}");
-                let finished = runner::run(RunOptions {
-                    plan: case.plan(base),
-                    out: Some(out.join(case.to_string())),
-                    seed: None,
-                    backend: None,
-                    images: Vec::new(),
-                })
-                .await?;
-                interrupted.fetch_or(finished.interrupted, Ordering::SeqCst);
-                let row = judge(case, &finished.report, &finished.dir);
-                eprintln!("anyplay-chaos selftest: {case}: {}", row.result);
-                Ok(Some(row))
-            }
-        })
-        .buffered(jobs.get())
-        .collect()
-        .await;
-    // Every started run has ended (and cleaned up) before an error is reported.
-    let mut rows = Vec::new();
-    for row in finished {
-        rows.extend(row?);
-    }
-    let summary = Summary {
-        passed: rows.len() == cases.len() && rows.iter().all(|r| r.result.expected()),
-        seed: base.seed,
-        tool: Tool::current(),
-        machine: Machine::detect(),
-        command,
-        rows,
-    };
-    let write = |name: &str, text: String| {
-        let path = out.join(name);
-        std::fs::write(&path, text).map_err(|e| RunError::Files(format!("{}: {e}", path.display())))
-    };
-    write(
-        JSON_FILE,
-        serde_json::to_string_pretty(&summary).expect("the summary serializes"),
-    )?;
-    write(MARKDOWN_FILE, markdown(&summary))?;
-    Ok(summary)
+            })
+            .buffered(jobs.get())
+            .collect()
+            .await;
+        // Every started run has ended (and cleaned up) before an error is reported.
+        let mut rows = Vec::new();
+        for row in finished {
+            rows.extend(row?);
+        }
+        let summary = Summary {
+            passed: rows.len() == cases.len() && rows.iter().all(|r| r.result.expected()),
+            seed: base.seed,
+            tool: Tool::current(),
+            machine: Machine::detect(),
+            command,
+            rows,
+        };
+        let write = |name: &str, text: String| {
+            let path = out.join(name);
+            std::fs::write(&path, text)
+                .map_err(|e| RunError::Files(format!("{}: {e}", path.display())))
+        };
+        write(
+            JSON_FILE,
+            serde_json::to_string_pretty(&summary).expect("the summary serializes"),
+        )?;
+        write(MARKDOWN_FILE, markdown(&summary))?;
+        Ok(summary)
+    })
 }
 
 #[cfg(test)]

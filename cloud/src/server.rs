@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use futures_util::future::BoxFuture;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
@@ -55,61 +56,65 @@ pub struct Node {
 }
 
 impl Node {
-    /// Opens the store, binds both listeners and starts serving.
-    pub async fn start(config: Config) -> Result<Node, NodeError> {
-        #[cfg(feature = "seeded-defects")]
-        crate::defects::install(config.seeded_defect);
-        let metrics = Arc::new(Metrics::default());
-        let store = Store::open(
-            &StoreOptions {
-                url: config.database_url.clone(),
-                connections: config.db_connections,
-                acquire_timeout: Duration::from_secs(10),
-                timeouts: config.db_timeouts,
-            },
-            metrics.pool.clone(),
-        )
-        .await?;
-        let mail = MailSink::open(&config.mail)?;
-        let limiter = config.rate_limits.enabled.then(|| {
-            RateLimiter::for_store(
-                store.backend(),
-                config.rate_limits.calls_per_minute,
-                Duration::from_secs(60),
+    /// Opens the store, binds both listeners and starts serving. Boxed, like every entry point
+    /// that binaries and tests await: the node's future tree is then compiled once, in this
+    /// crate, instead of again in each crate that polls it (results/ci).
+    pub fn start(config: Config) -> BoxFuture<'static, Result<Node, NodeError>> {
+        Box::pin(async move {
+            #[cfg(feature = "seeded-defects")]
+            crate::defects::install(config.seeded_defect);
+            let metrics = Arc::new(Metrics::default());
+            let store = Store::open(
+                &StoreOptions {
+                    url: config.database_url.clone(),
+                    connections: config.db_connections,
+                    acquire_timeout: Duration::from_secs(10),
+                    timeouts: config.db_timeouts,
+                },
+                metrics.pool.clone(),
             )
-        });
-        let hub = Arc::new(Hub::new(config.outbound_queue, metrics.clone()));
-        let bus = Bus::connect(
-            config.nats_url.as_deref(),
-            config.bus_queue,
-            &config.node_id,
-            hub.clone(),
-            store.clone(),
-            &metrics,
-        )
-        .await?;
-        let public = bind(config.listen)?;
-        let ops = bind(config.ops_listen)?;
-        let state = AppState::new(Shared {
-            hub,
-            bus,
-            config,
-            store,
-            mail,
-            limiter,
-            metrics,
-            drain: Drain::default(),
-        });
-        let public_addr = public.local_addr().map_err(NodeError::Serve)?;
-        let ops_addr = ops.local_addr().map_err(NodeError::Serve)?;
-        presence::clear_own_records(&state).await?;
-        let task = tokio::spawn(serve(state.clone(), public, ops));
-        tracing::info!(node = %state.config.node_id, %public_addr, %ops_addr, "node ready");
-        Ok(Node {
-            state,
-            public_addr,
-            ops_addr,
-            task,
+            .await?;
+            let mail = MailSink::open(&config.mail)?;
+            let limiter = config.rate_limits.enabled.then(|| {
+                RateLimiter::for_store(
+                    store.backend(),
+                    config.rate_limits.calls_per_minute,
+                    Duration::from_secs(60),
+                )
+            });
+            let hub = Arc::new(Hub::new(config.outbound_queue, metrics.clone()));
+            let bus = Bus::connect(
+                config.nats_url.as_deref(),
+                config.bus_queue,
+                &config.node_id,
+                hub.clone(),
+                store.clone(),
+                &metrics,
+            )
+            .await?;
+            let public = bind(config.listen)?;
+            let ops = bind(config.ops_listen)?;
+            let state = AppState::new(Shared {
+                hub,
+                bus,
+                config,
+                store,
+                mail,
+                limiter,
+                metrics,
+                drain: Drain::default(),
+            });
+            let public_addr = public.local_addr().map_err(NodeError::Serve)?;
+            let ops_addr = ops.local_addr().map_err(NodeError::Serve)?;
+            presence::clear_own_records(&state).await?;
+            let task = tokio::spawn(serve(state.clone(), public, ops));
+            tracing::info!(node = %state.config.node_id, %public_addr, %ops_addr, "node ready");
+            Ok(Node {
+                state,
+                public_addr,
+                ops_addr,
+                task,
+            })
         })
     }
 
@@ -162,24 +167,27 @@ impl Node {
 }
 
 /// Runs a node until SIGTERM or SIGINT, then drains it: what the `anyplay-cloud`
-/// binary does (and `anyplay-chaos`, which runs its nodes as its own processes).
-pub async fn serve_until_signalled(config: Config) -> Result<(), NodeError> {
-    use tokio::signal::unix::{signal, SignalKind};
-    if let Err(e) = crate::raise_fd_limit() {
-        tracing::warn!(error = %e, "could not raise the open-file limit");
-    }
-    let mut term = signal(SignalKind::terminate()).map_err(NodeError::Serve)?;
-    let mut int = signal(SignalKind::interrupt()).map_err(NodeError::Serve)?;
-    let node = Node::start(config).await?;
-    let drain = node.drainer();
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
+/// binary does (and `anyplay-chaos`, which runs its nodes as its own processes). Boxed, as
+/// `Node::start`.
+pub fn serve_until_signalled(config: Config) -> BoxFuture<'static, Result<(), NodeError>> {
+    Box::pin(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Err(e) = crate::raise_fd_limit() {
+            tracing::warn!(error = %e, "could not raise the open-file limit");
         }
-        drain.start();
-    });
-    node.wait().await
+        let mut term = signal(SignalKind::terminate()).map_err(NodeError::Serve)?;
+        let mut int = signal(SignalKind::interrupt()).map_err(NodeError::Serve)?;
+        let node = Node::start(config).await?;
+        let drain = node.drainer();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            drain.start();
+        });
+        node.wait().await
+    })
 }
 
 fn bind(addr: SocketAddr) -> Result<TcpListener, NodeError> {

@@ -43,97 +43,105 @@ impl Nodes {
 }
 
 impl InProcess {
-    /// Starts the nodes the mode asks for and returns them with their target.
-    pub async fn start(mode: &Mode) -> Result<(InProcess, Target), LoadError> {
-        let (count, database_url, nats_url, default_limits) = match mode {
-            Mode::InProcess { default_limits } => (1, None, None, *default_limits),
-            Mode::Cluster {
-                nodes,
-                database_url,
-                nats_url,
-                default_limits,
-            } => (
-                *nodes,
-                Some(database_url.clone()),
-                Some(nats_url.clone()),
-                *default_limits,
-            ),
-            Mode::External(_) => {
-                return Err(LoadError::InProcess(
-                    "an external run has no in-process cloud".into(),
-                ))
-            }
-        };
-        let run = run_tag();
-        let dir = std::env::temp_dir().join(format!("anyplay-load-{run}"));
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| LoadError::InProcess(format!("cannot create {}: {e}", dir.display())))?;
-        let database = match &database_url {
-            Some(server) => Some(create_database(server, &run).await?),
-            None => None,
-        };
-        let mail = MemoryMail::default();
-        let mut nodes = Vec::with_capacity(count);
-        for i in 0..count {
-            let mut config = Config {
-                listen: ([127, 0, 0, 1], 0).into(),
-                ops_listen: ([127, 0, 0, 1], 0).into(),
-                node_id: node_id(i, database.is_some().then_some(run.as_str())),
-                mail: MailSinkConfig::Memory(mail.clone()),
-                nats_url: nats_url.clone(),
-                database_url: match &database {
-                    Some(url) => url.clone(),
-                    None => format!("sqlite:{}", dir.join("cloud.db").display()),
-                },
-                db_connections: 16,
-                ..Config::default()
+    /// Starts the nodes the mode asks for and returns them with their target. Boxed (here, as
+    /// every entry point a binary or test awaits) so its future tree is compiled once, in this
+    /// crate (results/ci).
+    pub fn start<'a>(mode: &'a Mode) -> BoxFuture<'a, Result<(InProcess, Target), LoadError>> {
+        Box::pin(async move {
+            let (count, database_url, nats_url, default_limits) = match mode {
+                Mode::InProcess { default_limits } => (1, None, None, *default_limits),
+                Mode::Cluster {
+                    nodes,
+                    database_url,
+                    nats_url,
+                    default_limits,
+                } => (
+                    *nodes,
+                    Some(database_url.clone()),
+                    Some(nats_url.clone()),
+                    *default_limits,
+                ),
+                Mode::External(_) => {
+                    return Err(LoadError::InProcess(
+                        "an external run has no in-process cloud".into(),
+                    ))
+                }
             };
-            config.rate_limits.enabled = default_limits;
-            let node = Node::start(config)
-                .await
-                .map_err(|e| LoadError::InProcess(format!("in-process node {}: {e}", i + 1)))?;
-            nodes.push(node);
-        }
-        let endpoints = nodes
-            .iter()
-            .map(|n| NodeEndpoint {
-                api: format!("http://{}", n.public_addr()),
-                ops: Some(format!("http://{}", n.ops_addr())),
-                pid: None,
-            })
-            .collect();
-        let nodes = Arc::new(Nodes(Mutex::new(nodes.into_iter().map(Some).collect())));
-        let target = Target {
-            nodes: endpoints,
-            codes: Arc::new(MemoryCodes(mail)),
-            control: Some(nodes.clone()),
-            pool: Some(nodes.clone()),
-        };
-        Ok((
-            InProcess {
-                nodes,
-                dir,
-                database,
-            },
-            target,
-        ))
+            let run = run_tag();
+            let dir = std::env::temp_dir().join(format!("anyplay-load-{run}"));
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                LoadError::InProcess(format!("cannot create {}: {e}", dir.display()))
+            })?;
+            let database = match &database_url {
+                Some(server) => Some(create_database(server, &run).await?),
+                None => None,
+            };
+            let mail = MemoryMail::default();
+            let mut nodes = Vec::with_capacity(count);
+            for i in 0..count {
+                let mut config = Config {
+                    listen: ([127, 0, 0, 1], 0).into(),
+                    ops_listen: ([127, 0, 0, 1], 0).into(),
+                    node_id: node_id(i, database.is_some().then_some(run.as_str())),
+                    mail: MailSinkConfig::Memory(mail.clone()),
+                    nats_url: nats_url.clone(),
+                    database_url: match &database {
+                        Some(url) => url.clone(),
+                        None => format!("sqlite:{}", dir.join("cloud.db").display()),
+                    },
+                    db_connections: 16,
+                    ..Config::default()
+                };
+                config.rate_limits.enabled = default_limits;
+                let node = Node::start(config)
+                    .await
+                    .map_err(|e| LoadError::InProcess(format!("in-process node {}: {e}", i + 1)))?;
+                nodes.push(node);
+            }
+            let endpoints = nodes
+                .iter()
+                .map(|n| NodeEndpoint {
+                    api: format!("http://{}", n.public_addr()),
+                    ops: Some(format!("http://{}", n.ops_addr())),
+                    pid: None,
+                })
+                .collect();
+            let nodes = Arc::new(Nodes(Mutex::new(nodes.into_iter().map(Some).collect())));
+            let target = Target {
+                nodes: endpoints,
+                codes: Arc::new(MemoryCodes(mail)),
+                control: Some(nodes.clone()),
+                pool: Some(nodes.clone()),
+            };
+            Ok((
+                InProcess {
+                    nodes,
+                    dir,
+                    database,
+                },
+                target,
+            ))
+        })
     }
 
-    /// Drains every node still running, drops the run's database and its files.
-    pub async fn shutdown(self) {
-        let count = self.nodes.0.lock().map(|n| n.len()).unwrap_or(0);
-        for i in 0..count {
-            if let Some(node) = self.nodes.take(i) {
-                node.drain();
-                let _ = node.wait().await;
+    /// Drains every node still running, drops the run's database and its files. Boxed, as
+    /// `start`.
+    pub fn shutdown(self) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let count = self.nodes.0.lock().map(|n| n.len()).unwrap_or(0);
+            for i in 0..count {
+                if let Some(node) = self.nodes.take(i) {
+                    node.drain();
+                    let _ = node.wait().await;
+                }
             }
-        }
-        if let Some(url) = &self.database {
-            if let Err(e) = sqlx::Postgres::drop_database(url).await {
-                tracing::warn!("could not drop the run's database: {e}");
+            if let Some(url) = &self.database {
+                if let Err(e) = sqlx::Postgres::drop_database(url).await {
+                    tracing::warn!("could not drop the run's database: {e}");
+                }
             }
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
+            let _ = std::fs::remove_dir_all(&self.dir);
+        })
     }
 }
 

@@ -3,6 +3,8 @@
 
 use std::sync::Arc;
 
+use futures_util::future::BoxFuture;
+
 use crate::client::http_client;
 use crate::error::LoadError;
 use crate::fleet::Fleet;
@@ -16,22 +18,24 @@ use crate::settings::{Mode, Scenario, Settings};
 use crate::stats::Op;
 use crate::target::Target;
 
-/// Runs `settings` against `target` and returns the report.
-pub async fn run(
-    settings: &Settings,
+/// Runs `settings` against `target` and returns the report. Boxed, as `InProcess::start`.
+pub fn run<'a>(
+    settings: &'a Settings,
     target: Target,
     progress: Progress,
-) -> Result<Report, LoadError> {
-    let run = Run::start(settings, target, progress).await?;
-    let scenarios = play(&run).await;
-    match scenarios {
-        Ok(scenarios) => Ok(run.finish(scenarios).await),
-        Err(e) => {
-            // Players stop whatever happened, so no task outlives the run.
-            run.ctx.fleet.shutdown().await;
-            Err(e)
+) -> BoxFuture<'a, Result<Report, LoadError>> {
+    Box::pin(async move {
+        let run = Run::start(settings, target, progress).await?;
+        let scenarios = play(&run).await;
+        match scenarios {
+            Ok(scenarios) => Ok(run.finish(scenarios).await),
+            Err(e) => {
+                // Players stop whatever happened, so no task outlives the run.
+                run.ctx.fleet.shutdown().await;
+                Err(e)
+            }
         }
-    }
+    })
 }
 
 /// A run between its start and its report, for callers that put their own work after the

@@ -24,6 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyplay_load::facts::Stamped;
+use futures_util::future::LocalBoxFuture;
 use indicatif::ProgressBar;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -124,8 +125,14 @@ fn prepare(options: RunOptions) -> Result<(Plan, PathBuf), RunError> {
     Ok((plan, dir))
 }
 
-/// Runs a plan to its verdict; writes everything into the run directory.
-pub async fn run(options: RunOptions) -> Result<Finished, RunError> {
+/// Runs a plan to its verdict; writes everything into the run directory. Boxed (here, as every
+/// entry point a binary or test awaits) so its future tree is compiled once, in this crate
+/// (results/ci); not `Send`, as the async fn was not.
+pub fn run(options: RunOptions) -> LocalBoxFuture<'static, Result<Finished, RunError>> {
+    Box::pin(run_plan(options))
+}
+
+async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
     let (plan, dir) = prepare(options)?;
     let timeline = plan.resolve(plan.seed)?;
     let interrupt = crate::supervisor::signals::termination_requested()
@@ -401,69 +408,73 @@ async fn follow_services(
     }
 }
 
-/// `up`: the topology and the players only, held until Ctrl-C.
-pub async fn up(options: RunOptions) -> Result<(), RunError> {
-    let (plan, dir) = prepare(options)?;
-    let interrupt = crate::supervisor::signals::termination_requested()
-        .map_err(|e| RunError::Files(e.to_string()))?;
-    let (supervisor, _events) = Topology::supervisor(&plan, &dir).await?;
-    let topology = Topology::start(&plan, &dir, supervisor).await?;
-    for node in &topology.nodes {
-        println!(
-            "{}: api http://{} (players via http://{}), ops http://{}",
-            node.name, node.api, node.players, node.ops
-        );
-    }
-    if let Some(url) = &topology.postgres_url {
-        println!("postgres: {url}");
-    }
-    if let Some(url) = &topology.nats_url {
-        println!("nats: {url}");
-    }
-    // The players play for as long as the topology is held.
-    let log = EventLog::create(&dir.join(EVENTS_FILE), Instant::now().into_std())
-        .map_err(|e| RunError::Files(e.to_string()))?;
-    let year = Duration::from_secs(365 * 24 * 3600);
-    let (mut load, facts) = start_players(&plan, year, &dir, &topology, &log).await?;
-    // Nothing is judged: the facts go nowhere.
-    drop(facts);
-    println!("logs: {}; Ctrl-C ends it", dir.join("logs").display());
-    tokio::pin!(interrupt);
-    let warmed = tokio::select! {
-        warmed = load.warm_up() => Some(warmed),
-        signal = &mut interrupt => {
-            eprintln!("anyplay-chaos: {signal}: stopping");
-            None
+/// `up`: the topology and the players only, held until Ctrl-C. Boxed, as `run`.
+pub fn up(options: RunOptions) -> LocalBoxFuture<'static, Result<(), RunError>> {
+    Box::pin(async move {
+        let (plan, dir) = prepare(options)?;
+        let interrupt = crate::supervisor::signals::termination_requested()
+            .map_err(|e| RunError::Files(e.to_string()))?;
+        let (supervisor, _events) = Topology::supervisor(&plan, &dir).await?;
+        let topology = Topology::start(&plan, &dir, supervisor).await?;
+        for node in &topology.nodes {
+            println!(
+                "{}: api http://{} (players via http://{}), ops http://{}",
+                node.name, node.api, node.players, node.ops
+            );
         }
-    };
-    if let Some(warmed) = warmed {
-        match warmed {
-            Ok(_) => {
-                if let Err(e) = load.play(Duration::ZERO).await {
-                    eprintln!("anyplay-chaos: the players could not start playing: {e}");
-                }
+        if let Some(url) = &topology.postgres_url {
+            println!("postgres: {url}");
+        }
+        if let Some(url) = &topology.nats_url {
+            println!("nats: {url}");
+        }
+        // The players play for as long as the topology is held.
+        let log = EventLog::create(&dir.join(EVENTS_FILE), Instant::now().into_std())
+            .map_err(|e| RunError::Files(e.to_string()))?;
+        let year = Duration::from_secs(365 * 24 * 3600);
+        let (mut load, facts) = start_players(&plan, year, &dir, &topology, &log).await?;
+        // Nothing is judged: the facts go nowhere.
+        drop(facts);
+        println!("logs: {}; Ctrl-C ends it", dir.join("logs").display());
+        tokio::pin!(interrupt);
+        let warmed = tokio::select! {
+            warmed = load.warm_up() => Some(warmed),
+            signal = &mut interrupt => {
+                eprintln!("anyplay-chaos: {signal}: stopping");
+                None
             }
-            Err(e) => eprintln!("anyplay-chaos: the warm-up failed: {e}"),
+        };
+        if let Some(warmed) = warmed {
+            match warmed {
+                Ok(_) => {
+                    if let Err(e) = load.play(Duration::ZERO).await {
+                        eprintln!("anyplay-chaos: the players could not start playing: {e}");
+                    }
+                }
+                Err(e) => eprintln!("anyplay-chaos: the warm-up failed: {e}"),
+            }
+            let signal = interrupt.await;
+            eprintln!("anyplay-chaos: {signal}: stopping");
         }
-        let signal = interrupt.await;
-        eprintln!("anyplay-chaos: {signal}: stopping");
-    }
-    load.stop_play();
-    let _ = load.finish(Vec::new()).await;
-    topology.shutdown().await;
-    Ok(())
+        load.stop_play();
+        let _ = load.finish(Vec::new()).await;
+        topology.shutdown().await;
+        Ok(())
+    })
 }
 
-/// `rerun DIR`: the plan and seed recorded in DIR, again, into a new directory.
-pub async fn rerun(dir: &Path) -> Result<Finished, RunError> {
-    let plan = Plan::load(&dir.join(PLAN_FILE))?;
-    // The recorded plan has the backend and images of that run already.
-    run(RunOptions {
-        plan,
-        out: None,
-        seed: None,
-        backend: None,
-        images: Vec::new(),
+/// `rerun DIR`: the plan and seed recorded in DIR, again, into a new directory. Boxed, as `run`.
+pub fn rerun<'a>(dir: &'a Path) -> LocalBoxFuture<'a, Result<Finished, RunError>> {
+    Box::pin(async move {
+        let plan = Plan::load(&dir.join(PLAN_FILE))?;
+        // The recorded plan has the backend and images of that run already.
+        run(RunOptions {
+            plan,
+            out: None,
+            seed: None,
+            backend: None,
+            images: Vec::new(),
+        })
+        .await
     })
-    .await
 }

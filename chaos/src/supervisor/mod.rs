@@ -32,7 +32,7 @@ pub use service::{Service, ServiceError};
 pub use spec::ServiceSpec;
 pub use state::State;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, BoxFuture};
 use crate::sync::lock;
 use faults::Clock;
 
@@ -56,41 +56,44 @@ impl Supervisor {
     }
 
     /// Registers a service (state `Pending`) and prepares it for the faults its spec names;
-    /// `Service::start` launches it.
-    pub async fn add(&self, spec: ServiceSpec) -> Result<Service, ServiceError> {
-        if self.service(&spec.name).is_some() {
-            return Err(ServiceError::Duplicate(spec.name));
-        }
-        let mut command = spec.command.clone();
-        command.cgroup = spec.faults.cgroup;
-        let clock = match spec.faults.clock {
-            true => {
-                let clock = Clock::create(&spec.name).map_err(|source| ServiceError::Fault {
+    /// `Service::start` launches it. Boxed, as `Service::start`.
+    pub fn add(&self, spec: ServiceSpec) -> BoxFuture<'_, Result<Service, ServiceError>> {
+        Box::pin(async move {
+            if self.service(&spec.name).is_some() {
+                return Err(ServiceError::Duplicate(spec.name));
+            }
+            let mut command = spec.command.clone();
+            command.cgroup = spec.faults.cgroup;
+            let clock = match spec.faults.clock {
+                true => {
+                    let clock =
+                        Clock::create(&spec.name).map_err(|source| ServiceError::Fault {
+                            service: spec.name.clone(),
+                            source,
+                        })?;
+                    command.env.extend(clock.env());
+                    command.binds.extend(clock.binds());
+                    Some(clock)
+                }
+                false => None,
+            };
+            let unit = self
+                .backend
+                .create(spec.name.clone(), command)
+                .await
+                .map_err(|source| ServiceError::Backend {
                     service: spec.name.clone(),
                     source,
                 })?;
-                command.env.extend(clock.env());
-                command.binds.extend(clock.binds());
-                Some(clock)
+            let service = Service::new(spec, unit, clock, self.events.clone());
+            let mut services = self.lock();
+            // Checked again: another task may have added the same name while we awaited.
+            if services.iter().any(|s| s.name() == service.name()) {
+                return Err(ServiceError::Duplicate(service.name().to_owned()));
             }
-            false => None,
-        };
-        let unit = self
-            .backend
-            .create(spec.name.clone(), command)
-            .await
-            .map_err(|source| ServiceError::Backend {
-                service: spec.name.clone(),
-                source,
-            })?;
-        let service = Service::new(spec, unit, clock, self.events.clone());
-        let mut services = self.lock();
-        // Checked again: another task may have added the same name while we awaited.
-        if services.iter().any(|s| s.name() == service.name()) {
-            return Err(ServiceError::Duplicate(service.name().to_owned()));
-        }
-        services.push(service.clone());
-        Ok(service)
+            services.push(service.clone());
+            Ok(service)
+        })
     }
 
     pub fn service(&self, name: &str) -> Option<Service> {

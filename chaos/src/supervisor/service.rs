@@ -13,7 +13,7 @@ use super::faults::{Clock, Disk, FaultError, ServiceFault, ServiceFaultKind};
 use super::ready::{self, Probe, ProbeError};
 use super::spec::ServiceSpec;
 use super::state::{State, Step};
-use crate::backend::{BackendError, Exit, Limit, Op, Unit};
+use crate::backend::{BackendError, BoxFuture, Exit, Limit, Op, Unit};
 use crate::sync::lock;
 
 /// How long a SIGKILLed instance may take to be seen gone before we call it unkillable.
@@ -118,55 +118,59 @@ impl Service {
     }
 
     /// Launches the service and returns once its probe passes. On a failed start nothing of it is
-    /// left running: an instance that is not ready in time is SIGKILLed.
-    pub async fn start(&self) -> Result<(), ServiceError> {
-        let previous = self
-            .step(Step::Start)
-            .map_err(|state| self.wrong(state, "start"))?;
-        let started = match self.inner.unit.start().await {
-            Ok(started) => started,
-            Err(source) => {
-                self.inner.state.send_if_modified(|state| {
-                    let undo = *state == State::Starting;
-                    if undo {
-                        *state = previous;
-                    }
-                    undo
-                });
-                return Err(self.backend(source));
-            }
-        };
-        if let Some(clock) = lock(&self.inner.clock).as_ref() {
-            clock.started(started.id.host_pid());
-        }
-        self.emit(ServiceEventKind::Started(started.id));
-        let watcher = self.clone();
-        tokio::spawn(async move {
-            let exit = started.exit.await;
-            // A start always ends with an exit, and only live states can be left by it.
-            let _ = watcher.step(Step::Exit(exit));
-        });
-
-        let mut states = self.subscribe();
-        tokio::select! {
-            ready = ready::wait_ready(&self.inner.probe, self.inner.ready_timeout) => match ready {
-                Ok(()) => self.step(Step::Ready).map(drop).map_err(|state| match state {
-                    State::Exited(exit) => self.exited_while_starting(exit),
-                    state => ServiceError::Interrupted { service: self.inner.name.clone(), state },
-                }),
-                Err(last) => {
-                    self.send(Op::Kill).await?;
-                    self.wait_killed().await?;
-                    Err(ServiceError::NotReady {
-                        service: self.inner.name.clone(),
-                        limit: self.inner.ready_timeout,
-                        last,
-                        log: self.log_path().to_owned(),
-                    })
+    /// left running: an instance that is not ready in time is SIGKILLed. Boxed, as every entry
+    /// point a binary or test awaits, so its future tree (the probes' clients) is compiled once,
+    /// in this crate (results/ci).
+    pub fn start(&self) -> BoxFuture<'_, Result<(), ServiceError>> {
+        Box::pin(async move {
+            let previous = self
+                .step(Step::Start)
+                .map_err(|state| self.wrong(state, "start"))?;
+            let started = match self.inner.unit.start().await {
+                Ok(started) => started,
+                Err(source) => {
+                    self.inner.state.send_if_modified(|state| {
+                        let undo = *state == State::Starting;
+                        if undo {
+                            *state = previous;
+                        }
+                        undo
+                    });
+                    return Err(self.backend(source));
                 }
-            },
-            exit = exited(&mut states) => Err(self.exited_while_starting(exit)),
-        }
+            };
+            if let Some(clock) = lock(&self.inner.clock).as_ref() {
+                clock.started(started.id.host_pid());
+            }
+            self.emit(ServiceEventKind::Started(started.id));
+            let watcher = self.clone();
+            tokio::spawn(async move {
+                let exit = started.exit.await;
+                // A start always ends with an exit, and only live states can be left by it.
+                let _ = watcher.step(Step::Exit(exit));
+            });
+
+            let mut states = self.subscribe();
+            tokio::select! {
+                ready = ready::wait_ready(&self.inner.probe, self.inner.ready_timeout) => match ready {
+                    Ok(()) => self.step(Step::Ready).map(drop).map_err(|state| match state {
+                        State::Exited(exit) => self.exited_while_starting(exit),
+                        state => ServiceError::Interrupted { service: self.inner.name.clone(), state },
+                    }),
+                    Err(last) => {
+                        self.send(Op::Kill).await?;
+                        self.wait_killed().await?;
+                        Err(ServiceError::NotReady {
+                            service: self.inner.name.clone(),
+                            limit: self.inner.ready_timeout,
+                            last,
+                            log: self.log_path().to_owned(),
+                        })
+                    }
+                },
+                exit = exited(&mut states) => Err(self.exited_while_starting(exit)),
+            }
+        })
     }
 
     /// SIGTERM to the whole tree (and SIGCONT when paused, so it can act on it); SIGKILL once
@@ -406,7 +410,7 @@ async fn exited(states: &mut watch::Receiver<State>) -> Exit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::{BoxFuture, Command, InstanceId, Started};
+    use crate::backend::{Command, InstanceId, Started};
     use nix::sys::signal::Signal;
     use std::sync::Mutex;
     use tokio::sync::oneshot;

@@ -6,6 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures_util::future::BoxFuture;
 use futures_util::{FutureExt, StreamExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -62,50 +63,53 @@ fn name(args: &AgentArgs) -> Result<String, AgentsError> {
     }
 }
 
-/// Serves offers on `args.nats` until the process ends.
-pub async fn serve(args: AgentArgs) -> Result<(), AgentsError> {
-    let name = name(&args)?;
-    let client = super::connect(&args.nats, &name).await?;
-    let mut offers = client
-        .subscribe(protocol::ANY_OFFER)
-        .await
-        .map_err(|e| AgentsError::nats(&args.nats, &e))?;
-    eprintln!(
-        "anyplay-load agent {name:?}: waiting for work on {}",
-        args.nats
-    );
-    while let Some(message) = offers.next().await {
-        let (Ok(offer), Some(reply)) = (
-            protocol::decode::<Offer>(&message.payload),
-            message.reply.clone(),
-        ) else {
-            continue;
-        };
-        if !protocol::is_token(&offer.run) {
-            continue;
-        }
-        // Listening before answering, so that the assignment cannot come first.
-        let mut inbox = client
-            .subscribe(protocol::to_agent(&offer.run, &name))
+/// Serves offers on `args.nats` until the process ends. Boxed (here, as every entry point a
+/// binary or test awaits) so its future tree is compiled once, in this crate (results/ci).
+pub fn serve(args: AgentArgs) -> BoxFuture<'static, Result<(), AgentsError>> {
+    Box::pin(async move {
+        let name = name(&args)?;
+        let client = super::connect(&args.nats, &name).await?;
+        let mut offers = client
+            .subscribe(protocol::ANY_OFFER)
             .await
             .map_err(|e| AgentsError::nats(&args.nats, &e))?;
-        let answer = protocol::encode(&Answer { name: name.clone() });
-        if let Err(e) = client.publish(reply, answer.into()).await {
-            tracing::warn!("answering the offer of run {}: {e}", offer.run);
-            continue;
+        eprintln!(
+            "anyplay-load agent {name:?}: waiting for work on {}",
+            args.nats
+        );
+        while let Some(message) = offers.next().await {
+            let (Ok(offer), Some(reply)) = (
+                protocol::decode::<Offer>(&message.payload),
+                message.reply.clone(),
+            ) else {
+                continue;
+            };
+            if !protocol::is_token(&offer.run) {
+                continue;
+            }
+            // Listening before answering, so that the assignment cannot come first.
+            let mut inbox = client
+                .subscribe(protocol::to_agent(&offer.run, &name))
+                .await
+                .map_err(|e| AgentsError::nats(&args.nats, &e))?;
+            let answer = protocol::encode(&Answer { name: name.clone() });
+            if let Err(e) = client.publish(reply, answer.into()).await {
+                tracing::warn!("answering the offer of run {}: {e}", offer.run);
+                continue;
+            }
+            let agent = Agent {
+                client: client.clone(),
+                run: offer.run.clone(),
+                name: name.clone(),
+                source_ips: args.source_ips.clone(),
+            };
+            agent.play(&mut inbox).await;
+            let _ = inbox.unsubscribe().await;
+            // Offers that came meanwhile are old: their coordinators took other agents or gave up.
+            while let Some(Some(_)) = offers.next().now_or_never() {}
         }
-        let agent = Agent {
-            client: client.clone(),
-            run: offer.run.clone(),
-            name: name.clone(),
-            source_ips: args.source_ips.clone(),
-        };
-        agent.play(&mut inbox).await;
-        let _ = inbox.unsubscribe().await;
-        // Offers that came meanwhile are old: their coordinators took other agents or gave up.
-        while let Some(Some(_)) = offers.next().now_or_never() {}
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// An agent within one run.

@@ -27,6 +27,7 @@ pub mod share;
 
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use hdrhistogram::Histogram;
 use tokio::sync::mpsc;
 
@@ -98,37 +99,39 @@ async fn connect(url: &str, name: &str) -> Result<async_nats::Client, AgentsErro
 
 /// The whole run of `settings` over `agents` against `target`: recruit, assign, the warm-up
 /// and each scenario as a phase, then the merged report. An agent lost on the way leaves the
-/// report `incomplete`, with the agent named.
-pub async fn run(
-    settings: &Settings,
-    target: &Target,
-    agents: &AgentsSettings,
-    progress: &Progress,
-) -> Result<Report, LoadError> {
-    let spinner = progress.spinner("agents");
-    let (mut session, _) = Session::start(settings, target, agents, false, &spinner).await?;
-    let phases = std::iter::once(Phase::WarmUp).chain(
-        settings
-            .scenarios
-            .iter()
-            .filter(|s| !matches!(s, Scenario::Login | Scenario::Friends))
-            .map(|&scenario| Phase::Scenario { scenario }),
-    );
-    let mut scenarios = Vec::new();
-    for phase in phases {
-        spinner.set_message(phase.name());
-        match session.phase(phase).await {
-            Ok(played) => scenarios.extend(played.scenarios),
-            Err(e) => {
-                session.abort().await;
-                return Err(e);
+/// report `incomplete`, with the agent named. Boxed, as `InProcess::start`.
+pub fn run<'a>(
+    settings: &'a Settings,
+    target: &'a Target,
+    agents: &'a AgentsSettings,
+    progress: &'a Progress,
+) -> BoxFuture<'a, Result<Report, LoadError>> {
+    Box::pin(async move {
+        let spinner = progress.spinner("agents");
+        let (mut session, _) = Session::start(settings, target, agents, false, &spinner).await?;
+        let phases = std::iter::once(Phase::WarmUp).chain(
+            settings
+                .scenarios
+                .iter()
+                .filter(|s| !matches!(s, Scenario::Login | Scenario::Friends))
+                .map(|&scenario| Phase::Scenario { scenario }),
+        );
+        let mut scenarios = Vec::new();
+        for phase in phases {
+            spinner.set_message(phase.name());
+            match session.phase(phase).await {
+                Ok(played) => scenarios.extend(played.scenarios),
+                Err(e) => {
+                    session.abort().await;
+                    return Err(e);
+                }
             }
         }
-    }
-    spinner.set_message("finishing");
-    let report = session.finish(scenarios).await;
-    spinner.finish_and_clear();
-    report
+        spinner.set_message("finishing");
+        let report = session.finish(scenarios).await;
+        spinner.finish_and_clear();
+        report
+    })
 }
 
 /// A run over agents between its assignment and its report, for callers that put their own

@@ -62,17 +62,20 @@ pub struct DockerBackend {
 
 impl DockerBackend {
     /// Connects to the engine and removes the containers of runs whose supervisor died; returns
-    /// the backend and the names of the removed containers.
-    pub async fn connect(run_dir: &Path) -> Result<(Self, Vec<String>), EngineError> {
-        Self::on(engine::connect().await?, run_dir).await
+    /// the backend and the names of the removed containers. Boxed, as every entry point a
+    /// binary or test awaits, so its future tree is compiled once, in this crate (results/ci).
+    pub fn connect<'a>(
+        run_dir: &'a Path,
+    ) -> BoxFuture<'a, Result<(Self, Vec<String>), EngineError>> {
+        Box::pin(async move { Self::on(engine::connect().await?, run_dir).await })
     }
 
-    /// As [`DockerBackend::connect`], to the engine a plan's host names.
-    pub async fn connect_to(
-        engine: &crate::plan::Engine,
-        run_dir: &Path,
-    ) -> Result<(Self, Vec<String>), EngineError> {
-        Self::on(engine::connect_to(engine).await?, run_dir).await
+    /// As [`DockerBackend::connect`], to the engine a plan's host names. Boxed, as `connect`.
+    pub fn connect_to<'a>(
+        engine: &'a crate::plan::Engine,
+        run_dir: &'a Path,
+    ) -> BoxFuture<'a, Result<(Self, Vec<String>), EngineError>> {
+        Box::pin(async move { Self::on(engine::connect_to(engine).await?, run_dir).await })
     }
 
     async fn on(docker: Docker, run_dir: &Path) -> Result<(Self, Vec<String>), EngineError> {
