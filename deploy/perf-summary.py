@@ -59,6 +59,8 @@ def side(command, frames):
     worker threads are the cloud's store."""
     if command.startswith("sqlx-sqlite"):
         return "cloud node: SQLite worker threads"
+    if command in ("postgres", "nats-server"):
+        return command
     for symbol, _ in reversed(frames):
         if "anyplay_cloud" in symbol:
             return "cloud node: runtime tasks"
