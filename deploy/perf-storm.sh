@@ -2,19 +2,20 @@
 # Profiles the storm of the storm benchmark (deploy/bench-storm.sh, one run): plays the same
 # run, `sqlite` (5,000 players with 10 friends each, the node in the harness's process) or
 # `postgres` (5,000 players with 2 friends each against two anyplay-cloud processes on
-# PostgreSQL + NATS, through deploy/bench-agents.sh), and once the harness's open files fall
-# by a third (the `drop`: thousands of sockets close at once), records the whole machine
-# with `perf record -a` for SECONDS (default 4, about the storm). Writes OUT/perf.data,
+# PostgreSQL + NATS, through deploy/bench-agents.sh), or `plan` (plans/storm.yaml, run by
+# BIN_DIR's anyplay-chaos into OUT/run: its first drop), and once the harness's open files
+# fall by a third (the `drop`: thousands of sockets close at once), records the whole
+# machine with `perf record -a` for SECONDS (default 4, about the storm). Writes OUT/perf.data,
 # OUT/by-process.txt (self time per command and shared object), OUT/symbols.txt (the top
 # symbols), OUT/perf-command.txt, and the run's own files (report.json, stdout.txt,
 # command.txt, load.txt). Run it alone: the profile is of everything the two cores did.
 # CALL_GRAPH=dwarf records call stacks from DWARF (the release binaries keep no frame
 # pointers; heavier, so at 199 Hz) for deploy/perf-summary.py.
 #
-#   [CALL_GRAPH=dwarf] deploy/perf-storm.sh sqlite|postgres OUT BIN_DIR [SECONDS]
+#   [CALL_GRAPH=dwarf] deploy/perf-storm.sh sqlite|postgres|plan OUT BIN_DIR [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-(($# >= 3)) || { echo "usage: $0 sqlite|postgres OUT BIN_DIR [SECONDS]" >&2; exit 2; }
+(($# >= 3)) || { echo "usage: $0 sqlite|postgres|plan OUT BIN_DIR [SECONDS]" >&2; exit 2; }
 backend=$1 out=$2 bin=$3 seconds=${4:-4}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -49,6 +50,13 @@ postgres)
         sleep 0.2
     done
     ;;
+plan)
+    echo "anyplay-chaos run plans/storm.yaml --out run" >"$out/command.txt"
+    rm -rf "$out/run"
+    "$bin/anyplay-chaos" run plans/storm.yaml --out "$out/run" >"$out/stdout.txt" 2>"$out/stderr.txt" &
+    run=$!
+    harness=$run
+    ;;
 *) echo "unknown backend $backend" >&2; exit 2 ;;
 esac
 
@@ -64,11 +72,12 @@ while [[ -n $harness ]] && kill -0 "$harness" 2>/dev/null; do
     fi
     sleep 0.01
 done
-wait "$run"
-echo "after:  $(cat /proc/loadavg)" >>"$out/load.txt"
+wait "$run" && status=0 || status=$?
+echo "after:  $(cat /proc/loadavg); the run's exit status $status" >>"$out/load.txt"
 [[ -f $out/perf.data ]] || { echo "no drop seen: nothing recorded" >&2; exit 1; }
 perf report -i "$out/perf.data" --no-children --sort comm,dso --stdio -g none 2>/dev/null \
     | grep -v '^$' | head -60 >"$out/by-process.txt" || true
 perf report -i "$out/perf.data" --no-children --sort dso,sym --stdio -g none 2>/dev/null \
     | grep -v '^$' | head -120 >"$out/symbols.txt" || true
 tail -n 20 "$out/stdout.txt"
+exit "$status"
