@@ -35,6 +35,7 @@ h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px}
 .verdict{display:inline-block;padding:1px 10px;border-radius:4px;color:#fff;font-size:15px;vertical-align:2px}
 .pass{background:#2e9a57}.fail{background:#c8372f}
 .description{color:#4a5568;margin:0 0 10px}
+.shortfall{color:#9c4221;margin:0 0 10px}
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:0 0 16px}
 dl.facts dt{color:#5a6478}dl.facts dd{margin:0}
 table{border-collapse:collapse;margin:4px 0 8px}
@@ -76,6 +77,13 @@ pub fn page(report: &Report, history: &History) -> String {
         let _ = writeln!(html, "<p class=\"description\">{}</p>", escape(description));
     }
     html.push_str(&facts(report));
+    if let Some(shortfall) = report.login_shortfall() {
+        let _ = writeln!(
+            html,
+            "<p class=\"shortfall\"><b>Load:</b> {}.</p>",
+            escape(&shortfall.to_string())
+        );
+    }
     html.push_str(&figure(report, history).svg());
     html.push_str("\n<h2>Checks</h2>\n");
     html.push_str(&checks_table(report));

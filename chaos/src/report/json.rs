@@ -49,6 +49,38 @@ pub struct Report {
     pub unreadable_lines: Vec<usize>,
 }
 
+/// Fewer players online after the login wave than the plan asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoginShortfall {
+    pub asked: u64,
+    pub online: u64,
+    /// Logins the generator did not start because its in-flight limit was reached.
+    pub skipped_saturated: u64,
+    pub e2e_login_p50_ms: Option<f64>,
+}
+
+impl std::fmt::Display for LoginShortfall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "only {} of {} players got online before the timeline; the checks judged those",
+            self.online, self.asked
+        )?;
+        if self.skipped_saturated > 0 {
+            write!(
+                f,
+                " ({} logins skipped: the login wave had its in-flight limit of logins running",
+                self.skipped_saturated
+            )?;
+            if let Some(p50) = self.e2e_login_p50_ms {
+                write!(f, ", a login took {} ms at p50", p50.round())?;
+            }
+            write!(f, "; a lower login_rate lets them all in)")?;
+        }
+        Ok(())
+    }
+}
+
 /// One second of the run: the load's tick with its time.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SeriesPoint {
@@ -88,6 +120,27 @@ impl Report {
                 .collect(),
             unreadable_lines: history.skipped_lines().to_vec(),
         }
+    }
+
+    /// How far the login wave fell short of the plan's players, read from the load's report:
+    /// the checks judge only the players that got online, and a reader must see that.
+    pub fn login_shortfall(&self) -> Option<LoginShortfall> {
+        let login = self
+            .load
+            .get("scenarios")?
+            .as_array()?
+            .iter()
+            .find(|s| s.get("name").and_then(|n| n.as_str()) == Some("login"))?;
+        let count = |pointer: &str| login.pointer(pointer).and_then(|v| v.as_u64());
+        let shortfall = LoginShortfall {
+            asked: count("/players/asked")?,
+            online: count("/players/online")?,
+            skipped_saturated: count("/skipped_saturated").unwrap_or(0),
+            e2e_login_p50_ms: login
+                .pointer("/ops/e2e_login/p50_ms")
+                .and_then(|v| v.as_f64()),
+        };
+        (shortfall.online < shortfall.asked).then_some(shortfall)
     }
 
     /// The plan's name, for titles.

@@ -25,6 +25,9 @@ pub fn summary(report: &Report) -> String {
             report.unreadable_lines
         ));
     }
+    if let Some(shortfall) = report.login_shortfall() {
+        out.push_str(&format!("**Load:** {shortfall}.\n\n"));
+    }
     out.push_str(&tables(report));
     out
 }
@@ -205,6 +208,36 @@ mod tests {
             let widths: Vec<usize> = block.lines().map(|l| l.chars().count()).collect();
             assert!(widths.windows(2).all(|w| w[0] == w[1]), "{block}");
         }
+    }
+
+    #[test]
+    fn a_login_wave_that_fell_short_is_said_above_the_tables() {
+        let plan = Plan::from_yaml("name: tiny\nload: {players: 2000}\n").unwrap();
+        let load = |online: u64, skipped: u64| {
+            serde_json::json!({"scenarios": [{
+                "name": "login",
+                "skipped_saturated": skipped,
+                "players": {"asked": 2000, "online": online},
+                "ops": {"e2e_login": {"p50_ms": 4263.9}},
+            }]})
+        };
+        let short = summary(&Report::build(&plan, &History::default(), load(1434, 566)));
+        assert!(
+            short.contains(
+                "**Load:** only 1434 of 2000 players got online before the timeline; the checks \
+                 judged those (566 logins skipped: the login wave had its in-flight limit of \
+                 logins running, a login took 4264 ms at p50; a lower login_rate lets them all in)."
+            ),
+            "{short}"
+        );
+        let full = summary(&Report::build(&plan, &History::default(), load(2000, 0)));
+        assert!(!full.contains("**Load:**"), "{full}");
+        let none = summary(&Report::build(
+            &plan,
+            &History::default(),
+            serde_json::Value::Null,
+        ));
+        assert!(!none.contains("**Load:**"), "{none}");
     }
 
     #[test]

@@ -316,6 +316,9 @@ async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
         serde_json::to_string_pretty(&load_report).map_err(|e| RunError::Files(e.to_string()))?;
     std::fs::write(&load_file, text).map_err(files(&load_file))?;
     let report = report::render_dir(&dir)?;
+    if let Some(shortfall) = report.login_shortfall() {
+        println!("Load: {shortfall}.\n");
+    }
     print!("{}", markdown::tables(&report));
     println!("report: {}", dir.display());
     Ok(Finished {
