@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Summarizes `perf script` output of a profile recorded with call stacks (deploy/perf-storm.sh
 with CALL_GRAPH=dwarf): each sample is charged to a component by its own frame (self time),
-to the side that made it (the cloud node or the load harness, by the outermost anyplay frame
-on its stack), and the allocator's samples to the code that called the allocator.
+to the side that made it (the cloud node, the load harness, or chaos's fault proxy and checks,
+by the outermost anyplay frame on its stack), and the allocator's samples to the code that
+called the allocator.
 
     perf script -i OUT/perf.data | deploy/perf-summary.py > OUT/summary.md
 """
@@ -32,6 +33,7 @@ COMPONENTS = [
     ("serde_json", lambda s, o: "serde_json" in s),
     ("anyplay_cloud", lambda s, o: "anyplay_cloud" in s),
     ("anyplay_load", lambda s, o: "anyplay_load" in s),
+    ("anyplay_chaos", lambda s, o: "anyplay_chaos" in s),
     ("other", lambda s, o: True),
 ]
 
@@ -55,7 +57,7 @@ def samples(lines):
 
 
 def side(command, frames):
-    """The cloud or the harness, by the outermost anyplay frame (a task's root); SQLite's
+    """The cloud, the harness or chaos, by the outermost anyplay frame (a task's root); SQLite's
     worker threads are the cloud's store."""
     if command.startswith("sqlx-sqlite"):
         return "cloud node: SQLite worker threads"
@@ -66,6 +68,10 @@ def side(command, frames):
             return "cloud node: runtime tasks"
         if "anyplay_load" in symbol:
             return "load harness"
+        if "anyplay_chaos::proxy" in symbol:
+            return "chaos: fault proxy"
+        if "anyplay_chaos" in symbol:
+            return "chaos: supervisor and checks"
     return "no anyplay frame (the runtime's scheduler and I/O driver, other processes)"
 
 
