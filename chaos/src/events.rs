@@ -127,7 +127,8 @@ pub enum Event {
         cause: CloseCause,
     },
     /// An event received on connection `conn` of `account`, in arrival order; `seq` as the
-    /// server numbered it, `from`/`version`/`online` for presence events.
+    /// server numbered it, `from`/`version`/`online` for presence events, `session` for a
+    /// session's news.
     Received {
         account: u64,
         conn: u64,
@@ -141,6 +142,8 @@ pub enum Event {
         version: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         online: Option<bool>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<String>,
     },
     /// An activity change the cloud acknowledged (204), sent at `sent` (log seconds) to `node`.
     PresenceChange {
@@ -186,6 +189,11 @@ pub enum Event {
         code: Option<i32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signal: Option<String>,
+    },
+    /// Records that the run could not write to this log (a full disk, say): the history
+    /// misses them, so no check can pass on it.
+    Unwritten {
+        records: u64,
     },
     /// A load agent stopped answering: its `players` (numbered from `first_player`) played on
     /// unrecorded, or not at all, from here on.
@@ -531,6 +539,16 @@ impl History {
             .collect()
     }
 
+    /// How many records the run said it could not write.
+    pub fn unwritten(&self) -> u64 {
+        self.iter()
+            .map(|(_, e)| match e {
+                Event::Unwritten { records } => *records,
+                _ => 0,
+            })
+            .sum()
+    }
+
     /// The `run_start` line, when the log has one.
     pub fn meta(&self) -> Option<&RunMeta> {
         self.iter().find_map(|(_, e)| match e {
@@ -712,6 +730,7 @@ mod tests {
                 from: Some(1),
                 version: Some(10),
                 online: Some(true),
+                session: None,
             },
             Event::Write(Write {
                 op: WriteOp::FriendRequest,
@@ -769,6 +788,7 @@ mod tests {
                 code: Some(0),
                 signal: None,
             },
+            Event::Unwritten { records: 2 },
         ];
         for event in events {
             let record = Record { t: 1.5, event };

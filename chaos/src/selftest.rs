@@ -61,6 +61,10 @@ impl Case {
             SeededDefect::LeasesNeverExpire => checks::stale_online::NAME,
             SeededDefect::SkipSeq => checks::event_order::NAME,
             SeededDefect::SessionOneTooMany => checks::session_integrity::NAME,
+            SeededDefect::UnreplacedClose | SeededDefect::DropHealthyConnections => {
+                checks::disconnects::NAME
+            }
+            SeededDefect::PresenceToStrangers => checks::unexpected::NAME,
         })
     }
 

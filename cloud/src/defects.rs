@@ -31,10 +31,18 @@ pub enum SeededDefect {
     SkipSeq,
     /// A session admits one member more than its `max_members`.
     SessionOneTooMany,
+    /// Every 150th event a node sends ends its connection with 4001 instead, though nobody
+    /// replaced it: the client never comes back (a 4001 tells it not to).
+    UnreplacedClose,
+    /// Every 150th event a node sends ends its connection without a close frame instead, on
+    /// a healthy link.
+    DropHealthyConnections,
+    /// Every activity change also goes to a stranger (the account 97 ids further on).
+    PresenceToStrangers,
 }
 
 impl SeededDefect {
-    pub const ALL: [SeededDefect; 7] = [
+    pub const ALL: [SeededDefect; 10] = [
         SeededDefect::NoCrossNodeReplace,
         SeededDefect::DropCrossNodeEvents,
         SeededDefect::UndoSessionJoin,
@@ -42,6 +50,9 @@ impl SeededDefect {
         SeededDefect::LeasesNeverExpire,
         SeededDefect::SkipSeq,
         SeededDefect::SessionOneTooMany,
+        SeededDefect::UnreplacedClose,
+        SeededDefect::DropHealthyConnections,
+        SeededDefect::PresenceToStrangers,
     ];
 
     /// The flag's spelling (`skip-seq`).
@@ -54,6 +65,9 @@ impl SeededDefect {
             SeededDefect::LeasesNeverExpire => "leases-never-expire",
             SeededDefect::SkipSeq => "skip-seq",
             SeededDefect::SessionOneTooMany => "session-one-too-many",
+            SeededDefect::UnreplacedClose => "unreplaced-close",
+            SeededDefect::DropHealthyConnections => "drop-healthy-connections",
+            SeededDefect::PresenceToStrangers => "presence-to-strangers",
         }
     }
 
@@ -74,7 +88,8 @@ impl std::fmt::Display for SeededDefect {
 /// 0: none; else the index in `ALL` plus one.
 static ACTIVE: AtomicU8 = AtomicU8::new(0);
 /// How often each defect's place was reached, for the "now and then" ones.
-static REACHED: [AtomicU64; 7] = [const { AtomicU64::new(0) }; 7];
+static REACHED: [AtomicU64; SeededDefect::ALL.len()] =
+    [const { AtomicU64::new(0) }; SeededDefect::ALL.len()];
 /// When this node last saw a fault, in ms since the epoch (0: never).
 static FAULT_SEEN_MS: AtomicI64 = AtomicI64::new(0);
 

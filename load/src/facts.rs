@@ -234,6 +234,9 @@ pub struct Received {
     pub kind: String,
     /// For presence: whose, its version and online state.
     pub presence: Option<(AccountId, u64, bool)>,
+    /// For a session's news: which session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionId>,
     /// For the first event of a change of this run: from its send to here.
     pub delivery: Option<Duration>,
 }

@@ -469,6 +469,7 @@ impl Player {
                 kind: message.kind,
                 presence,
                 delivery,
+                session: message.session_id,
             },
         });
     }

@@ -154,6 +154,8 @@ pub struct ServerMessage {
     pub account_id: Option<AccountId>,
     pub online: Option<bool>,
     pub version: Option<u64>,
+    /// A session's news: which session.
+    pub session_id: Option<SessionId>,
 }
 
 impl ServerMessage {

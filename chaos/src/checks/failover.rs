@@ -9,33 +9,42 @@
 //! other node was up has nowhere to fail over to and is not judged.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use super::conns::Conns;
-use super::faults::{self, fmt_num, Leavers};
-use super::outages::{outages, states, up_at};
+use super::faults::{self, fmt_num, Fault, Leavers};
+use super::outages::{outages, states, up_at, Outage};
 use super::{some, CheckResult, Quantity, Verdict};
 use crate::events::{Event, History};
-use crate::plan::Service;
+use crate::plan::{Failover, Service};
 
 pub const NAME: &str = "failover";
 
-pub fn check(history: &History, limit: Duration, grace: f64) -> CheckResult {
-    let limit_s = limit.as_secs_f64();
-    let limit_q = Quantity::Seconds(limit_s);
+pub fn check(history: &History, limits: Failover, grace: f64) -> CheckResult {
+    // The report shows one limit: the highest this run's outages are held to.
+    let limit_q = |outages: &[Outage], faults: &[Fault]| {
+        Quantity::Seconds(
+            outages
+                .iter()
+                .map(|o| limits.after(faults[o.fault].action).as_secs_f64())
+                .fold(limits.crash.as_secs_f64(), f64::max),
+        )
+    };
+    let limit_q_none = limit_q(&[], &[]);
     let nodes = faults::nodes(history);
     if nodes.len() < 2 {
         return CheckResult::not_applicable(
             NAME,
-            limit_q,
+            limit_q_none,
             "fewer than two nodes: nothing to fail over to",
         );
     }
     let states = states(history);
-    let outages = outages(history, &faults::faults(history), &states, grace);
+    let faults = faults::faults(history);
+    let outages = outages(history, &faults, &states, grace);
     if outages.is_empty() {
-        return CheckResult::not_applicable(NAME, limit_q, "no node was taken out");
+        return CheckResult::not_applicable(NAME, limit_q_none, "no node was taken out");
     }
+    let limit_q = limit_q(&outages, &faults);
     let conns = Conns::of(history);
     let leavers = Leavers::of(history);
     let mut worst: Option<f64> = Some(0.0);
@@ -89,7 +98,7 @@ pub fn check(history: &History, limit: Duration, grace: f64) -> CheckResult {
                 outage.label,
                 times.len()
             ));
-        } else if slowest > limit_s {
+        } else if slowest > limits.after(faults[outage.fault].action).as_secs_f64() {
             failures.push(format!(
                 "{}: {} players, the last elsewhere after {}s",
                 outage.label,
@@ -151,6 +160,7 @@ mod tests {
     use super::*;
     use crate::checks::testing::*;
     use crate::plan::ActionKind;
+    use std::time::Duration;
 
     fn cluster(n: u32) -> Vec<At> {
         (1..=n).map(|k| node_up(-5.0, k)).collect()
@@ -163,7 +173,30 @@ mod tests {
     }
 
     fn judge(events: Vec<At>) -> CheckResult {
-        check(&events.into_iter().collect(), Duration::from_secs(7), 20.0)
+        check(
+            &events.into_iter().collect(),
+            Failover::set(Duration::from_secs(7)),
+            20.0,
+        )
+    }
+
+    #[test]
+    fn unset_limits_follow_the_way_the_node_left() {
+        let by_cause = Failover::by_cause(Duration::from_secs(5));
+        let judge = |action_kind: ActionKind| {
+            let mut events = cluster(2);
+            events.extend(action(30.0, 31.0, action_kind, "node-1"));
+            events.push(node_exit(31.0, 1));
+            // A drain's clients wait up to 10 s before they come back elsewhere.
+            events.extend([lost(30.1, 1, "node-1"), welcome(39.99, 1, 11, "node-2")]);
+            check(&events.into_iter().collect(), by_cause, 20.0)
+        };
+        let stopped = judge(ActionKind::Stop);
+        assert_eq!(stopped.result, Verdict::Pass, "{stopped:?}");
+        assert_eq!(stopped.limit, Quantity::Seconds(17.5));
+        let killed = judge(ActionKind::Kill);
+        assert_eq!(killed.result, Verdict::Fail, "{killed:?}");
+        assert_eq!(killed.limit, Quantity::Seconds(7.0));
     }
 
     #[test]

@@ -8,19 +8,23 @@
 
 pub mod clients;
 pub mod conns;
+pub mod disconnects;
 pub mod duplicates;
 pub mod event_order;
 pub mod failover;
 pub mod faults;
 pub mod http_errors;
 pub mod lost_writes;
+pub mod model;
 pub mod outages;
+pub mod paths;
 pub mod players_back;
 pub mod presence;
 pub mod session_integrity;
 pub mod stale_online;
 #[cfg(test)]
 mod testing;
+pub mod unexpected;
 
 use std::fmt;
 
@@ -178,21 +182,20 @@ pub fn run_all(history: &History, limits: &Limits, clients: &[Client]) -> Vec<Ch
         stale_online::check(history, limits.stale_online),
         event_order::check(history, limits.event_order),
         session_integrity::check(history, limits.session_integrity),
+        unexpected::check(history, limits.unexpected_events),
+        disconnects::check(history, limits.unexplained_disconnects, grace),
     ];
-    // A lost agent's players went on unrecorded: whatever judges players has only part of
-    // the evidence, and a part can neither pass nor fail the whole.
-    let lost = history.lost_agents();
-    if !lost.is_empty() {
+    // A history with a hole (a lost agent's players went on unrecorded, records that could
+    // not be written or read back) is only part of the evidence, and a part can neither pass
+    // nor fail the whole.
+    if let Some(missing) = incomplete(history) {
         for result in &mut results {
             *result = CheckResult::unknown(
                 &result.name,
                 result.limit,
                 format!(
-                    "load agent {} lost: its players' facts are missing (on what was \
-                     recorded: {}, {})",
-                    lost.join(", "),
-                    result.result,
-                    result.detail
+                    "{missing} (on what was recorded: {}, {})",
+                    result.result, result.detail
                 ),
             );
         }
@@ -203,6 +206,33 @@ pub fn run_all(history: &History, limits: &Limits, clients: &[Client]) -> Vec<Ch
             .map(|c| clients::check(history, &c.name, c.expect_exit)),
     );
     results
+}
+
+/// What the history misses, when it is not whole.
+fn incomplete(history: &History) -> Option<String> {
+    let mut missing = Vec::new();
+    let lost = history.lost_agents();
+    if !lost.is_empty() {
+        missing.push(format!(
+            "load agent {} lost: its players' facts are missing",
+            lost.join(", ")
+        ));
+    }
+    let unwritten = history.unwritten();
+    if unwritten > 0 {
+        missing.push(format!(
+            "{unwritten} records could not be written to the history"
+        ));
+    }
+    let skipped = history.skipped_lines();
+    if !skipped.is_empty() {
+        missing.push(format!(
+            "{} lines of the history could not be read (line {})",
+            skipped.len(),
+            some(skipped, 3)
+        ));
+    }
+    (!missing.is_empty()).then(|| missing.join("; "))
 }
 
 /// `a, b, c` and `…` after `max` items, for details that name examples.
@@ -272,6 +302,8 @@ mod tests {
                 "stale_online",
                 "event_order",
                 "session_integrity",
+                "unexpected_events",
+                "unexplained_disconnects",
                 "client:c"
             ]
         );
@@ -292,6 +324,8 @@ mod tests {
                 "stale_online",
                 "event_order",
                 "session_integrity",
+                "unexpected_events",
+                "unexplained_disconnects",
                 "client:c",
             ]
         );
@@ -320,6 +354,38 @@ mod tests {
             assert_eq!(result.result, Verdict::Unknown, "{result:?}");
             assert!(result.detail.contains("agent-2 lost"), "{}", result.detail);
         }
+    }
+
+    #[test]
+    fn a_history_with_a_hole_passes_no_check() {
+        let whole = vec![crate::events::Record {
+            t: 1.0,
+            event: crate::events::Event::Note { text: "x".into() },
+        }];
+        let mut unwritten = whole.clone();
+        unwritten.push(crate::events::Record {
+            t: 2.0,
+            event: crate::events::Event::Unwritten { records: 3 },
+        });
+        let results = run_all(&History::new(unwritten), &Limits::default(), &[]);
+        for result in &results {
+            assert_eq!(result.result, Verdict::Unknown, "{result:?}");
+            assert!(result.detail.contains("3 records could not be written"));
+        }
+        let dir = std::env::temp_dir().join(format!("anyplay-hole-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("events.jsonl");
+        std::fs::write(
+            &path,
+            "{\"t\":1,\"kind\":\"note\",\"text\":\"a\"}\n{\"t\":2,\"ki\n",
+        )
+        .unwrap();
+        let torn = crate::events::read_history(&path).unwrap();
+        let results = run_all(&torn, &Limits::default(), &[]);
+        assert!(results.iter().all(|r| r.result == Verdict::Unknown
+            && r.detail
+                .contains("1 lines of the history could not be read (line 2)")));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

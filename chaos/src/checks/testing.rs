@@ -117,6 +117,7 @@ pub fn presence(t: f64, account: u64, conn: u64, seq: u64, from: u64, version: u
             from: Some(from),
             version: Some(version),
             online: Some(true),
+            session: None,
         },
     )
 }
@@ -133,6 +134,7 @@ pub fn received(t: f64, account: u64, conn: u64, seq: Option<u64>) -> At {
             from: None,
             version: None,
             online: None,
+            session: None,
         },
     )
 }

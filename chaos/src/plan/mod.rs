@@ -171,13 +171,17 @@ pub struct Limits {
     pub presence_missing: u64,
     pub lost_writes: u64,
     pub http_error_ratio: f64,
-    pub failover: Duration,
+    pub failover: Failover,
     /// Friends shown online when they hold no connection, or offline when they do, at the end.
     pub stale_online: u64,
     /// Connections whose `seq` ran with a gap or repeat, plus events older than their welcome.
     pub event_order: u64,
     /// Session views over their size, without their leader, or disagreeing at the end.
     pub session_integrity: u64,
+    /// Events the model of the contract did not allow their recipient.
+    pub unexpected_events: u64,
+    /// Closes the cloud made without a reason in the history.
+    pub unexplained_disconnects: u64,
 }
 
 impl Default for Limits {
@@ -188,10 +192,68 @@ impl Default for Limits {
             presence_missing: 0,
             lost_writes: 0,
             http_error_ratio: 0.001,
-            failover: Duration::from_secs(7),
+            failover: Failover::by_cause(DEFAULT_DRAIN_TIMEOUT),
             stale_online: 0,
             event_order: 0,
             session_integrity: 0,
+            unexpected_events: 0,
+            unexplained_disconnects: 0,
+        }
+    }
+}
+
+/// How long a node may drain when the plan does not say.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The failover limit for each way a node leaves (chaos-plan v1.2, "Limits by cause"), from
+/// the reconnect rule: after a crash a client tries again within 1.5 s, then within 3 s
+/// more; after a drain's 1001 it waits up to 10 s, while the node drains.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Failover {
+    /// After a `kill`.
+    pub crash: Duration,
+    /// After a `stop`, a `restart` or a step of a `rolling`.
+    pub drain: Duration,
+    /// The plan set one limit for both (else each follows the rule).
+    pub set: bool,
+}
+
+impl Failover {
+    /// The rule's floor after a crash: its first two attempts.
+    pub const CRASH_FLOOR: Duration = Duration::from_millis(4_500);
+    /// How widely clients spread their reconnects after a 1001.
+    pub const DRAIN_SPREAD: Duration = Duration::from_secs(10);
+    /// Room above a floor for the welcome itself on a busy machine.
+    const MARGIN: Duration = Duration::from_millis(2_500);
+
+    /// The rule's floor after a drain of nodes with this drain timeout.
+    pub fn drain_floor(drain_timeout: Duration) -> Duration {
+        drain_timeout + Self::DRAIN_SPREAD
+    }
+
+    /// Limits that follow the rule, for nodes with this drain timeout.
+    pub fn by_cause(drain_timeout: Duration) -> Failover {
+        Failover {
+            crash: Self::CRASH_FLOOR + Self::MARGIN,
+            drain: Self::drain_floor(drain_timeout) + Self::MARGIN,
+            set: false,
+        }
+    }
+
+    /// One limit the plan set, for every cause.
+    pub fn set(limit: Duration) -> Failover {
+        Failover {
+            crash: limit,
+            drain: limit,
+            set: true,
+        }
+    }
+
+    /// The limit after an action that took a node out.
+    pub fn after(&self, action: ActionKind) -> Duration {
+        match action {
+            ActionKind::Kill => self.crash,
+            _ => self.drain,
         }
     }
 }
@@ -599,11 +661,23 @@ impl Plan {
 
     /// Reads and validates the plan file at `path`.
     pub fn load(path: &Path) -> Result<Plan, PlanError> {
-        let src = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
+        Self::from_yaml(&Self::read(path)?)
+    }
+
+    /// Reads the plan a run recorded at `path`, to judge that run again: as `load`, but its
+    /// limits stand as the run was held to them (a floor added since does not refuse them).
+    pub fn load_recorded(path: &Path) -> Result<Plan, PlanError> {
+        let src = Self::read(path)?;
+        let plan = validate::validate_recorded(raw::parse(&src)?, &src)?;
+        plan.resolve(plan.seed)?;
+        Ok(plan)
+    }
+
+    fn read(path: &Path) -> Result<String, PlanError> {
+        std::fs::read_to_string(path).map_err(|source| PlanError::Read {
             path: path.to_owned(),
             source,
-        })?;
-        Self::from_yaml(&src)
+        })
     }
 
     /// The canonical text of the plan, every default written out: what a run stores as

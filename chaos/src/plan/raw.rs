@@ -218,6 +218,8 @@ pub struct RawChecks {
     pub stale_online: Option<u64>,
     pub event_order: Option<u64>,
     pub session_integrity: Option<u64>,
+    pub unexpected_events: Option<u64>,
+    pub unexplained_disconnects: Option<u64>,
 }
 
 fn declared<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
@@ -558,10 +560,15 @@ impl From<&Plan> for RawPlan {
                 presence_missing: Some(checks.presence_missing),
                 lost_writes: Some(checks.lost_writes),
                 http_error_ratio: Some(checks.http_error_ratio),
-                failover: Some(duration::format(checks.failover)),
+                failover: checks
+                    .failover
+                    .set
+                    .then(|| duration::format(checks.failover.crash)),
                 stale_online: Some(checks.stale_online),
                 event_order: Some(checks.event_order),
                 session_integrity: Some(checks.session_integrity),
+                unexpected_events: Some(checks.unexpected_events),
+                unexplained_disconnects: Some(checks.unexplained_disconnects),
             }),
         }
     }

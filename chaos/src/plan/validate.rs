@@ -20,19 +20,28 @@ use crate::proxy::Latency;
 
 use super::{
     Action, ActionKind, Agents, Backend, Bytes, Client, ClockOffset, Dependency, Engine, Entry,
-    Host, HostKind, Hosts, Limits, Link, LinkFault, Load, Nodes, Plan, PlanError, Reconnect,
-    Service, ServiceFault, Services, Store, Target, Via,
+    Failover, Host, HostKind, Hosts, Limits, Link, LinkFault, Load, Nodes, Plan, PlanError,
+    Reconnect, Service, ServiceFault, Services, Store, Target, Via,
 };
 
 /// Defaults for keys a plan may leave out.
 const DEFAULT_SEED: u64 = 1;
-const DEFAULT_DRAIN: Duration = Duration::from_secs(5);
 const DEFAULT_SETTLE: Duration = Duration::from_secs(30);
 const DEFAULT_LOGIN_RATE: u32 = 200;
 const DEFAULT_FRIENDS: u32 = 10;
 
 pub fn validate(raw: RawPlan, src: &str) -> Result<Plan, PlanError> {
-    let cx = Cx { src };
+    validate_as(raw, src, false)
+}
+
+/// Validates a plan that a run recorded, to judge that run again: limits are taken as the
+/// run was held to them, even where a later rule would refuse them.
+pub fn validate_recorded(raw: RawPlan, src: &str) -> Result<Plan, PlanError> {
+    validate_as(raw, src, true)
+}
+
+fn validate_as(raw: RawPlan, src: &str, recorded: bool) -> Result<Plan, PlanError> {
+    let cx = Cx { src, recorded };
     let root = KeyPath::default();
 
     if raw.name.is_empty()
@@ -111,7 +120,11 @@ pub fn validate(raw: RawPlan, src: &str) -> Result<Plan, PlanError> {
         Some(text) => cx.duration(text, &root.key("settle"))?,
         None => DEFAULT_SETTLE,
     };
-    let checks = cx.limits(raw.checks.unwrap_or_default())?;
+    let checks = cx.limits(
+        raw.checks.unwrap_or_default(),
+        services.nodes.drain_timeout,
+        &timeline,
+    )?;
 
     Ok(Plan {
         name: raw.name,
@@ -141,6 +154,8 @@ fn dependency(raw: RawDependency) -> Dependency {
 /// The source text, to put a line on every refusal.
 struct Cx<'a> {
     src: &'a str,
+    /// A run's recorded plan, judged again: its limits stand as the run had them.
+    recorded: bool,
 }
 
 impl Cx<'_> {
@@ -362,7 +377,7 @@ impl Cx<'_> {
         }
         let drain_timeout = match &raw.drain_timeout {
             Some(text) => self.duration(text, &path.key("drain_timeout"))?,
-            None => DEFAULT_DRAIN,
+            None => super::DEFAULT_DRAIN_TIMEOUT,
         };
         let mut env = BTreeMap::new();
         for (key, value) in raw.env.unwrap_or_default() {
@@ -561,7 +576,14 @@ impl Cx<'_> {
         }))
     }
 
-    fn limits(&self, raw: super::raw::RawChecks) -> Result<Limits, PlanError> {
+    /// The `checks` section. A limit below the reconnect rule's floor for a way the timeline
+    /// takes nodes out is refused: a correct cloud could not meet it.
+    fn limits(
+        &self,
+        raw: super::raw::RawChecks,
+        drain_timeout: Duration,
+        timeline: &[Entry],
+    ) -> Result<Limits, PlanError> {
         let path = KeyPath::default().key("checks");
         let defaults = Limits::default();
         let duration_or = |text: &Option<String>, key: &str, default: Duration| match text {
@@ -583,10 +605,64 @@ impl Cx<'_> {
             presence_missing: raw.presence_missing.unwrap_or(defaults.presence_missing),
             lost_writes: raw.lost_writes.unwrap_or(defaults.lost_writes),
             http_error_ratio,
-            failover: duration_or(&raw.failover, "failover", defaults.failover)?,
+            failover: self.failover(&raw, &path, drain_timeout, timeline)?,
             stale_online: raw.stale_online.unwrap_or(defaults.stale_online),
             event_order: raw.event_order.unwrap_or(defaults.event_order),
             session_integrity: raw.session_integrity.unwrap_or(defaults.session_integrity),
+            unexpected_events: raw.unexpected_events.unwrap_or(defaults.unexpected_events),
+            unexplained_disconnects: raw
+                .unexplained_disconnects
+                .unwrap_or(defaults.unexplained_disconnects),
+        })
+    }
+
+    /// `checks.failover` (unset: by cause) and `checks.players_back`, each held to the floor
+    /// of every way the timeline takes a node out.
+    fn failover(
+        &self,
+        raw: &super::raw::RawChecks,
+        path: &KeyPath,
+        drain_timeout: Duration,
+        timeline: &[Entry],
+    ) -> Result<Failover, PlanError> {
+        let floor = |kind: ActionKind| match kind {
+            ActionKind::Kill => Some((Failover::CRASH_FLOOR, "a crash")),
+            ActionKind::Stop | ActionKind::Restart | ActionKind::Rolling => {
+                Some((Failover::drain_floor(drain_timeout), "a drain"))
+            }
+            _ => None,
+        };
+        let highest = timeline
+            .iter()
+            .filter_map(|e| floor(e.action.kind()).map(|f| (f, e)))
+            .max_by_key(|((floor, _), _)| *floor);
+        for key in ["failover", "players_back"] {
+            let text = if key == "failover" {
+                &raw.failover
+            } else {
+                &raw.players_back
+            };
+            let (Some(text), Some(((floor, cause), entry)), false) = (text, highest, self.recorded)
+            else {
+                continue;
+            };
+            let limit = self.duration(text, &path.key(key))?;
+            if limit < floor {
+                return Err(self.err(
+                    &path.key(key),
+                    format!(
+                        "{text} is below the reconnect rule's floor after {cause} ({}, for \
+                         `{}` on line {}): a correct cloud could not meet it",
+                        duration::format(floor),
+                        entry.action,
+                        entry.line
+                    ),
+                ));
+            }
+        }
+        Ok(match &raw.failover {
+            Some(text) => Failover::set(self.duration(text, &path.key("failover"))?),
+            None => Failover::by_cause(drain_timeout),
         })
     }
 
@@ -1404,6 +1480,46 @@ mod tests {
         );
         let (_, key, _) = refused(&src);
         assert_eq!(key, "timeline[0].latency");
+    }
+
+    #[test]
+    fn a_limit_below_the_reconnect_rules_floor_is_refused_naming_its_line() {
+        const STOP: &str = "name: x\nstore: postgres\nservices:\n  postgres: {}\n  nats: {}\n  nodes: {count: 2, drain_timeout: 5s}\nload: {players: 10}\ntimeline:\n  - { at: 5s, stop: node-1 }\n  - { at: 9s, start: node-1 }\n";
+        // After a drain clients may wait 10 s: 7 s cannot be met.
+        let (line, key, message) = refused(&format!("{STOP}checks:\n  failover: 7s\n"));
+        assert_eq!((line, key.as_str()), (12, "checks.failover"), "{message}");
+        assert!(message.contains("floor after a drain (15s"), "{message}");
+        assert!(message.contains("line 9"), "{message}");
+        let (line, key, _) = refused(&format!("{STOP}checks:\n  players_back: 12s\n"));
+        assert_eq!((line, key.as_str()), (12, "checks.players_back"));
+        // Unset, the limit follows the way the node left.
+        // A run recorded before the rule is judged again as it was held then.
+        let old = format!("{STOP}checks:\n  failover: 7s\n");
+        let recorded = validate_recorded(super::super::raw::parse(&old).unwrap(), &old).unwrap();
+        assert_eq!(
+            recorded.checks.failover,
+            Failover::set(Duration::from_secs(7))
+        );
+        let plan = check(STOP).unwrap();
+        assert_eq!(
+            plan.checks.failover,
+            Failover::by_cause(Duration::from_secs(5))
+        );
+        assert_eq!(
+            plan.checks.failover.after(ActionKind::Stop),
+            Duration::from_millis(17_500)
+        );
+        assert_eq!(
+            plan.checks.failover.after(ActionKind::Kill),
+            Duration::from_secs(7)
+        );
+        assert_eq!(check(&plan.to_yaml()).unwrap().checks, plan.checks);
+        // At the floor, or with only crashes, 7 s is fine.
+        assert!(check(&format!("{STOP}checks:\n  failover: 15s\n")).is_ok());
+        let kill = STOP.replace("stop: node-1", "kill: node-1");
+        let plan = check(&format!("{kill}checks:\n  failover: 7s\n")).unwrap();
+        assert_eq!(plan.checks.failover, Failover::set(Duration::from_secs(7)));
+        assert_eq!(check(&plan.to_yaml()).unwrap().checks, plan.checks);
     }
 
     #[test]

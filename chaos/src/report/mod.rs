@@ -75,7 +75,7 @@ pub fn render_dir(dir: &Path) -> Result<Report, ReportError> {
 
 /// Reads the run in `dir` (plan, history, load report) and judges it.
 pub fn judge_dir(dir: &Path) -> Result<Judged, ReportError> {
-    let plan = Plan::load(&dir.join(PLAN_FILE))?;
+    let plan = Plan::load_recorded(&dir.join(PLAN_FILE))?;
     let history = read_history(&dir.join(EVENTS_FILE))?;
     let load_path = dir.join(LOAD_REPORT_FILE);
     let load = match std::fs::read_to_string(&load_path) {

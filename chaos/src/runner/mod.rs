@@ -302,9 +302,7 @@ async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
     services_task.abort();
     let unwritten = log.failed_writes();
     if unwritten > 0 {
-        let _ = log.record(Event::Note {
-            text: format!("{unwritten} events could not be written: the history misses them"),
-        });
+        let _ = log.record(Event::Unwritten { records: unwritten });
         eprintln!("anyplay-chaos: {unwritten} events could not be written to the history");
     }
     if let Err(e) = log.sync() {

@@ -343,6 +343,7 @@ impl Recorder {
                     from,
                     version,
                     online,
+                    session: event.session.map(|s| s.0),
                 }
             }
             Fact::PresenceSet {

@@ -90,6 +90,15 @@ where
                 if crate::defects::every(SeededDefect::SkipSeq, 50) {
                     seq += 1;
                 }
+                #[cfg(feature = "seeded-defects")]
+                if crate::defects::every(SeededDefect::UnreplacedClose, 150) {
+                    let _ = write(&mut tx, close_frame(CloseCode::Replaced), write_timeout).await;
+                    break Ended::Closed(CloseCode::Replaced);
+                }
+                #[cfg(feature = "seeded-defects")]
+                if crate::defects::every(SeededDefect::DropHealthyConnections, 150) {
+                    return (Ended::Gone, seq);
+                }
                 if let Err(failed) = write(&mut tx, Message::Text(payload.with_seq(seq).into()), write_timeout).await {
                     break ended(failed);
                 }

@@ -35,7 +35,12 @@ pub async fn put(
         .set_presence(auth.account_id, &body.activity, body.version)
         .await?
     {
-        let friends = state.store.friend_ids(auth.account_id).await?;
+        #[allow(unused_mut)]
+        let mut friends = state.store.friend_ids(auth.account_id).await?;
+        #[cfg(feature = "seeded-defects")]
+        if crate::defects::active(crate::defects::SeededDefect::PresenceToStrangers) {
+            friends.push(auth.account_id + 97);
+        }
         state.metrics.presence_fanout.inc_by(friends.len() as u64);
         state.notify(
             &friends,

@@ -1,0 +1,335 @@
+//! unexplained_disconnects: every close the cloud initiates must have its reason in the
+//! history (chaos-plan v1.2), and no connection may end outside a fault on its path.
+//!
+//! - 4001 (replaced): another connection of the account was opened before the close and
+//!   welcomed after this one's handshake began (so it is as new as this one or newer), by
+//!   the close or within [`WELCOME_AFTER_CLOSE`] of it (the new welcome may be sent right
+//!   after the close, on another socket).
+//! - 1001 (draining), 1012 (restarting): a `stop`, `restart` or `rolling` of that node was
+//!   under way.
+//! - 1011 (store out of reach): a fault on the node's way to its store.
+//! - 1013 (slow consumer): a fault on the connection's path that slows it (the cloud's
+//!   outbound queue fills while the link crawls).
+//! - No close frame, a frame without a code (unanswered pings), or silence: a fault on the
+//!   connection's path (players, its node, the link between them). Silence is noticed up
+//!   to the client's liveness limit later.
+//! - 4003 (signed out) and every other code: never, as the load signs nobody out.
+//!
+//! The client's own closes (a sign-off, the harness's storm `drop`, the run's end) are the
+//! client's reasons, not the cloud's. A close after a fault is laid to it up to `grace` (the
+//! players_back limit) after the fault ended.
+
+use std::collections::BTreeMap;
+
+use super::conns::{Conn, Conns, REPLACED};
+use super::faults::{faults, Fault};
+use super::paths::{self, Hop};
+use super::{some, CheckResult, Quantity};
+use crate::events::{CloseCause, History};
+use crate::plan::ActionKind;
+
+pub const NAME: &str = "unexplained_disconnects";
+
+/// How long after a 4001 the newer connection's welcome may come.
+pub const WELCOME_AFTER_CLOSE: f64 = 5.0;
+
+/// The longest a client may take to find a silent connection dead: `2 × ping_interval + 5 s`
+/// at the cloud's default ping interval (20 s).
+pub const LIVENESS: f64 = 45.0;
+
+/// Whether the history holds the reason of the connection's close.
+fn explained(conn: &Conn, conns: &Conns, faults: &[Fault], grace: f64) -> bool {
+    let Some(close) = conn.closed.as_ref() else {
+        return true;
+    };
+    let t = close.t;
+    let on = |path: &[Hop<'_>], after: f64| paths::excuse(faults, path, t, after).is_some();
+    let connection = paths::connection(&conn.node);
+    match (close.cause, close.code) {
+        (CloseCause::ClientClose | CloseCause::Dropped | CloseCause::Shutdown, _) => true,
+        (CloseCause::CloseFrame, Some(REPLACED)) => conns.of_account(conn.account).any(|other| {
+            other.id != conn.id
+                && other.opened <= t
+                && other.welcomed >= conn.opened
+                && other.welcomed <= t + WELCOME_AFTER_CLOSE
+        }),
+        (CloseCause::CloseFrame, Some(1001 | 1012)) => faults.iter().any(|f| {
+            matches!(
+                f.action,
+                ActionKind::Stop | ActionKind::Restart | ActionKind::Rolling
+            ) && f.on_path(&[Hop::Node(&conn.node)])
+                && f.covers(t, grace)
+        }),
+        (CloseCause::CloseFrame, Some(1011)) => on(&paths::store(&conn.node), grace),
+        // A frame without a code is how a node ends a connection that stopped answering
+        // its pings: a fault on the path may have starved it.
+        (CloseCause::CloseFrame, Some(1013) | None) | (CloseCause::NoCloseFrame, _) => {
+            on(&connection, grace)
+        }
+        (CloseCause::Silent, _) => on(&connection, grace.max(LIVENESS)),
+        (CloseCause::CloseFrame, _) => false,
+    }
+}
+
+/// `4001`, `1001`, `no_close_frame` …: how the detail names a close.
+fn label(conn: &Conn) -> String {
+    match conn.closed.as_ref() {
+        Some(c) if c.cause == CloseCause::CloseFrame => c
+            .code
+            .map_or("frame without code".to_owned(), |c| c.to_string()),
+        Some(c) => serde_json::to_value(c.cause)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default(),
+        None => String::new(),
+    }
+}
+
+pub fn check(history: &History, limit: u64, grace: f64) -> CheckResult {
+    let limit_q = Quantity::Count(limit);
+    let conns = Conns::of(history);
+    if conns.count() == 0 {
+        return CheckResult::unknown(NAME, limit_q, "no event connection was recorded");
+    }
+    let faults = faults(history);
+    // Per label: (closes, unexplained).
+    let mut by_label: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut unexplained = Vec::new();
+    let mut closes = 0u64;
+    for (_, conns_of) in conns.accounts() {
+        for conn in conns_of {
+            let Some(close) = conn.closed.as_ref() else {
+                continue;
+            };
+            closes += 1;
+            let counts = by_label.entry(label(conn)).or_default();
+            counts.0 += 1;
+            if !explained(conn, &conns, &faults, grace) {
+                counts.1 += 1;
+                unexplained.push((close.t, conn.account, conn.node.clone(), label(conn)));
+            }
+        }
+    }
+    unexplained.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let kinds = by_label
+        .iter()
+        .map(|(label, (n, bad))| {
+            if *bad > 0 {
+                format!("{label} ×{n} ({bad} unexplained)")
+            } else {
+                format!("{label} ×{n}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut detail = format!(
+        "{} connections, {closes} closed{}{kinds}",
+        conns.count(),
+        if kinds.is_empty() { "" } else { ": " }
+    );
+    if !unexplained.is_empty() {
+        detail.push_str(&format!(
+            "; unexplained: {}",
+            some(
+                unexplained.iter().map(|(t, account, node, label)| format!(
+                    "account {account} on {node} {label} at {}s",
+                    super::faults::fmt_num(*t)
+                )),
+                5
+            )
+        ));
+    }
+    CheckResult::count(NAME, limit, unexplained.len() as u64, detail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::testing::*;
+    use crate::checks::Verdict;
+    use crate::events::CloseCause::*;
+
+    const GRACE: f64 = 20.0;
+
+    fn judge(events: Vec<At>) -> CheckResult {
+        check(&events.into_iter().collect(), 0, GRACE)
+    }
+
+    #[test]
+    fn the_clients_own_closes_need_no_reason() {
+        let result = judge(vec![
+            welcome(1.0, 1, 1, "node-1"),
+            closed(5.0, 1, 1, Some(1000), ClientClose),
+            welcome(6.0, 2, 2, "node-1"),
+            closed(7.0, 2, 2, None, Dropped),
+        ]);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        assert!(result.detail.contains("2 closed"), "{}", result.detail);
+    }
+
+    #[test]
+    fn a_4001_needs_a_newer_welcome_of_the_account() {
+        let replaced = judge(vec![
+            welcome(1.0, 1, 1, "node-1"),
+            closed(5.0, 1, 1, Some(4001), CloseFrame),
+            welcome_device(5.02, 1, 2, "node-2", 2),
+        ]);
+        assert_eq!(replaced.result, Verdict::Pass, "{}", replaced.detail);
+        // Nobody replaced it: the player is stranded (clients never reconnect after 4001).
+        let stranded = judge(vec![
+            welcome(1.0, 1, 1, "node-1"),
+            closed(5.0, 1, 1, Some(4001), CloseFrame),
+        ]);
+        assert_eq!(stranded.result, Verdict::Fail, "{}", stranded.detail);
+        assert!(stranded.detail.contains("4001 ×1 (1 unexplained)"));
+        assert!(stranded.detail.contains("account 1 on node-1 4001 at 5s"));
+        // An older connection of the account is no replacement.
+        let older = judge(vec![
+            welcome_device(0.5, 1, 1, "node-2", 2),
+            welcome(1.0, 1, 2, "node-1"),
+            closed(5.0, 1, 2, Some(4001), CloseFrame),
+        ]);
+        assert_eq!(older.result, Verdict::Fail, "{}", older.detail);
+        // A welcome long after the close replaced nothing then.
+        let late = judge(vec![
+            welcome(1.0, 1, 1, "node-1"),
+            closed(5.0, 1, 1, Some(4001), CloseFrame),
+            welcome(30.0, 1, 2, "node-1"),
+        ]);
+        assert_eq!(late.result, Verdict::Fail, "{}", late.detail);
+    }
+
+    #[test]
+    fn a_1001_needs_a_drain_of_that_node() {
+        let mut drained = vec![
+            welcome(1.0, 1, 1, "node-1"),
+            closed(10.2, 1, 1, Some(1001), CloseFrame),
+        ];
+        drained.extend(action(10.0, 12.0, ActionKind::Stop, "node-1"));
+        assert_eq!(judge(drained).result, Verdict::Pass);
+        let mut rolling = vec![
+            welcome(1.0, 1, 1, "node-3"),
+            closed(30.0, 1, 1, Some(1001), CloseFrame),
+        ];
+        rolling.extend(action(10.0, 40.0, ActionKind::Rolling, "nodes"));
+        assert_eq!(judge(rolling).result, Verdict::Pass);
+        // The other node drained, or a kill: no reason for a 1001 here.
+        let mut elsewhere = vec![
+            welcome(1.0, 1, 1, "node-1"),
+            closed(10.2, 1, 1, Some(1001), CloseFrame),
+        ];
+        elsewhere.extend(action(10.0, 12.0, ActionKind::Stop, "node-2"));
+        elsewhere.extend(action(10.0, 10.1, ActionKind::Kill, "node-1"));
+        assert_eq!(judge(elsewhere).result, Verdict::Fail);
+        let unasked = judge(vec![
+            welcome(1.0, 1, 1, "node-1"),
+            closed(10.2, 1, 1, Some(1001), CloseFrame),
+        ]);
+        assert_eq!(unasked.result, Verdict::Fail);
+    }
+
+    #[test]
+    fn a_1011_needs_a_fault_on_the_nodes_way_to_its_store() {
+        let mut cut = vec![
+            welcome(1.0, 1, 1, "node-1"),
+            closed(14.0, 1, 1, Some(1011), CloseFrame),
+        ];
+        cut.extend(action(
+            10.0,
+            16.0,
+            ActionKind::Partition,
+            "node-1<->postgres",
+        ));
+        assert_eq!(judge(cut).result, Verdict::Pass);
+        let mut other_link = vec![
+            welcome(1.0, 1, 1, "node-1"),
+            closed(14.0, 1, 1, Some(1011), CloseFrame),
+        ];
+        other_link.extend(action(
+            10.0,
+            16.0,
+            ActionKind::Partition,
+            "node-2<->postgres",
+        ));
+        other_link.extend(action(10.0, 16.0, ActionKind::Partition, "node-1<->nats"));
+        assert_eq!(judge(other_link).result, Verdict::Fail);
+    }
+
+    #[test]
+    fn a_drop_needs_a_fault_on_the_connections_path() {
+        let mut killed = vec![
+            welcome(1.0, 1, 1, "node-1"),
+            closed(10.1, 1, 1, None, NoCloseFrame),
+        ];
+        killed.extend(action(10.0, 10.05, ActionKind::Kill, "node-1"));
+        assert_eq!(judge(killed).result, Verdict::Pass);
+        let mut held = vec![
+            welcome(1.0, 1, 1, "node-1"),
+            closed(50.0, 1, 1, None, Silent),
+        ];
+        held.extend(action(
+            10.0,
+            20.0,
+            ActionKind::Partition,
+            "players<->node-1",
+        ));
+        assert_eq!(judge(held).result, Verdict::Pass);
+        // A healthy connection dropped while another node was killed, or its node's bus cut.
+        let mut healthy = vec![
+            welcome(1.0, 1, 1, "node-2"),
+            closed(10.1, 1, 1, None, NoCloseFrame),
+        ];
+        healthy.extend(action(10.0, 10.05, ActionKind::Kill, "node-1"));
+        healthy.extend(action(9.0, 12.0, ActionKind::Partition, "node-2<->nats"));
+        let result = judge(healthy);
+        assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
+        assert!(result.detail.contains("no_close_frame ×1 (1 unexplained)"));
+        // Long after the fault: not its doing.
+        let mut after = vec![
+            welcome(1.0, 1, 1, "node-1"),
+            closed(40.0, 1, 1, None, NoCloseFrame),
+        ];
+        after.extend(action(10.0, 10.05, ActionKind::Kill, "node-1"));
+        assert_eq!(judge(after).result, Verdict::Fail);
+    }
+
+    #[test]
+    fn codes_the_load_never_asks_for_are_unexplained() {
+        for code in [4003, 1000, 1009, 1013] {
+            let result = judge(vec![
+                welcome(1.0, 1, 1, "node-1"),
+                closed(3.0, 1, 1, Some(code), CloseFrame),
+            ]);
+            assert_eq!(result.result, Verdict::Fail, "{code}: {}", result.detail);
+        }
+        let mut slow = vec![
+            welcome(1.0, 1, 1, "node-1"),
+            closed(12.0, 1, 1, Some(1013), CloseFrame),
+        ];
+        slow.extend(action(
+            10.0,
+            18.0,
+            ActionKind::Bandwidth,
+            "players<->node-1",
+        ));
+        assert_eq!(judge(slow).result, Verdict::Pass);
+        // Pings unanswered while the node was starved of CPU.
+        let mut starved = vec![
+            welcome(1.0, 1, 1, "node-1"),
+            closed(12.0, 1, 1, None, CloseFrame),
+        ];
+        starved.extend(action(10.0, 18.0, ActionKind::Cpu, "node-1"));
+        assert_eq!(judge(starved).result, Verdict::Pass);
+        let mut signed_out = vec![
+            welcome(1.0, 1, 1, "node-1"),
+            closed(12.0, 1, 1, Some(4003), CloseFrame),
+        ];
+        signed_out.extend(action(10.0, 18.0, ActionKind::Cpu, "node-1"));
+        assert_eq!(judge(signed_out).result, Verdict::Fail);
+    }
+
+    #[test]
+    fn no_connection_is_nothing_to_judge() {
+        assert_eq!(judge(vec![]).result, Verdict::Unknown);
+    }
+}

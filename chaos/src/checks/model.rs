@@ -1,0 +1,195 @@
+//! The model of the contract that checks ask (Jepsen's Knossos, Elle): the relations the
+//! cloud's writes make and undo, replayed from the recorded writes into when each relation
+//! *may* hold. Friendships (made by an accept, or a request the other side had already asked;
+//! undone by an unfriend) and session memberships (made by a create or a join; undone by a
+//! leave).
+//!
+//! A write takes effect somewhere between its send and its answer, so a relation may hold
+//! from a making write's send, and surely ends only at an undoing write's answer when no
+//! making write was still in flight then. A write with an `unknown` outcome may have taken
+//! effect, or may yet: a making one keeps its relation possible from its send on, a branch
+//! that this model keeps open to the end; an undoing one changes nothing. A refused write
+//! changed nothing.
+
+use std::collections::HashMap;
+
+use crate::events::{Event, History, Write, WriteOp, WriteOutcome};
+
+/// A relation between accounts that writes make and undo.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Relation {
+    /// Two accounts are friends; the lower id first.
+    Friends(u64, u64),
+    /// An account is a member of a session.
+    Member(u64, String),
+}
+
+impl Relation {
+    pub fn friends(a: u64, b: u64) -> Relation {
+        Relation::Friends(a.min(b), a.max(b))
+    }
+
+    /// The relation a write is about, when it is one of these.
+    pub fn of(write: &Write) -> Option<Relation> {
+        match (write.other, &write.session) {
+            (Some(other), _) => Some(Relation::friends(write.account, other)),
+            (None, Some(session)) => Some(Relation::Member(write.account, session.clone())),
+            (None, None) => None,
+        }
+    }
+}
+
+/// What a write makes of its relation: `Some(true)` it holds after it, `Some(false)` it
+/// does not, `None` no change (a request still open, a decline, a cancel).
+pub fn effect(write: &Write) -> Option<bool> {
+    match write.op {
+        // A pending request is not a friendship; an unknown one may have met the other's.
+        WriteOp::FriendRequest => {
+            (write.befriended || write.outcome == WriteOutcome::Unknown).then_some(true)
+        }
+        WriteOp::FriendAccept | WriteOp::SessionCreate | WriteOp::SessionJoin => Some(true),
+        WriteOp::Unfriend | WriteOp::SessionLeave => Some(false),
+        WriteOp::FriendDecline | WriteOp::FriendCancel => None,
+    }
+}
+
+/// One relation's replay.
+#[derive(Debug, Clone, Default)]
+struct Spans {
+    /// Closed spans in which it may have held.
+    closed: Vec<(f64, f64)>,
+    /// The start of the span it may hold in now.
+    open: Option<f64>,
+    /// The latest answer of a making write that took (or may take) effect.
+    made_answered: f64,
+    /// An unknown making write: the relation stays possible to the end.
+    branch: bool,
+}
+
+impl Spans {
+    fn apply(&mut self, made: bool, outcome: WriteOutcome, sent: f64, t: f64) {
+        match (made, outcome) {
+            (_, WriteOutcome::Refused) => {}
+            (true, _) => {
+                self.open.get_or_insert(sent);
+                self.made_answered = self.made_answered.max(t);
+                self.branch |= outcome == WriteOutcome::Unknown;
+            }
+            (false, WriteOutcome::Ok) => {
+                // A making write answered after this one was sent may have landed after it.
+                if self.branch || self.made_answered > sent {
+                    return;
+                }
+                if let Some(start) = self.open.take() {
+                    self.closed.push((start, t));
+                }
+            }
+            (false, WriteOutcome::Unknown) => {}
+        }
+    }
+
+    fn may_hold(&self, from: f64, until: f64) -> bool {
+        self.open.is_some_and(|start| start <= until)
+            || self
+                .closed
+                .iter()
+                .any(|&(start, end)| start <= until && from <= end)
+    }
+}
+
+/// The relations of a run, replayed from its writes.
+#[derive(Debug, Clone, Default)]
+pub struct Model {
+    relations: HashMap<Relation, Spans>,
+}
+
+impl Model {
+    pub fn of(history: &History) -> Model {
+        let mut model = Model::default();
+        for (t, event) in history.iter() {
+            if let Event::Write(write) = event {
+                model.apply(write, t);
+            }
+        }
+        model
+    }
+
+    /// Replays one write, answered at `t` (writes come in answer order).
+    fn apply(&mut self, write: &Write, t: f64) {
+        let (Some(relation), Some(made)) = (Relation::of(write), effect(write)) else {
+            return;
+        };
+        self.relations
+            .entry(relation)
+            .or_default()
+            .apply(made, write.outcome, write.sent, t);
+    }
+
+    /// Whether `relation` may have held at some moment of `[from, until]`.
+    pub fn may_hold(&self, relation: &Relation, from: f64, until: f64) -> bool {
+        self.relations
+            .get(relation)
+            .is_some_and(|spans| spans.may_hold(from, until))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::testing::*;
+
+    fn model(events: Vec<At>) -> Model {
+        Model::of(&events.into_iter().collect())
+    }
+
+    #[test]
+    fn a_friendship_may_hold_from_its_accepts_send_to_its_unfriends_answer() {
+        let m = model(vec![
+            friend(2.0, WriteOp::FriendRequest, 1, 2, WriteOutcome::Ok),
+            friend(4.0, WriteOp::FriendAccept, 2, 1, WriteOutcome::Ok),
+            friend(10.0, WriteOp::Unfriend, 1, 2, WriteOutcome::Ok),
+        ]);
+        let pair = Relation::friends(2, 1);
+        // The accept was sent 0.1 s before its answer; the unfriend answered at 10.
+        assert!(!m.may_hold(&pair, 0.0, 3.8));
+        assert!(m.may_hold(&pair, 3.95, 3.95));
+        assert!(m.may_hold(&pair, 9.0, 9.0));
+        assert!(!m.may_hold(&pair, 10.1, 20.0));
+        assert!(!m.may_hold(&Relation::friends(1, 3), 0.0, 20.0));
+    }
+
+    #[test]
+    fn an_unknown_or_concurrent_making_write_keeps_the_relation_possible() {
+        let unknown = model(vec![
+            friend(4.0, WriteOp::FriendAccept, 2, 1, WriteOutcome::Unknown),
+            friend(10.0, WriteOp::Unfriend, 1, 2, WriteOutcome::Ok),
+        ]);
+        assert!(unknown.may_hold(&Relation::friends(1, 2), 30.0, 31.0));
+        // The accept answered after the unfriend was sent: either may have landed last.
+        let racing = model(vec![
+            friend(10.0, WriteOp::Unfriend, 1, 2, WriteOutcome::Ok),
+            friend(10.05, WriteOp::FriendAccept, 2, 1, WriteOutcome::Ok),
+        ]);
+        assert!(racing.may_hold(&Relation::friends(1, 2), 30.0, 31.0));
+        let refused = model(vec![friend(
+            4.0,
+            WriteOp::FriendAccept,
+            2,
+            1,
+            WriteOutcome::Refused,
+        )]);
+        assert!(!refused.may_hold(&Relation::friends(1, 2), 0.0, 31.0));
+    }
+
+    #[test]
+    fn a_membership_follows_its_own_accounts_join_and_leave() {
+        let m = model(vec![
+            session_write(2.0, WriteOp::SessionJoin, 5, "9", WriteOutcome::Ok),
+            session_write(8.0, WriteOp::SessionLeave, 5, "9", WriteOutcome::Ok),
+        ]);
+        let member = Relation::Member(5, "9".into());
+        assert!(m.may_hold(&member, 3.0, 3.0));
+        assert!(!m.may_hold(&member, 8.5, 9.0));
+        assert!(!m.may_hold(&Relation::Member(6, "9".into()), 3.0, 3.0));
+    }
+}

@@ -1,0 +1,123 @@
+//! Which faults lie on an observation's path (chaos-plan v1.2, "Excuses follow the path").
+//!
+//! A path is a chain of hops: a player's event connection runs `players → node-N`, a node's
+//! store runs `node-N → postgres`. A fault lies on a path when it acts on one of its hops (a
+//! service action whose target names it: `kill node-1`, `pause postgres`, `drop players`,
+//! `nodes` for every node) or cuts or slows the link between two of its hops in a row
+//! (`partition [players, node-1]`). A fault elsewhere (`partition [node-1, nats]` for a
+//! player's connection) excuses nothing on it.
+
+use super::faults::Fault;
+use crate::plan::ActionKind;
+
+/// One hop of a path, by the name actions give it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hop<'a> {
+    Players,
+    Node(&'a str),
+    Postgres,
+}
+
+impl Hop<'_> {
+    /// Whether an action's end `name` stands for this hop.
+    fn named(self, name: &str) -> bool {
+        match self {
+            Hop::Players => name == "players",
+            Hop::Node(node) => name == node || name == "nodes",
+            Hop::Postgres => name == "postgres",
+        }
+    }
+}
+
+/// A player's event connection to `node`.
+pub fn connection(node: &str) -> [Hop<'_>; 2] {
+    [Hop::Players, Hop::Node(node)]
+}
+
+/// `node`'s way to its store.
+pub fn store(node: &str) -> [Hop<'_>; 2] {
+    [Hop::Node(node), Hop::Postgres]
+}
+
+impl Fault {
+    /// Whether this fault acts on `path`: a link fault on a link between two hops in a row,
+    /// any other action on one of its hops. `start` heals and is on no path.
+    pub fn on_path(&self, path: &[Hop<'_>]) -> bool {
+        if self.action == ActionKind::Start {
+            return false;
+        }
+        let ends: Vec<&str> = self.target.split("<->").collect();
+        match ends.as_slice() {
+            [a, b] => path.windows(2).any(|pair| {
+                (pair[0].named(a) && pair[1].named(b)) || (pair[0].named(b) && pair[1].named(a))
+            }),
+            _ => path.iter().any(|hop| hop.named(&self.target)),
+        }
+    }
+
+    /// Whether `t` falls in this fault or in the `after` seconds that follow its end (a
+    /// client notices a break a while after it).
+    pub fn covers(&self, t: f64, after: f64) -> bool {
+        self.start <= t && t <= self.end.max(self.start) + after
+    }
+}
+
+/// The first fault on `path` that covers `t` (see [`Fault::covers`]).
+pub fn excuse<'f>(faults: &'f [Fault], path: &[Hop<'_>], t: f64, after: f64) -> Option<&'f Fault> {
+    faults
+        .iter()
+        .find(|f| f.on_path(path) && f.covers(t, after))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fault(action: ActionKind, target: &str) -> Fault {
+        Fault {
+            action,
+            target: target.into(),
+            at: 10.0,
+            start: 10.0,
+            end: 15.0,
+            via: None,
+        }
+    }
+
+    #[test]
+    fn a_link_fault_is_on_a_path_only_between_its_two_hops() {
+        let cut = fault(ActionKind::Partition, "players<->node-1");
+        assert!(cut.on_path(&connection("node-1")));
+        assert!(fault(ActionKind::Latency, "node-1<->players").on_path(&connection("node-1")));
+        assert!(!cut.on_path(&connection("node-2")));
+        assert!(!cut.on_path(&store("node-1")));
+        let bus = fault(ActionKind::Partition, "node-1<->nats");
+        assert!(!bus.on_path(&connection("node-1")));
+        assert!(!bus.on_path(&store("node-1")));
+        assert!(fault(ActionKind::Partition, "node-1<->postgres").on_path(&store("node-1")));
+        assert!(!fault(ActionKind::Partition, "node-1<->postgres").on_path(&store("node-2")));
+    }
+
+    #[test]
+    fn a_service_action_is_on_every_path_through_its_target() {
+        assert!(fault(ActionKind::Kill, "node-1").on_path(&connection("node-1")));
+        assert!(fault(ActionKind::Kill, "node-1").on_path(&store("node-1")));
+        assert!(!fault(ActionKind::Kill, "node-1").on_path(&connection("node-2")));
+        assert!(fault(ActionKind::Rolling, "nodes").on_path(&connection("node-3")));
+        assert!(fault(ActionKind::Drop, "players").on_path(&connection("node-2")));
+        assert!(fault(ActionKind::Pause, "postgres").on_path(&store("node-2")));
+        assert!(!fault(ActionKind::Pause, "postgres").on_path(&connection("node-2")));
+        assert!(!fault(ActionKind::Pause, "nats").on_path(&connection("node-2")));
+        assert!(!fault(ActionKind::Start, "node-1").on_path(&connection("node-1")));
+    }
+
+    #[test]
+    fn an_excuse_covers_the_fault_and_what_follows_it() {
+        let faults = [fault(ActionKind::Kill, "node-1")];
+        let path = connection("node-1");
+        assert!(excuse(&faults, &path, 9.9, 2.0).is_none());
+        assert!(excuse(&faults, &path, 10.0, 2.0).is_some());
+        assert!(excuse(&faults, &path, 17.0, 2.0).is_some());
+        assert!(excuse(&faults, &path, 17.1, 2.0).is_none());
+    }
+}

@@ -1,0 +1,188 @@
+//! unexpected_events: no event may reach a recipient that the model of the contract does not
+//! allow it at that moment (chaos-plan v1.2): an account's presence goes to its friends only
+//! (nobody else, itself included), a session's news to its members only.
+//!
+//! An event is judged against the relation over the moments it may have been made in: from
+//! [`DELIVERY_WINDOW`] before its arrival, stretched back over any fault that held
+//! traffic up then (a fan-out made while they were still friends may arrive a little after
+//! the unfriend). Only an event whose relation surely did not hold in all that span fails.
+
+use super::faults::{faults, fmt_num, Fault};
+use super::model::{Model, Relation};
+use super::presence::DELIVERY_WINDOW;
+use super::{some, CheckResult, Quantity};
+use crate::events::{Event, History};
+
+pub const NAME: &str = "unexpected_events";
+
+/// The earliest moment an event that arrived at `t` may have been made.
+fn made_from(faults: &[Fault], t: f64) -> f64 {
+    let mut from = t - DELIVERY_WINDOW;
+    // Each fault overlapping the span may have held the event from its start on.
+    loop {
+        let earlier = faults
+            .iter()
+            .filter(|f| f.start <= t && f.end >= from)
+            .map(|f| f.start - DELIVERY_WINDOW)
+            .fold(from, f64::min);
+        if earlier >= from {
+            return from;
+        }
+        from = earlier;
+    }
+}
+
+pub fn check(history: &History, limit: u64) -> CheckResult {
+    let limit_q = Quantity::Count(limit);
+    let model = Model::of(history);
+    let faults = faults(history);
+    let (mut presence, mut session_news) = (0u64, 0u64);
+    let mut unexpected = Vec::new();
+    for (t, event) in history.iter() {
+        let Event::Received {
+            account,
+            event: kind,
+            from,
+            session,
+            ..
+        } = event
+        else {
+            continue;
+        };
+        let relation = match (kind.as_str(), from, session) {
+            ("presence", Some(from), _) => {
+                presence += 1;
+                Relation::friends(*account, *from)
+            }
+            (kind, _, Some(session)) if kind.starts_with("session_") => {
+                session_news += 1;
+                Relation::Member(*account, session.clone())
+            }
+            _ => continue,
+        };
+        let allowed = match relation {
+            Relation::Friends(a, b) if a == b => false,
+            _ => model.may_hold(&relation, made_from(&faults, t), t),
+        };
+        if !allowed {
+            unexpected.push(match relation {
+                Relation::Friends(..) => format!(
+                    "presence of {} to {account} at {}s",
+                    from.unwrap_or_default(),
+                    fmt_num(t)
+                ),
+                Relation::Member(_, session) => {
+                    format!(
+                        "{kind} of session {session} to {account} at {}s",
+                        fmt_num(t)
+                    )
+                }
+            });
+        }
+    }
+    if presence + session_news == 0 {
+        return CheckResult::unknown(
+            NAME,
+            limit_q,
+            "no presence or session event was received: nothing to judge",
+        );
+    }
+    let mut detail = format!(
+        "{presence} presence events (to friends only), {session_news} session events (to \
+         members only)"
+    );
+    if !unexpected.is_empty() {
+        detail.push_str(&format!(
+            "; {} not allowed: {}",
+            unexpected.len(),
+            some(&unexpected, 5)
+        ));
+    }
+    CheckResult::count(NAME, limit, unexpected.len() as u64, detail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::testing::*;
+    use crate::checks::Verdict;
+    use crate::events::{WriteOp, WriteOutcome};
+    use crate::plan::ActionKind;
+
+    fn judge(events: Vec<At>) -> CheckResult {
+        check(&events.into_iter().collect(), 0)
+    }
+
+    #[test]
+    fn presence_goes_to_friends_only() {
+        let friends = judge(vec![befriend(1.0, 2, 1), presence(5.0, 2, 1, 1, 1, 10)]);
+        assert_eq!(friends.result, Verdict::Pass, "{}", friends.detail);
+        let strangers = judge(vec![befriend(1.0, 2, 1), presence(5.0, 3, 2, 1, 1, 10)]);
+        assert_eq!(strangers.result, Verdict::Fail, "{}", strangers.detail);
+        assert!(
+            strangers.detail.contains("presence of 1 to 3 at 5s"),
+            "{}",
+            strangers.detail
+        );
+        let itself = judge(vec![befriend(1.0, 2, 1), presence(5.0, 1, 2, 1, 1, 10)]);
+        assert_eq!(itself.result, Verdict::Fail, "{}", itself.detail);
+    }
+
+    #[test]
+    fn presence_in_flight_at_the_unfriend_is_allowed_but_not_long_after() {
+        let base = || {
+            vec![
+                befriend(1.0, 2, 1),
+                friend(10.0, WriteOp::Unfriend, 1, 2, WriteOutcome::Ok),
+            ]
+        };
+        let mut in_flight = base();
+        in_flight.push(presence(11.0, 2, 1, 1, 1, 10));
+        assert_eq!(judge(in_flight).result, Verdict::Pass);
+        let mut late = base();
+        late.push(presence(20.0, 2, 1, 1, 1, 10));
+        assert_eq!(judge(late).result, Verdict::Fail);
+        // A fault that held traffic since before the unfriend makes it in flight still.
+        let mut held = base();
+        held.extend(action(8.0, 19.0, ActionKind::Pause, "nats"));
+        held.push(presence(20.0, 2, 1, 1, 1, 10));
+        assert_eq!(judge(held).result, Verdict::Pass);
+    }
+
+    #[test]
+    fn session_news_goes_to_members_only() {
+        let news = |t: f64, account: u64| {
+            let (t, mut event) = received(t, account, 1, Some(1));
+            if let Event::Received { session, .. } = &mut event {
+                *session = Some("9".into());
+            }
+            (t, event)
+        };
+        let member = judge(vec![
+            session_write(1.0, WriteOp::SessionJoin, 5, "9", WriteOutcome::Ok),
+            news(3.0, 5),
+        ]);
+        assert_eq!(member.result, Verdict::Pass, "{}", member.detail);
+        let stranger = judge(vec![
+            session_write(1.0, WriteOp::SessionJoin, 5, "9", WriteOutcome::Ok),
+            news(3.0, 6),
+        ]);
+        assert_eq!(stranger.result, Verdict::Fail, "{}", stranger.detail);
+        assert!(
+            stranger.detail.contains("session 9 to 6"),
+            "{}",
+            stranger.detail
+        );
+        let left = judge(vec![
+            session_write(1.0, WriteOp::SessionJoin, 5, "9", WriteOutcome::Ok),
+            session_write(4.0, WriteOp::SessionLeave, 5, "9", WriteOutcome::Ok),
+            news(12.0, 5),
+        ]);
+        assert_eq!(left.result, Verdict::Fail, "{}", left.detail);
+    }
+
+    #[test]
+    fn no_event_is_nothing_to_judge() {
+        assert_eq!(judge(vec![befriend(1.0, 2, 1)]).result, Verdict::Unknown);
+    }
+}
