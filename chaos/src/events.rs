@@ -219,6 +219,9 @@ pub struct Write {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
     pub outcome: WriteOutcome,
+    /// A refusal's error code (`not_found`, `already_friends` …), when the cloud sent one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
     /// A friend request answered `200 friends`: it made the friendship.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub befriended: bool,
@@ -645,6 +648,7 @@ mod tests {
                 other: None,
                 session: Some("9".into()),
                 outcome: WriteOutcome::Unknown,
+                refusal: None,
                 befriended: false,
                 sent: 0.5,
             }),
@@ -738,6 +742,7 @@ mod tests {
                 other: Some(2),
                 session: None,
                 outcome: WriteOutcome::Ok,
+                refusal: None,
                 befriended: true,
                 sent: 1.0,
             }),

@@ -55,9 +55,9 @@ impl Case {
         Some(match defect {
             SeededDefect::NoCrossNodeReplace => checks::duplicates::NAME,
             SeededDefect::DropCrossNodeEvents => checks::presence::NAME,
-            SeededDefect::UndoSessionJoin | SeededDefect::UndoFriendshipInFault => {
-                checks::lost_writes::NAME
-            }
+            SeededDefect::UndoSessionJoin
+            | SeededDefect::UndoFriendshipInFault
+            | SeededDefect::RefuseAccepts => checks::lost_writes::NAME,
             SeededDefect::LeasesNeverExpire => checks::stale_online::NAME,
             SeededDefect::SkipSeq => checks::event_order::NAME,
             SeededDefect::SessionOneTooMany => checks::session_integrity::NAME,

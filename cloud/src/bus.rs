@@ -38,6 +38,11 @@ const CLOSE_ANSWER_LIMIT: std::time::Duration = std::time::Duration::from_secs(1
 /// Longest a router waits for the store to say where recipients are connected.
 const LOOKUP_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// How long a router keeps asking a store that does not answer before it gives a batch up:
+/// a store that is only slow (paused, starved, far away) must delay events, not lose them,
+/// while one cut off for good must not hold the queue forever.
+const LOOKUP_GIVE_UP: std::time::Duration = std::time::Duration::from_secs(30);
+
 #[derive(Debug, thiserror::Error)]
 #[error("cannot reach NATS at {url}: {source}")]
 pub struct BusError {
@@ -353,6 +358,28 @@ async fn receive(client: async_nats::Client, node: String, hub: Arc<Hub>, metric
     }
 }
 
+/// Where `ids` are connected, asked again while the store does not answer; past
+/// [`LOOKUP_GIVE_UP`] the batch reaches only the players connected here (nobody elsewhere).
+async fn look_up(store: &Store, ids: &[i64]) -> HashMap<i64, String> {
+    let started = tokio::time::Instant::now();
+    loop {
+        let failure = match tokio::time::timeout(LOOKUP_LIMIT, store.connection_nodes(ids)).await {
+            Ok(Ok(found)) => return found.into_iter().collect(),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => format!("no answer within {LOOKUP_LIMIT:?}"),
+        };
+        if started.elapsed() >= LOOKUP_GIVE_UP {
+            tracing::warn!(
+                error = %failure,
+                "cannot look up where accounts are connected: their events are lost"
+            );
+            return HashMap::new();
+        }
+        tracing::debug!(error = %failure, "looking up where accounts are connected: again");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
 /// Sends queued deliveries to the nodes that hold their recipients, in order.
 async fn route(
     mut rx: mpsc::Receiver<Outgoing>,
@@ -385,21 +412,7 @@ async fn route(
             HashMap::new()
         } else {
             let ids: Vec<i64> = remote.into_iter().collect();
-            // A store that hangs (a cut link) must not hold up delivery for good: past
-            // the bound, this batch reaches only the players connected here.
-            match tokio::time::timeout(LOOKUP_LIMIT, store.connection_nodes(&ids)).await {
-                Ok(Ok(found)) => found.into_iter().collect(),
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "cannot look up where accounts are connected");
-                    HashMap::new()
-                }
-                Err(_) => {
-                    tracing::warn!(
-                        "looking up where accounts are connected took over {LOOKUP_LIMIT:?}"
-                    );
-                    HashMap::new()
-                }
-            }
+            look_up(&store, &ids).await
         };
         for outgoing in batch {
             match outgoing {

@@ -39,10 +39,12 @@ pub enum SeededDefect {
     DropHealthyConnections,
     /// Every activity change also goes to a stranger (the account 97 ids further on).
     PresenceToStrangers,
+    /// Every eighth friend accept is answered 404 `not_found`, its request still open.
+    RefuseAccepts,
 }
 
 impl SeededDefect {
-    pub const ALL: [SeededDefect; 10] = [
+    pub const ALL: [SeededDefect; 11] = [
         SeededDefect::NoCrossNodeReplace,
         SeededDefect::DropCrossNodeEvents,
         SeededDefect::UndoSessionJoin,
@@ -53,6 +55,7 @@ impl SeededDefect {
         SeededDefect::UnreplacedClose,
         SeededDefect::DropHealthyConnections,
         SeededDefect::PresenceToStrangers,
+        SeededDefect::RefuseAccepts,
     ];
 
     /// The flag's spelling (`skip-seq`).
@@ -68,6 +71,7 @@ impl SeededDefect {
             SeededDefect::UnreplacedClose => "unreplaced-close",
             SeededDefect::DropHealthyConnections => "drop-healthy-connections",
             SeededDefect::PresenceToStrangers => "presence-to-strangers",
+            SeededDefect::RefuseAccepts => "refuse-accepts",
         }
     }
 

@@ -208,6 +208,7 @@ impl<T> Fact<T> {
                 other: w.other,
                 session: w.session,
                 outcome: w.outcome,
+                refusal: w.refusal,
                 befriended: w.befriended,
                 sent: f(w.sent),
             }),
@@ -301,6 +302,9 @@ pub struct WriteFact<T = Instant> {
     pub other: Option<AccountId>,
     pub session: Option<SessionId>,
     pub outcome: WriteOutcome,
+    /// A refusal's error code (`not_found`, `already_friends` …), when the cloud sent one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
     /// A friend request answered `200 friends`: it made the friendship.
     pub befriended: bool,
     pub sent: T,
@@ -379,6 +383,7 @@ mod tests {
                 other: Some(AccountId(43)),
                 session: None,
                 outcome: WriteOutcome::Unknown,
+                refusal: None,
                 befriended: false,
                 sent,
             }),

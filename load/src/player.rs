@@ -530,11 +530,16 @@ impl Player {
             Err(ClientError::NotSignedIn) => WriteOutcome::Refused,
             Err(e) => WriteOutcome::of(e.status()),
         };
+        let refusal = match result {
+            Err(e) if outcome == WriteOutcome::Refused => e.code().map(str::to_owned),
+            _ => None,
+        };
         self.emit(Fact::Write(WriteFact {
             op,
             other,
             session,
             outcome,
+            refusal,
             befriended,
             sent,
         }));

@@ -4,7 +4,8 @@
 //! - 4001 (replaced): another connection of the account was opened before the close and
 //!   welcomed after this one's handshake began (so it is as new as this one or newer), by
 //!   the close or within [`WELCOME_AFTER_CLOSE`] of it (the new welcome may be sent right
-//!   after the close, on another socket).
+//!   after the close, on another socket); or a fault that loses data cut some node's
+//!   players then, so that the newer connection's welcome may have been lost on its way.
 //! - 1001 (draining), 1012 (restarting): a `stop`, `restart` or `rolling` of that node was
 //!   under way.
 //! - 1011 (store out of reach): a fault on the node's way to its store.
@@ -47,12 +48,18 @@ fn explained(conn: &Conn, conns: &Conns, faults: &[Fault], grace: f64) -> bool {
     let connection = paths::connection(&conn.node);
     match (close.cause, close.code) {
         (CloseCause::ClientClose | CloseCause::Dropped | CloseCause::Shutdown, _) => true,
-        (CloseCause::CloseFrame, Some(REPLACED)) => conns.of_account(conn.account).any(|other| {
-            other.id != conn.id
-                && other.opened <= t
-                && other.welcomed >= conn.opened
-                && other.welcomed <= t + WELCOME_AFTER_CLOSE
-        }),
+        (CloseCause::CloseFrame, Some(REPLACED)) => {
+            conns.of_account(conn.account).any(|other| {
+                other.id != conn.id
+                    && other.opened <= t
+                    && other.welcomed >= conn.opened
+                    && other.welcomed <= t + WELCOME_AFTER_CLOSE
+            }) || faults.iter().any(|f| {
+                // The newer connection's welcome may have been lost on its way, through
+                // whichever node it went.
+                f.loses() && f.cuts_players() && f.covers(t, WELCOME_AFTER_CLOSE)
+            })
+        }
         (CloseCause::CloseFrame, Some(1001 | 1012)) => faults.iter().any(|f| {
             matches!(
                 f.action,
@@ -190,6 +197,20 @@ mod tests {
             closed(5.0, 1, 2, Some(4001), CloseFrame),
         ]);
         assert_eq!(older.result, Verdict::Fail, "{}", older.detail);
+        // The newer one's welcome cut on its way to the client by a fault on a players' link.
+        let mut cut = vec![
+            welcome(1.0, 1, 1, "node-1"),
+            closed(5.0, 1, 1, Some(4001), CloseFrame),
+        ];
+        cut.extend(action(3.0, 9.0, ActionKind::LimitData, "players<->node-2"));
+        assert_eq!(judge(cut).result, Verdict::Pass);
+        let mut slowed = vec![
+            welcome(1.0, 1, 1, "node-1"),
+            closed(5.0, 1, 1, Some(4001), CloseFrame),
+        ];
+        slowed.extend(action(3.0, 9.0, ActionKind::Latency, "players<->node-2"));
+        slowed.extend(action(3.0, 9.0, ActionKind::Partition, "node-2<->nats"));
+        assert_eq!(judge(slowed).result, Verdict::Fail);
         // A welcome long after the close replaced nothing then.
         let late = judge(vec![
             welcome(1.0, 1, 1, "node-1"),

@@ -99,7 +99,7 @@ impl Fault {
     /// what it held at once; after a firewall partition, TCP resends with exponential
     /// backoff, so the first resend may come as late after the heal as the cut lasted
     /// (Linux caps the backoff at 120 s).
-    fn aftermath(&self) -> f64 {
+    pub fn aftermath(&self) -> f64 {
         match self.via {
             Some(Via::Firewall) => (self.end - self.start).clamp(0.0, TCP_BACKOFF_MAX),
             _ => 0.0,

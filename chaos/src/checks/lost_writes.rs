@@ -5,10 +5,16 @@
 //! happened) adds its result; a refused one changes nothing. The final state must be in
 //! the set, and a friendship one side lists and the other does not is half a write: lost.
 //! Pairs and memberships the final reads did not cover are not judged.
+//!
+//! A refusal must be the one the model gives: a 404 on an accept, decline, cancel, unfriend
+//! or leave only when the request, friendship or membership did not surely hold all through
+//! the call; a 409 on a request only when they may have been friends or the request may
+//! have been open. A wrong refusal counts as a lost write.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::faults;
+use super::model::{self, Model, Relation};
 use super::{some, CheckResult, Quantity};
 use crate::events::{Event, History, Write, WriteOp, WriteOutcome};
 
@@ -58,18 +64,34 @@ impl May {
     }
 }
 
-/// What a write makes of its pair or membership: `Some(true)` friends or member, `Some(false)`
-/// not, `None` no change.
-fn result_of(w: &Write) -> Option<bool> {
-    match w.op {
-        // A pending request is not a friendship; an unknown one may have met the other's.
-        WriteOp::FriendRequest => {
-            (w.befriended || w.outcome == WriteOutcome::Unknown).then_some(true)
+/// Whether a refusal was the one the model gives: `Some(false)` it was, `Some(true)` the
+/// cloud refused what the contract says it must do, `None` not judged (a limit, a rule this
+/// model does not follow, or no code).
+fn wrong_refusal(model: &Model, w: &Write, t: f64) -> Option<bool> {
+    let code = w.refusal.as_deref()?;
+    let (me, sent) = (w.account, w.sent);
+    let held = |relation: Relation| model.surely_held(&relation, sent, t);
+    let may = |relation: Relation| model.may_hold(&relation, sent, t);
+    Some(match (w.op, code, w.other, &w.session) {
+        // 404 only when there was no such request, friendship or membership to act on.
+        (WriteOp::FriendAccept | WriteOp::FriendDecline, "not_found", Some(other), _) => {
+            held(Relation::Request(other, me))
         }
-        WriteOp::FriendAccept | WriteOp::SessionCreate | WriteOp::SessionJoin => Some(true),
-        WriteOp::Unfriend | WriteOp::SessionLeave => Some(false),
-        WriteOp::FriendDecline | WriteOp::FriendCancel => None,
-    }
+        (WriteOp::FriendCancel, "not_found", Some(other), _) => held(Relation::Request(me, other)),
+        (WriteOp::Unfriend, "not_found", Some(other), _) => held(Relation::friends(me, other)),
+        (WriteOp::SessionLeave, "not_found", _, Some(session)) => {
+            held(Relation::Member(me, session.clone()))
+        }
+        // 409 only when they were friends, or this request was already open.
+        (WriteOp::FriendRequest, "already_friends", Some(other), _) => {
+            !may(Relation::friends(me, other))
+        }
+        (WriteOp::FriendRequest, "already_requested", Some(other), _) => {
+            !may(Relation::Request(me, other))
+        }
+        (WriteOp::FriendRequest, "cannot_friend_self", Some(other), _) => other != me,
+        _ => return None,
+    })
 }
 
 pub fn check(history: &History, limit: u64, grace: f64) -> CheckResult {
@@ -91,7 +113,9 @@ pub fn check(history: &History, limit: u64, grace: f64) -> CheckResult {
                     WriteOutcome::Unknown => 2,
                 };
                 by_op.entry(op_name(w.op)).or_default()[slot] += 1;
-                let Some(result) = result_of(w) else { continue };
+                let Some(result) = model::effect(w) else {
+                    continue;
+                };
                 let may = match (w.other, &w.session) {
                     (Some(other), _) => pairs
                         .entry((w.account.min(other), w.account.max(other)))
@@ -141,6 +165,34 @@ pub fn check(history: &History, limit: u64, grace: f64) -> CheckResult {
         .collect();
 
     let mut lost = Vec::new();
+    // Refusals, against the model: judged, and not (limits, rules it does not follow).
+    let model = Model::of(history);
+    let (mut refusals_judged, mut refusals_unjudged) = (0u64, 0u64);
+    for (t, event) in history.iter() {
+        let Event::Write(w) = event else { continue };
+        if w.outcome != WriteOutcome::Refused {
+            continue;
+        }
+        match wrong_refusal(&model, w, t) {
+            None => refusals_unjudged += 1,
+            Some(wrong) => {
+                refusals_judged += 1;
+                if wrong {
+                    lost.push(format!(
+                        "{} of {} about {} refused {} at {}s",
+                        op_name(w.op),
+                        w.account,
+                        w.other.map_or_else(
+                            || format!("session {}", w.session.as_deref().unwrap_or("?")),
+                            |o| o.to_string()
+                        ),
+                        w.refusal.as_deref().unwrap_or_default(),
+                        faults::fmt_num(t)
+                    ));
+                }
+            }
+        }
+    }
     let (mut pairs_judged, mut members_judged) = (0u64, 0u64);
     for (&(a, b), may) in &pairs {
         let side = |x: u64, y: u64| lists.get(&x).map(|l| l.contains(&y));
@@ -173,7 +225,9 @@ pub fn check(history: &History, limit: u64, grace: f64) -> CheckResult {
     }
     let count = lost.len() as u64;
     let mut detail = format!(
-        "{written}; {pairs_judged} of {} pairs and {members_judged} of {} memberships judged",
+        "{written}; {pairs_judged} of {} pairs and {members_judged} of {} memberships judged; \
+         {refusals_judged} refusals judged against the model ({refusals_unjudged} not: limits \
+         and rules it does not follow)",
         pairs.len(),
         members.len()
     );
@@ -214,6 +268,66 @@ mod tests {
 
     fn judge(events: Vec<At>) -> CheckResult {
         check(&events.into_iter().collect(), 0, 5.0)
+    }
+
+    fn refused(t: f64, op: WriteOp, account: u64, other: u64, code: &str) -> At {
+        let (t, mut event) = friend(t, op, account, other, Refused);
+        if let Event::Write(w) = &mut event {
+            w.refusal = Some(code.into());
+        }
+        (t, event)
+    }
+
+    #[test]
+    fn a_refusal_must_be_the_one_the_model_gives() {
+        let base = || {
+            vec![
+                befriend(0.5, 3, 4),
+                friend(1.0, FriendRequest, 1, 2, Ok),
+                Final::default()
+                    .list(1, &[], &[])
+                    .list(2, &[], &[])
+                    .list(3, &[4], &[])
+                    .list(4, &[3], &[])
+                    .at(100.0),
+            ]
+        };
+        // The request was surely open: its accept may not be refused as not found.
+        let mut wrong = base();
+        wrong.push(refused(5.0, FriendAccept, 2, 1, "not_found"));
+        let result = judge(wrong);
+        assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
+        assert!(
+            result
+                .detail
+                .contains("friend_accept of 2 about 1 refused not_found at 5s"),
+            "{}",
+            result.detail
+        );
+        // Cancelled while the accept was under way: either answer is right.
+        let mut raced = base();
+        raced.push(friend(5.0, FriendCancel, 1, 2, Ok));
+        raced.push(refused(5.05, FriendAccept, 2, 1, "not_found"));
+        let result = judge(raced);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        assert!(
+            result.detail.contains("1 refusals judged"),
+            "{}",
+            result.detail
+        );
+        // Asking again is `already_requested`, rightly; `already_friends` is wrong.
+        let mut again = base();
+        again.push(refused(5.0, FriendRequest, 1, 2, "already_requested"));
+        assert_eq!(judge(again).result, Verdict::Pass);
+        let mut not_friends = base();
+        not_friends.push(refused(5.0, FriendRequest, 1, 2, "already_friends"));
+        assert_eq!(judge(not_friends).result, Verdict::Fail);
+        // A limit is not judged.
+        let mut limit = base();
+        limit.push(refused(5.0, FriendRequest, 1, 3, "limit_reached"));
+        let result = judge(limit);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        assert!(result.detail.contains("(1 not:"), "{}", result.detail);
     }
 
     #[test]

@@ -1,15 +1,18 @@
 //! The model of the contract that checks ask (Jepsen's Knossos, Elle): the relations the
 //! cloud's writes make and undo, replayed from the recorded writes into when each relation
-//! *may* hold. Friendships (made by an accept, or a request the other side had already asked;
-//! undone by an unfriend) and session memberships (made by a create or a join; undone by a
-//! leave).
+//! *may* hold and when it *surely* holds. Friendships (made by an accept, or a request the
+//! other side had already asked; undone by an unfriend), open friend requests (made by a
+//! request; undone by the other's accept, decline or own request, or the asker's cancel)
+//! and session memberships (made by a create or a join; undone by a leave).
 //!
-//! A write takes effect somewhere between its send and its answer, so a relation may hold
+//! A write takes effect somewhere between its send and its answer. So a relation may hold
 //! from a making write's send, and surely ends only at an undoing write's answer when no
-//! making write was still in flight then. A write with an `unknown` outcome may have taken
-//! effect, or may yet: a making one keeps its relation possible from its send on, a branch
-//! that this model keeps open to the end; an undoing one changes nothing. A refused write
-//! changed nothing.
+//! making write was still in flight then; it surely holds from a making write's answer
+//! until the send of the next write that may undo it, unless an undoing write was in
+//! flight with the making one. A write with an `unknown` outcome may have taken effect, or
+//! may yet: a making one keeps its relation possible from its send on (a branch this model
+//! keeps open to the end) and never makes it sure; an undoing one ends what was sure. A
+//! refused write changed nothing.
 
 use std::collections::HashMap;
 
@@ -20,6 +23,8 @@ use crate::events::{Event, History, Write, WriteOp, WriteOutcome};
 pub enum Relation {
     /// Two accounts are friends; the lower id first.
     Friends(u64, u64),
+    /// A friend request from the first account to the second is open.
+    Request(u64, u64),
     /// An account is a member of a session.
     Member(u64, String),
 }
@@ -29,7 +34,7 @@ impl Relation {
         Relation::Friends(a.min(b), a.max(b))
     }
 
-    /// The relation a write is about, when it is one of these.
+    /// The friendship or membership a write is about, when it is about one.
     pub fn of(write: &Write) -> Option<Relation> {
         match (write.other, &write.session) {
             (Some(other), _) => Some(Relation::friends(write.account, other)),
@@ -39,8 +44,8 @@ impl Relation {
     }
 }
 
-/// What a write makes of its relation: `Some(true)` it holds after it, `Some(false)` it
-/// does not, `None` no change (a request still open, a decline, a cancel).
+/// What a write makes of its friendship or membership: `Some(true)` it holds after it,
+/// `Some(false)` it does not, `None` no change (a request still open, a decline, a cancel).
 pub fn effect(write: &Write) -> Option<bool> {
     match write.op {
         // A pending request is not a friendship; an unknown one may have met the other's.
@@ -51,6 +56,32 @@ pub fn effect(write: &Write) -> Option<bool> {
         WriteOp::Unfriend | WriteOp::SessionLeave => Some(false),
         WriteOp::FriendDecline | WriteOp::FriendCancel => None,
     }
+}
+
+/// Every relation a write makes (`true`) or undoes (`false`).
+pub fn effects(write: &Write) -> Vec<(Relation, bool)> {
+    let mut out: Vec<(Relation, bool)> =
+        Relation::of(write).zip(effect(write)).into_iter().collect();
+    let (me, unknown) = (write.account, write.outcome == WriteOutcome::Unknown);
+    if let Some(other) = write.other {
+        match write.op {
+            WriteOp::FriendRequest => {
+                // Asked back: it closes the other's request instead of opening one.
+                if !write.befriended || unknown {
+                    out.push((Relation::Request(me, other), true));
+                }
+                if write.befriended || unknown {
+                    out.push((Relation::Request(other, me), false));
+                }
+            }
+            WriteOp::FriendAccept | WriteOp::FriendDecline => {
+                out.push((Relation::Request(other, me), false));
+            }
+            WriteOp::FriendCancel => out.push((Relation::Request(me, other), false)),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// One relation's replay.
@@ -64,6 +95,11 @@ struct Spans {
     made_answered: f64,
     /// An unknown making write: the relation stays possible to the end.
     branch: bool,
+    /// Closed spans in which it surely held, and the start of the one it surely holds in now.
+    sure: Vec<(f64, f64)>,
+    sure_open: Option<f64>,
+    /// The latest answer of an undoing write that took (or may take) effect.
+    undone_answered: f64,
 }
 
 impl Spans {
@@ -74,17 +110,30 @@ impl Spans {
                 self.open.get_or_insert(sent);
                 self.made_answered = self.made_answered.max(t);
                 self.branch |= outcome == WriteOutcome::Unknown;
+                // Sure once answered, unless an undo in flight with it may have landed after.
+                if outcome == WriteOutcome::Ok
+                    && self.sure_open.is_none()
+                    && self.undone_answered < sent
+                {
+                    self.sure_open = Some(t);
+                }
             }
-            (false, WriteOutcome::Ok) => {
+            (false, _) => {
+                self.undone_answered = self.undone_answered.max(t);
+                if let Some(start) = self.sure_open.take() {
+                    // In flight when the making write was answered: never sure.
+                    if sent > start {
+                        self.sure.push((start, sent));
+                    }
+                }
                 // A making write answered after this one was sent may have landed after it.
-                if self.branch || self.made_answered > sent {
+                if outcome == WriteOutcome::Unknown || self.branch || self.made_answered > sent {
                     return;
                 }
                 if let Some(start) = self.open.take() {
                     self.closed.push((start, t));
                 }
             }
-            (false, WriteOutcome::Unknown) => {}
         }
     }
 
@@ -94,6 +143,14 @@ impl Spans {
                 .closed
                 .iter()
                 .any(|&(start, end)| start <= until && from <= end)
+    }
+
+    fn surely_held(&self, from: f64, until: f64) -> bool {
+        self.sure_open.is_some_and(|start| start <= from)
+            || self
+                .sure
+                .iter()
+                .any(|&(start, end)| start <= from && until <= end)
     }
 }
 
@@ -116,13 +173,12 @@ impl Model {
 
     /// Replays one write, answered at `t` (writes come in answer order).
     fn apply(&mut self, write: &Write, t: f64) {
-        let (Some(relation), Some(made)) = (Relation::of(write), effect(write)) else {
-            return;
-        };
-        self.relations
-            .entry(relation)
-            .or_default()
-            .apply(made, write.outcome, write.sent, t);
+        for (relation, made) in effects(write) {
+            self.relations
+                .entry(relation)
+                .or_default()
+                .apply(made, write.outcome, write.sent, t);
+        }
     }
 
     /// Whether `relation` may have held at some moment of `[from, until]`.
@@ -130,6 +186,13 @@ impl Model {
         self.relations
             .get(relation)
             .is_some_and(|spans| spans.may_hold(from, until))
+    }
+
+    /// Whether `relation` surely held all through `[from, until]`.
+    pub fn surely_held(&self, relation: &Relation, from: f64, until: f64) -> bool {
+        self.relations
+            .get(relation)
+            .is_some_and(|spans| spans.surely_held(from, until))
     }
 }
 
@@ -191,5 +254,34 @@ mod tests {
         assert!(m.may_hold(&member, 3.0, 3.0));
         assert!(!m.may_hold(&member, 8.5, 9.0));
         assert!(!m.may_hold(&Relation::Member(6, "9".into()), 3.0, 3.0));
+        assert!(m.surely_held(&member, 2.5, 7.8));
+        assert!(!m.surely_held(&member, 2.5, 8.0));
+    }
+
+    #[test]
+    fn a_request_is_surely_open_from_its_answer_to_the_next_write_that_may_close_it() {
+        let m = model(vec![
+            friend(2.0, WriteOp::FriendRequest, 1, 2, WriteOutcome::Ok),
+            friend(6.0, WriteOp::FriendAccept, 2, 1, WriteOutcome::Ok),
+        ]);
+        let request = Relation::Request(1, 2);
+        assert!(m.surely_held(&request, 2.0, 5.9));
+        assert!(!m.surely_held(&request, 2.0, 5.95));
+        assert!(!m.surely_held(&Relation::Request(2, 1), 2.0, 3.0));
+        assert!(!m.may_hold(&request, 6.1, 9.0));
+        // A cancel in flight with the request's answer: never sure.
+        let racing = model(vec![
+            friend(2.0, WriteOp::FriendRequest, 1, 2, WriteOutcome::Ok),
+            friend(2.05, WriteOp::FriendCancel, 1, 2, WriteOutcome::Ok),
+        ]);
+        assert!(!racing.surely_held(&request, 2.0, 2.0));
+        // Asked back: the other's request closes and no new one opens.
+        let back = model(vec![
+            friend(2.0, WriteOp::FriendRequest, 1, 2, WriteOutcome::Ok),
+            request_befriending(5.0, 2, 1, WriteOutcome::Ok),
+        ]);
+        assert!(!back.may_hold(&Relation::Request(2, 1), 0.0, 9.0));
+        assert!(!back.may_hold(&request, 5.1, 9.0));
+        assert!(back.surely_held(&Relation::friends(1, 2), 5.0, 9.0));
     }
 }

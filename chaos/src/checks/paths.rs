@@ -1,11 +1,17 @@
 //! Which faults lie on an observation's path (chaos-plan v1.2, "Excuses follow the path").
 //!
 //! A path is a chain of hops: a player's event connection runs `players → node-N`, a node's
-//! store runs `node-N → postgres`. A fault lies on a path when it acts on one of its hops (a
+//! store runs `node-N → postgres`, an event from another node runs `players → node-R → nats
+//! → node-S → postgres` (the sender looks up where its recipients are in the store). A fault lies on a path when it acts on one of its hops (a
 //! service action whose target names it: `kill node-1`, `pause postgres`, `drop players`,
 //! `nodes` for every node) or cuts or slows the link between two of its hops in a row
 //! (`partition [players, node-1]`). A fault elsewhere (`partition [node-1, nats]` for a
 //! player's connection) excuses nothing on it.
+//!
+//! A fault on the path either loses what crosses it by its nature ([`Fault::loses`]: a
+//! kill, a drain, a partition, a `timeout` or `limit_data`, a `drop`) or only slows it
+//! (latency, bandwidth, slicer, slow_close, cpu, pause, memory, clock, disk_full): what it
+//! slows is owed by the fault's end plus the usual window, never excused.
 
 use super::faults::Fault;
 use crate::plan::ActionKind;
@@ -15,6 +21,7 @@ use crate::plan::ActionKind;
 pub enum Hop<'a> {
     Players,
     Node(&'a str),
+    Nats,
     Postgres,
 }
 
@@ -24,6 +31,7 @@ impl Hop<'_> {
         match self {
             Hop::Players => name == "players",
             Hop::Node(node) => name == node || name == "nodes",
+            Hop::Nats => name == "nats",
             Hop::Postgres => name == "postgres",
         }
     }
@@ -32,6 +40,22 @@ impl Hop<'_> {
 /// A player's event connection to `node`.
 pub fn connection(node: &str) -> [Hop<'_>; 2] {
     [Hop::Players, Hop::Node(node)]
+}
+
+/// An event made on node `sender` for a player connected to node `recipient`: over the bus
+/// when they differ, after the sender looked the recipient up in the store.
+pub fn delivery<'a>(sender: &'a str, recipient: &'a str) -> Vec<Hop<'a>> {
+    if sender == recipient {
+        connection(recipient).to_vec()
+    } else {
+        vec![
+            Hop::Players,
+            Hop::Node(recipient),
+            Hop::Nats,
+            Hop::Node(sender),
+            Hop::Postgres,
+        ]
+    }
 }
 
 /// `node`'s way to its store.
@@ -55,10 +79,43 @@ impl Fault {
         }
     }
 
-    /// Whether `t` falls in this fault or in the `after` seconds that follow its end (a
-    /// client notices a break a while after it).
+    /// Whether it loses what crosses it by its nature; else it only slows it.
+    pub fn loses(&self) -> bool {
+        match self.action {
+            ActionKind::Kill
+            | ActionKind::Stop
+            | ActionKind::Restart
+            | ActionKind::Rolling
+            | ActionKind::Drop
+            | ActionKind::Partition
+            | ActionKind::Timeout
+            | ActionKind::LimitData => true,
+            ActionKind::Start
+            | ActionKind::Pause
+            | ActionKind::Latency
+            | ActionKind::Bandwidth
+            | ActionKind::SlowClose
+            | ActionKind::Slicer
+            | ActionKind::Cpu
+            | ActionKind::Memory
+            | ActionKind::DiskFull
+            | ActionKind::Clock => false,
+        }
+    }
+
+    /// Whether it acts on a player's way to some node: the players, a node, or a link
+    /// between them.
+    pub fn cuts_players(&self) -> bool {
+        match self.target.split_once("<->") {
+            Some((a, b)) => a == "players" || b == "players",
+            None => self.target == "players" || self.target.starts_with("node"),
+        }
+    }
+
+    /// Whether `t` falls in this fault (with a firewall partition's aftermath) or in the
+    /// `after` seconds that follow its end (a client notices a break a while after it).
     pub fn covers(&self, t: f64, after: f64) -> bool {
-        self.start <= t && t <= self.end.max(self.start) + after
+        self.start <= t && t <= self.end.max(self.start) + self.aftermath() + after
     }
 }
 
@@ -109,6 +166,24 @@ mod tests {
         assert!(!fault(ActionKind::Pause, "postgres").on_path(&connection("node-2")));
         assert!(!fault(ActionKind::Pause, "nats").on_path(&connection("node-2")));
         assert!(!fault(ActionKind::Start, "node-1").on_path(&connection("node-1")));
+    }
+
+    #[test]
+    fn an_event_from_another_node_crosses_the_bus_and_the_senders_store() {
+        let path = delivery("node-2", "node-1");
+        assert!(fault(ActionKind::Pause, "nats").on_path(&path));
+        assert!(fault(ActionKind::Latency, "node-2<->nats").on_path(&path));
+        assert!(fault(ActionKind::Latency, "nats<->node-1").on_path(&path));
+        assert!(fault(ActionKind::Partition, "node-2<->postgres").on_path(&path));
+        assert!(!fault(ActionKind::Partition, "node-1<->postgres").on_path(&path));
+        assert!(!fault(ActionKind::Latency, "players<->node-2").on_path(&path));
+        assert!(!fault(ActionKind::Cpu, "node-3").on_path(&path));
+        // On one node, nothing but the player's link and the node.
+        let local = delivery("node-1", "node-1");
+        assert!(!fault(ActionKind::Pause, "nats").on_path(&local));
+        assert!(fault(ActionKind::Cpu, "node-1").on_path(&local));
+        assert!(!fault(ActionKind::Pause, "nats").loses());
+        assert!(fault(ActionKind::Partition, "node-2<->nats").loses());
     }
 
     #[test]

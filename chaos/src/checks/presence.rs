@@ -20,8 +20,10 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::conns::Conns;
 use super::faults;
+use super::paths::{self, Hop};
 use super::{some, CheckResult, Quantity};
 use crate::events::{Event, History, WriteOp, WriteOutcome};
+use crate::plan::ActionKind;
 
 pub const NAME: &str = "presence_missing";
 
@@ -45,6 +47,52 @@ struct Change {
 impl Change {
     fn window_end(&self) -> f64 {
         self.ack + DELIVERY_WINDOW
+    }
+}
+
+/// When a delivery is owed, by the faults on its path.
+struct Owed {
+    /// The window's end, or later when a fault that slows the path held until then.
+    by: f64,
+    /// A fault that loses data by nature lay on the path meanwhile.
+    lost: bool,
+}
+
+impl Owed {
+    fn on(faults: &[faults::Fault], path: &[Hop<'_>], change: &Change) -> Owed {
+        let on_path: Vec<&faults::Fault> = faults.iter().filter(|f| f.on_path(path)).collect();
+        let mut by = change.window_end();
+        // A slowed delivery is owed the window after the fault ends; faults may chain.
+        loop {
+            let later = on_path
+                .iter()
+                .filter(|f| !f.loses() && f.start <= by && f.end >= change.sent)
+                .map(|f| f.end + DELIVERY_WINDOW)
+                .fold(by, f64::max);
+            if later <= by {
+                break;
+            }
+            by = later;
+        }
+        let lost = on_path.iter().any(|f| {
+            // A node taken out: its players' connections break (owed by resync), and what
+            // dies with a SIGKILLed sender is judged apart.
+            if f.action.takes_out() && f.target != "nats" && f.target != "postgres" {
+                return false;
+            }
+            let (from, until) = match f.target.as_str() {
+                // A dependency taken down stays down until it is started again.
+                "nats" | "postgres" if matches!(f.action, ActionKind::Kill | ActionKind::Stop) => {
+                    faults::service_down(faults, &f.target)
+                        .into_iter()
+                        .find(|&(from, _)| from == f.start)
+                        .unwrap_or((f.start, f.end))
+                }
+                _ => (f.start, f.end + f.aftermath() + faults::RECONNECT),
+            };
+            f.loses() && from <= by && until >= change.sent
+        });
+        Owed { by, lost }
     }
 }
 
@@ -96,7 +144,10 @@ struct Tally {
     missing: Vec<String>,
     late: u64,
     unsure: u64,
-    held_up: u64,
+    /// Deliveries a fault that loses data by nature lay on the path of.
+    lost_on_path: u64,
+    /// Deliveries owed later than the window, by a fault that slows their path.
+    slowed: u64,
     died_with_origin: u64,
     no_resync: u64,
 }
@@ -164,21 +215,6 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
         }
     }
     let faults = faults::faults(history);
-    let mut held_up: Vec<(f64, f64)> = faults
-        .iter()
-        .filter(|f| {
-            // A paused or CPU-starved service, or a link fault on the way of an event.
-            matches!(
-                f.action,
-                crate::plan::ActionKind::Pause | crate::plan::ActionKind::Cpu
-            ) || (f.action.is_link_fault()
-                && (f.touches("nats") || f.touches("players") || f.touches("postgres")))
-        })
-        // While it holds, and the aftermath of a firewall partition's heal.
-        .filter_map(|f| f.window(0.0))
-        .collect();
-    held_up.extend(faults::service_down(&faults, "nats"));
-    held_up.extend(faults::service_down(&faults, "postgres"));
     // SIGKILLs of nodes, from the order to the exit: a change acknowledged in between (or
     // just before) may die with its node on its way to the others (the fan-out follows
     // the answer).
@@ -204,17 +240,19 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
     let mut tally = Tally::default();
     let mut tail = 0;
     for change in &changes {
-        let (a, v, s, e) = (
-            change.account,
-            change.version,
-            change.sent,
-            change.window_end(),
-        );
-        if e > end {
+        let (a, v, s) = (change.account, change.version, change.sent);
+        if change.window_end() > end {
             tail += 1;
             continue;
         }
         for &b in friends_of.get(&a).into_iter().flatten() {
+            // Offline when the change was sent: owed nothing.
+            let Some(conn) = conns.up_at(b, s) else {
+                continue;
+            };
+            let path = paths::delivery(&change.node, &conn.node);
+            let owed = Owed::on(&faults, &path, change);
+            let e = owed.by;
             match pairs[&(a.min(b), a.max(b))].bond(s, e) {
                 Bond::NotFriends => continue,
                 Bond::Unsure => {
@@ -223,17 +261,18 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
                 }
                 Bond::Friends => {}
             }
-            // Offline when the change was sent: owed nothing.
-            let Some(conn) = conns.up_at(b, s) else {
+            if e > end {
+                tail += 1;
                 continue;
-            };
+            }
             let broke =
                 conn.closed_by(e) || conns.next_after(b, s).is_some_and(|n| n.welcomed <= e);
             if !broke {
-                if faults::overlaps(&held_up, s, e) {
-                    tally.held_up += 1;
+                if owed.lost {
+                    tally.lost_on_path += 1;
                     continue;
                 }
+                tally.slowed += u64::from(e > change.window_end());
                 let origin_killed = kills.iter().any(|&(node, from, exit)| {
                     node == change.node && (from..=exit).contains(&change.ack)
                 });
@@ -282,11 +321,13 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
     let judged = tally.by_event + tally.by_resync;
     let count = tally.missing.len() as u64;
     let mut detail = format!(
-        "{} changes; {judged} deliveries judged ({} by event, {} by resync), {} crossed nodes",
+        "{} changes; {judged} deliveries judged ({} by event, {} by resync), {} crossed \
+         nodes, {} owed later by a fault that slowed their path",
         changes.len(),
         tally.by_event,
         tally.by_resync,
-        tally.crossed
+        tally.crossed,
+        tally.slowed
     );
     if count > 0 {
         detail.push_str(&format!(
@@ -302,8 +343,9 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
             "deliveries with an unfriend in flight".to_owned(),
         ),
         (
-            tally.held_up,
-            "deliveries in a pause, a partition/latency of nats, postgres or players, or while nats or postgres was down"
+            tally.lost_on_path,
+            "deliveries with a fault that loses data on their path (a partition, a timeout or \
+             limit_data, a kill, stop or restart, nats or postgres down)"
                 .to_owned(),
         ),
         (
@@ -425,20 +467,23 @@ mod tests {
         let result = judge(cut);
         assert_eq!(result.result, Verdict::Pass, "{result:?}");
         assert!(result.detail.contains("1 by resync"), "{}", result.detail);
-        // The delivery to 2 lay in the partition's window: not judged by event.
+        // The delivery to 2 crossed the cut link: not judged by event.
         assert!(
-            result.detail.contains("1 deliveries in a pause"),
+            result
+                .detail
+                .contains("1 deliveries with a fault that loses data"),
             "{}",
             result.detail
         );
     }
 
     /// After a firewall partition of nats heals, TCP may take as long again to resend: a change
-    /// sent in that aftermath is excused by event; after a proxy partition, or once the
-    /// aftermath is over, the same missing delivery fails.
+    /// from another node sent in that aftermath is excused by event; after a proxy partition,
+    /// once the aftermath is over, or on one node (the bus is not on its way), the same
+    /// missing delivery fails.
     #[test]
     fn a_firewall_partition_excuses_its_aftermath_and_no_more() {
-        let missing = |via, sent: f64| {
+        let missing = |via, sent: f64, node: &str| {
             let mut events = action(
                 9.0,
                 19.0,
@@ -449,7 +494,7 @@ mod tests {
                 *v = via;
             }
             events.extend([
-                change(sent + 0.1, 1, 100, sent, "node-1"),
+                change(sent + 0.1, 1, 100, sent, node),
                 presence(sent + 0.2, 2, 2, 1, 1, 100),
                 presence(sent + 0.2, 3, 3, 1, 1, 99),
                 end(sent + 10.0),
@@ -457,105 +502,109 @@ mod tests {
             judge(events)
         };
         let firewall = Some(crate::plan::Via::Firewall);
-        let excused = missing(firewall, 22.0);
+        let excused = missing(firewall, 22.0, "node-2");
         assert_eq!(excused.result, Verdict::Unknown, "{excused:?}");
         assert!(
-            excused.detail.contains("2 deliveries in a pause"),
+            excused
+                .detail
+                .contains("2 deliveries with a fault that loses data"),
             "{}",
             excused.detail
         );
-        for (via, sent) in [(None, 22.0), (firewall, 31.0)] {
-            let result = missing(via, sent);
+        for (via, sent, node) in [
+            (None, 22.0, "node-2"),
+            (firewall, 32.0, "node-2"),
+            (firewall, 22.0, "node-1"),
+        ] {
+            let result = missing(via, sent, node);
             assert_eq!(
                 result.result,
                 Verdict::Fail,
-                "{via:?} at {sent}: {result:?}"
+                "{via:?} at {sent} from {node}: {result:?}"
             );
         }
     }
 
-    /// A CPU-starved service or a link fault on an event's way may hold a delivery past its
-    /// window; a clock, memory or disk fault gives no such leave: the change is owed.
+    /// A fault that only slows an event's path (a CPU cap, a slow link, a paused bus) makes
+    /// it owed by the fault's end plus the window, never excused; a fault that loses data
+    /// excuses only on its own path; a clock, memory or disk fault gives no leave at all.
     #[test]
-    fn only_faults_that_hold_events_up_excuse_a_missing_delivery() {
-        let missing = |kind, target: &str| {
+    fn a_fault_on_the_path_that_slows_makes_a_delivery_late_not_lost() {
+        use crate::plan::ActionKind::*;
+        let judge_with = |kind, target: &str, node: &str, arrives: Option<f64>| {
             let mut events = action(9.0, 19.0, kind, target);
             events.extend([
-                change(10.0, 1, 100, 9.9, "node-1"),
+                change(10.0, 1, 100, 9.9, node),
                 presence(10.1, 2, 2, 1, 1, 100),
-                presence(10.1, 3, 3, 1, 1, 99),
             ]);
+            events.extend(arrives.map(|t| presence(t, 3, 3, 1, 1, 100)));
             judge(events)
         };
-        use crate::plan::ActionKind::*;
-        for (kind, target) in [
-            (Cpu, "node-1"),
-            (Bandwidth, "players<->node-1"),
-            (Slicer, "players<->node-1"),
-            (Timeout, "node-1<->nats"),
+        for (kind, target, node) in [
+            (Cpu, "node-1", "node-1"),
+            (Bandwidth, "players<->node-1", "node-1"),
+            (Slicer, "players<->node-1", "node-1"),
+            (Pause, "nats", "node-2"),
+            (Latency, "node-2<->postgres", "node-2"),
         ] {
-            // Excused, not judged: with nothing else to judge the check cannot pass either.
-            let result = missing(kind, target);
-            assert_eq!(
-                result.result,
-                Verdict::Unknown,
-                "{kind} {target}: {result:?}"
-            );
+            // Late, within the fault's end plus the window: delivered.
+            let late = judge_with(kind, target, node, Some(21.5));
+            assert_eq!(late.result, Verdict::Pass, "{kind} {target}: {late:?}");
+            assert!(late.detail.contains("2 owed later"), "{}", late.detail);
+            // Never: lost where the fault only slows.
+            let never = judge_with(kind, target, node, None);
+            assert_eq!(never.result, Verdict::Fail, "{kind} {target}: {never:?}");
             assert!(
-                result.detail.contains("2 deliveries in a pause"),
+                never.detail.contains("1 v100 → 3 (never)"),
                 "{}",
-                result.detail
+                never.detail
             );
         }
-        for (kind, target) in [
-            (Clock, "node-1"),
-            (Memory, "node-1"),
-            (DiskFull, "postgres"),
-            (Cpu, "node-1"),
+        // A fault that loses data excuses on its path only.
+        let on_path = judge_with(Timeout, "node-1<->nats", "node-2", None);
+        assert_eq!(on_path.result, Verdict::Unknown, "{on_path:?}");
+        for (kind, target, node) in [
+            (Timeout, "node-1<->nats", "node-1"),
+            (Partition, "node-3<->postgres", "node-2"),
+            (Pause, "nats", "node-1"),
+            (Clock, "node-1", "node-1"),
+            (Memory, "node-1", "node-1"),
+            (DiskFull, "postgres", "node-1"),
         ] {
-            // The same loss, with the fault over before the change.
-            let result = if kind == Cpu {
-                let mut events = action(2.0, 5.0, kind, target);
-                events.extend([
-                    change(10.0, 1, 100, 9.9, "node-1"),
-                    presence(10.1, 2, 2, 1, 1, 100),
-                    presence(10.1, 3, 3, 1, 1, 99),
-                ]);
-                judge(events)
-            } else {
-                missing(kind, target)
-            };
+            let result = judge_with(kind, target, node, None);
             assert_eq!(result.result, Verdict::Fail, "{kind} {target}: {result:?}");
-            assert!(
-                result.detail.contains("1 v100 → 3 (never)"),
-                "{}",
-                result.detail
-            );
         }
     }
 
     /// Core NATS keeps nothing for a node that is reconnecting: what a restart of it loses
-    /// is owed by resync only, until the nodes are back on it; a change after that is owed.
+    /// on the way between nodes is owed by resync only, until the nodes are back on it; a
+    /// change after that, or one that never left its node, is owed.
     #[test]
     fn what_a_nats_restart_holds_up_is_not_judged_by_event() {
         let mut events = action(9.8, 10.0, crate::plan::ActionKind::Restart, "nats");
         events.extend([
-            change(10.0, 1, 100, 9.9, "node-1"),
+            change(10.0, 1, 100, 9.9, "node-2"),
             presence(10.1, 3, 3, 1, 1, 100),
-            change(20.0, 1, 101, 19.9, "node-1"),
+            change(20.0, 1, 101, 19.9, "node-2"),
             presence(20.1, 2, 2, 1, 1, 101),
             presence(20.1, 3, 3, 2, 1, 101),
         ]);
         let result = judge(events.clone());
         assert_eq!(result.result, Verdict::Pass, "{result:?}");
         assert!(
-            result.detail.contains("while nats or postgres was down"),
+            result.detail.contains("nats or postgres down) not judged"),
             "{}",
             result.detail
         );
-        events.push(change(25.0, 1, 102, 24.9, "node-1"));
+        events.push(change(25.0, 1, 102, 24.9, "node-2"));
         let result = judge(events);
         assert_eq!(result.result, Verdict::Fail, "{result:?}");
+        let mut local = action(9.8, 10.0, crate::plan::ActionKind::Restart, "nats");
+        local.extend([
+            change(10.0, 1, 100, 9.9, "node-1"),
+            presence(10.1, 3, 3, 1, 1, 100),
+        ]);
+        assert_eq!(judge(local).result, Verdict::Fail);
     }
 
     /// Its node killed as it answered: friends on other nodes are owed nothing; the one on

@@ -18,11 +18,12 @@ pub const NAME: &str = "unexpected_events";
 /// The earliest moment an event that arrived at `t` may have been made.
 fn made_from(faults: &[Fault], t: f64) -> f64 {
     let mut from = t - DELIVERY_WINDOW;
-    // Each fault overlapping the span may have held the event from its start on.
+    // Each fault overlapping the span (a firewall partition's aftermath too: TCP resends
+    // what it held only after a backoff) may have held the event from its start on.
     loop {
         let earlier = faults
             .iter()
-            .filter(|f| f.start <= t && f.end >= from)
+            .filter(|f| f.start <= t && f.end + f.aftermath() >= from)
             .map(|f| f.start - DELIVERY_WINDOW)
             .fold(from, f64::min);
         if earlier >= from {
@@ -66,7 +67,7 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
         };
         if !allowed {
             unexpected.push(match relation {
-                Relation::Friends(..) => format!(
+                Relation::Friends(..) | Relation::Request(..) => format!(
                     "presence of {} to {account} at {}s",
                     from.unwrap_or_default(),
                     fmt_num(t)
@@ -147,6 +148,19 @@ mod tests {
         held.extend(action(8.0, 19.0, ActionKind::Pause, "nats"));
         held.push(presence(20.0, 2, 1, 1, 1, 10));
         assert_eq!(judge(held).result, Verdict::Pass);
+        // A firewall partition holds traffic as long again after its heal.
+        let firewall = |arrives: f64| {
+            let mut events = base();
+            let mut cut = action(8.0, 12.0, ActionKind::Partition, "node-1<->nats");
+            if let (_, Event::ActionStart { via, .. }) = &mut cut[0] {
+                *via = Some(crate::plan::Via::Firewall);
+            }
+            events.extend(cut);
+            events.push(presence(arrives, 2, 1, 1, 1, 10));
+            judge(events).result
+        };
+        assert_eq!(firewall(15.5), Verdict::Pass);
+        assert_eq!(firewall(19.5), Verdict::Fail);
     }
 
     #[test]

@@ -483,6 +483,14 @@ impl ActionKind {
     }
 
     /// Whether the action is a fault on a service's resources or clock.
+    /// Whether it takes its target out of service: `kill`, `stop`, `restart`, `rolling`.
+    pub fn takes_out(self) -> bool {
+        matches!(
+            self,
+            ActionKind::Kill | ActionKind::Stop | ActionKind::Restart | ActionKind::Rolling
+        )
+    }
+
     pub fn is_service_fault(self) -> bool {
         matches!(
             self,

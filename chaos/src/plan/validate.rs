@@ -634,6 +634,7 @@ impl Cx<'_> {
         };
         let highest = timeline
             .iter()
+            .filter(|e| e.action.target().is_some_and(Target::is_node))
             .filter_map(|e| floor(e.action.kind()).map(|f| (f, e)))
             .max_by_key(|((floor, _), _)| *floor);
         for key in ["failover", "players_back"] {
@@ -1514,6 +1515,11 @@ mod tests {
             Duration::from_secs(7)
         );
         assert_eq!(check(&plan.to_yaml()).unwrap().checks, plan.checks);
+        // A dependency's restart takes no node out.
+        let dependency = STOP
+            .replace("stop: node-1", "restart: postgres")
+            .replace("  - { at: 9s, start: node-1 }\n", "");
+        assert!(check(&format!("{dependency}checks:\n  failover: 7s\n")).is_ok());
         // At the floor, or with only crashes, 7 s is fine.
         assert!(check(&format!("{STOP}checks:\n  failover: 15s\n")).is_ok());
         let kill = STOP.replace("stop: node-1", "kill: node-1");

@@ -362,6 +362,7 @@ impl Recorder {
                 other: w.other.map(|a| a.0),
                 session: w.session.map(|s| s.0),
                 outcome: w.outcome,
+                refusal: w.refusal,
                 befriended: w.befriended,
                 sent: seconds(w.sent),
             }),

@@ -94,6 +94,10 @@ pub async fn accept(
     IdPath(from): IdPath,
 ) -> ApiResult<(StatusCode, axum::Json<StatusBody>)> {
     let limits = &state.config.friend_limits;
+    #[cfg(feature = "seeded-defects")]
+    if crate::defects::every(SeededDefect::RefuseAccepts, 8) {
+        return Err(ApiError::NotFound);
+    }
     let accepter = state
         .store
         .accept_friend_request(auth.account_id, from, limits)
