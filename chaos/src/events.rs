@@ -127,8 +127,8 @@ pub enum Event {
         cause: CloseCause,
     },
     /// An event received on connection `conn` of `account`, in arrival order; `seq` as the
-    /// server numbered it, `from`/`version`/`online` for presence events, `session` for a
-    /// session's news.
+    /// server numbered it; `from` whose event it is (its `account_id`, or a new leader),
+    /// `version`/`online` for presence events, `session` for a session's news.
     Received {
         account: u64,
         conn: u64,

@@ -60,11 +60,14 @@ impl Case {
             | SeededDefect::RefuseAccepts => checks::lost_writes::NAME,
             SeededDefect::LeasesNeverExpire => checks::stale_online::NAME,
             SeededDefect::SkipSeq => checks::event_order::NAME,
-            SeededDefect::SessionOneTooMany => checks::session_integrity::NAME,
+            SeededDefect::SessionOneTooMany | SeededDefect::NewestLeads => {
+                checks::session_integrity::NAME
+            }
             SeededDefect::UnreplacedClose | SeededDefect::DropHealthyConnections => {
                 checks::disconnects::NAME
             }
             SeededDefect::PresenceToStrangers => checks::unexpected::NAME,
+            SeededDefect::SilentLeaves => checks::events_missing::NAME,
         })
     }
 

@@ -41,10 +41,14 @@ pub enum SeededDefect {
     PresenceToStrangers,
     /// Every eighth friend accept is answered 404 `not_found`, its request still open.
     RefuseAccepts,
+    /// A leader's leaving hands leadership to the newest member, not the longest-standing.
+    NewestLeads,
+    /// Every second leave of a session tells the other members nothing.
+    SilentLeaves,
 }
 
 impl SeededDefect {
-    pub const ALL: [SeededDefect; 11] = [
+    pub const ALL: [SeededDefect; 13] = [
         SeededDefect::NoCrossNodeReplace,
         SeededDefect::DropCrossNodeEvents,
         SeededDefect::UndoSessionJoin,
@@ -56,6 +60,8 @@ impl SeededDefect {
         SeededDefect::DropHealthyConnections,
         SeededDefect::PresenceToStrangers,
         SeededDefect::RefuseAccepts,
+        SeededDefect::NewestLeads,
+        SeededDefect::SilentLeaves,
     ];
 
     /// The flag's spelling (`skip-seq`).
@@ -72,6 +78,8 @@ impl SeededDefect {
             SeededDefect::DropHealthyConnections => "drop-healthy-connections",
             SeededDefect::PresenceToStrangers => "presence-to-strangers",
             SeededDefect::RefuseAccepts => "refuse-accepts",
+            SeededDefect::NewestLeads => "newest-leads",
+            SeededDefect::SilentLeaves => "silent-leaves",
         }
     }
 

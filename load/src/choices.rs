@@ -34,6 +34,8 @@ pub enum Purpose {
     SecondDevices,
     /// Who signs off for good at the end (`index`: the player).
     Leaving,
+    /// Whether session `index`'s leader leaves before its members.
+    LeaderFirst,
 }
 
 impl Purpose {
@@ -48,6 +50,7 @@ impl Purpose {
             Purpose::Churn => [7, 0],
             Purpose::SecondDevices => [8, 0],
             Purpose::Leaving => [9, 0],
+            Purpose::LeaderFirst => [10, 0],
         }
     }
 }

@@ -235,6 +235,9 @@ pub struct Received {
     pub kind: String,
     /// For presence: whose, its version and online state.
     pub presence: Option<(AccountId, u64, bool)>,
+    /// Whose event it is when not presence (`account_id`, or a new `leader`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub about: Option<AccountId>,
     /// For a session's news: which session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionId>,

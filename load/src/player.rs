@@ -456,6 +456,7 @@ impl Player {
             return;
         };
         let presence = message.presence();
+        let about = message.about();
         let delivery = presence.and_then(|(from, version, _)| self.delivered(from, version));
         if let Some(delivery) = delivery {
             self.shared
@@ -469,6 +470,7 @@ impl Player {
                 kind: message.kind,
                 presence,
                 delivery,
+                about,
                 session: message.session_id,
             },
         });
@@ -779,6 +781,15 @@ impl Player {
             Err(e) if e.status() == Status::Http(404) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// [`Player::session`], its answer recorded as a view of the session.
+    pub async fn read_session(&self, id: &SessionId) -> Result<Option<Session>, ClientError> {
+        let session = self.session(id).await?;
+        if let Some(session) = &session {
+            self.emit(Fact::SessionView(session.clone()));
+        }
+        Ok(session)
     }
 
     /// Signs off: closes its connections itself (1000), bounded by `deadline`; `for_good`

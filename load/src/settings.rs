@@ -125,6 +125,10 @@ pub struct Args {
     /// How long sessions keep being created.
     #[arg(long, default_value = "10", value_parser = parse_seconds)]
     pub session_seconds: Duration,
+    /// The share of sessions whose leader leaves before its members, handing leadership on
+    /// (0 to 1).
+    #[arg(long, default_value_t = 0.0)]
+    pub leader_leaves_first: f64,
     /// Friend writes per second (requests, accepts, declines, cancels, unfriends), beside the
     /// presence changes.
     #[arg(long, default_value_t = 0.0)]
@@ -350,6 +354,9 @@ pub struct SessionSettings {
     pub hold: Duration,
     #[serde(with = "secs")]
     pub duration: Duration,
+    /// The share of sessions whose leader leaves first.
+    #[serde(default)]
+    pub leader_leaves_first: f64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -486,6 +493,7 @@ impl Settings {
                 size: args.session_size,
                 hold: args.session_hold,
                 duration: args.session_seconds,
+                leader_leaves_first: args.leader_leaves_first,
             },
             cards: CardSettings {
                 rate: args.cards_rate,
@@ -586,6 +594,15 @@ impl Settings {
         };
         optional_rate("--friend-rate", self.traffic.friend_rate)?;
         optional_rate("--churn-rate", self.traffic.churn_rate)?;
+        if !(0.0..=1.0).contains(&self.sessions.leader_leaves_first) {
+            return Err(refuse(
+                "--leader-leaves-first",
+                format!(
+                    "must be a share from 0 to 1, got {}",
+                    self.sessions.leader_leaves_first
+                ),
+            ));
+        }
         if !(0.0..=1.0).contains(&self.traffic.second_devices) {
             return Err(refuse(
                 "--second-devices",

@@ -154,13 +154,21 @@ pub struct ServerMessage {
     pub account_id: Option<AccountId>,
     pub online: Option<bool>,
     pub version: Option<u64>,
-    /// A session's news: which session.
+    /// A session's news: which session, and a new leader.
     pub session_id: Option<SessionId>,
+    pub leader: Option<AccountId>,
 }
 
 impl ServerMessage {
     pub fn is_welcome(&self) -> bool {
         self.kind == "welcome"
+    }
+
+    /// Whose event it is, when not presence: its `account_id`, or a new leader.
+    pub fn about(&self) -> Option<AccountId> {
+        (self.kind != "presence")
+            .then(|| self.account_id.or(self.leader))
+            .flatten()
     }
 
     /// `(account, version, online)` of a presence event.

@@ -11,6 +11,7 @@ pub mod conns;
 pub mod disconnects;
 pub mod duplicates;
 pub mod event_order;
+pub mod events_missing;
 pub mod failover;
 pub mod faults;
 pub mod http_errors;
@@ -176,6 +177,7 @@ pub fn run_all(history: &History, limits: &Limits, clients: &[Client]) -> Vec<Ch
         players_back::check(history, limits.players_back),
         duplicates::check(history, limits.duplicate_sessions),
         presence::check(history, limits.presence_missing),
+        events_missing::check(history, limits.events_missing),
         lost_writes::check(history, limits.lost_writes, grace),
         http_errors::check(history, limits.http_error_ratio, grace),
         failover::check(history, limits.failover, grace),
@@ -296,6 +298,7 @@ mod tests {
                 "players_back",
                 "duplicate_sessions",
                 "presence_missing",
+                "events_missing",
                 "lost_writes",
                 "http_error_ratio",
                 "failover",
@@ -319,6 +322,7 @@ mod tests {
             [
                 "duplicate_sessions",
                 "presence_missing",
+                "events_missing",
                 "lost_writes",
                 "http_error_ratio",
                 "stale_online",

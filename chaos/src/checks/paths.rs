@@ -13,7 +13,8 @@
 //! (latency, bandwidth, slicer, slow_close, cpu, pause, memory, clock, disk_full): what it
 //! slows is owed by the fault's end plus the usual window, never excused.
 
-use super::faults::Fault;
+use super::faults::{self, Fault};
+use super::presence::DELIVERY_WINDOW;
 use crate::plan::ActionKind;
 
 /// One hop of a path, by the name actions give it.
@@ -124,6 +125,52 @@ pub fn excuse<'f>(faults: &'f [Fault], path: &[Hop<'_>], t: f64, after: f64) -> 
     faults
         .iter()
         .find(|f| f.on_path(path) && f.covers(t, after))
+}
+
+/// When a delivery sent at `sent` is owed, by the faults on its path.
+pub struct Owed {
+    /// `window_end`, or later when a fault that slows the path held until then.
+    pub by: f64,
+    /// A fault that loses data by nature lay on the path meanwhile.
+    pub lost: bool,
+}
+
+impl Owed {
+    pub fn on(faults: &[Fault], path: &[Hop<'_>], sent: f64, window_end: f64) -> Owed {
+        let on_path: Vec<&Fault> = faults.iter().filter(|f| f.on_path(path)).collect();
+        let mut by = window_end;
+        // A slowed delivery is owed the window after the fault ends; faults may chain.
+        loop {
+            let later = on_path
+                .iter()
+                .filter(|f| !f.loses() && f.start <= by && f.end >= sent)
+                .map(|f| f.end + DELIVERY_WINDOW)
+                .fold(by, f64::max);
+            if later <= by {
+                break;
+            }
+            by = later;
+        }
+        let lost = on_path.iter().any(|f| {
+            // A node taken out: its players' connections break (owed by resync), and what
+            // dies with a SIGKILLed sender is judged apart.
+            if f.action.takes_out() && f.target != "nats" && f.target != "postgres" {
+                return false;
+            }
+            let (from, until) = match f.target.as_str() {
+                // A dependency taken down stays down until it is started again.
+                "nats" | "postgres" if matches!(f.action, ActionKind::Kill | ActionKind::Stop) => {
+                    faults::service_down(faults, &f.target)
+                        .into_iter()
+                        .find(|&(from, _)| from == f.start)
+                        .unwrap_or((f.start, f.end))
+                }
+                _ => (f.start, f.end + f.aftermath() + faults::RECONNECT),
+            };
+            f.loses() && from <= by && until >= sent
+        });
+        Owed { by, lost }
+    }
 }
 
 #[cfg(test)]

@@ -20,10 +20,9 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::conns::Conns;
 use super::faults;
-use super::paths::{self, Hop};
+use super::paths::{self, Owed};
 use super::{some, CheckResult, Quantity};
 use crate::events::{Event, History, WriteOp, WriteOutcome};
-use crate::plan::ActionKind;
 
 pub const NAME: &str = "presence_missing";
 
@@ -47,52 +46,6 @@ struct Change {
 impl Change {
     fn window_end(&self) -> f64 {
         self.ack + DELIVERY_WINDOW
-    }
-}
-
-/// When a delivery is owed, by the faults on its path.
-struct Owed {
-    /// The window's end, or later when a fault that slows the path held until then.
-    by: f64,
-    /// A fault that loses data by nature lay on the path meanwhile.
-    lost: bool,
-}
-
-impl Owed {
-    fn on(faults: &[faults::Fault], path: &[Hop<'_>], change: &Change) -> Owed {
-        let on_path: Vec<&faults::Fault> = faults.iter().filter(|f| f.on_path(path)).collect();
-        let mut by = change.window_end();
-        // A slowed delivery is owed the window after the fault ends; faults may chain.
-        loop {
-            let later = on_path
-                .iter()
-                .filter(|f| !f.loses() && f.start <= by && f.end >= change.sent)
-                .map(|f| f.end + DELIVERY_WINDOW)
-                .fold(by, f64::max);
-            if later <= by {
-                break;
-            }
-            by = later;
-        }
-        let lost = on_path.iter().any(|f| {
-            // A node taken out: its players' connections break (owed by resync), and what
-            // dies with a SIGKILLed sender is judged apart.
-            if f.action.takes_out() && f.target != "nats" && f.target != "postgres" {
-                return false;
-            }
-            let (from, until) = match f.target.as_str() {
-                // A dependency taken down stays down until it is started again.
-                "nats" | "postgres" if matches!(f.action, ActionKind::Kill | ActionKind::Stop) => {
-                    faults::service_down(faults, &f.target)
-                        .into_iter()
-                        .find(|&(from, _)| from == f.start)
-                        .unwrap_or((f.start, f.end))
-                }
-                _ => (f.start, f.end + f.aftermath() + faults::RECONNECT),
-            };
-            f.loses() && from <= by && until >= change.sent
-        });
-        Owed { by, lost }
     }
 }
 
@@ -251,7 +204,7 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
                 continue;
             };
             let path = paths::delivery(&change.node, &conn.node);
-            let owed = Owed::on(&faults, &path, change);
+            let owed = Owed::on(&faults, &path, change.sent, change.window_end());
             let e = owed.by;
             match pairs[&(a.min(b), a.max(b))].bond(s, e) {
                 Bond::NotFriends => continue,

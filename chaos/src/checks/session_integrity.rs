@@ -1,5 +1,7 @@
 //! session_integrity: every session as an answer showed it (create, join, a read, the final
-//! reads) holds no more than its `max_members` and counts its leader among its members; and
+//! reads) holds no more than its `max_members` and is led by its longest-standing member
+//! (the first in join order: the creator leads, and a leader's leaving hands leadership to
+//! the member who joined earliest); and
 //! at the end the members' views of one session agree (the same members in the same order,
 //! the same leader), and every account a final view lists reads itself as a member.
 
@@ -21,6 +23,11 @@ fn flaw(view: &SessionView) -> Option<String> {
         ))
     } else if !view.members.contains(&view.leader) {
         Some(format!("session {s} led by non-member {}", view.leader))
+    } else if view.members.first() != Some(&view.leader) {
+        Some(format!(
+            "session {s} led by {}, not by its longest-standing member {}",
+            view.leader, view.members[0]
+        ))
     } else {
         None
     }
@@ -128,6 +135,28 @@ mod tests {
             result.detail.contains("session 8 led by non-member 5"),
             "{}",
             result.detail
+        );
+    }
+
+    #[test]
+    fn leadership_passes_to_the_longest_standing_member() {
+        // 1 created it, 2 then 3 joined; 1 left: 2 leads.
+        let handed = judge(vec![
+            session_view(1.0, view(1, "9", 1, &[1, 2, 3], 4)),
+            session_view(5.0, view(2, "9", 2, &[2, 3], 4)),
+        ]);
+        assert_eq!(handed.result, Verdict::Pass, "{}", handed.detail);
+        let newest = judge(vec![
+            session_view(1.0, view(1, "9", 1, &[1, 2, 3], 4)),
+            session_view(5.0, view(2, "9", 3, &[2, 3], 4)),
+        ]);
+        assert_eq!(newest.result, Verdict::Fail, "{}", newest.detail);
+        assert!(
+            newest
+                .detail
+                .contains("session 9 led by 3, not by its longest-standing member 2"),
+            "{}",
+            newest.detail
         );
     }
 

@@ -139,6 +139,8 @@ pub struct Load {
     pub churn_rate: f64,
     /// The share of players that also open a second device (0 to 1).
     pub second_devices: f64,
+    /// The share of sessions whose leader leaves before its members (0 to 1).
+    pub leader_leaves_first: f64,
     /// Load agents that play the players instead of the supervisor.
     pub agents: Option<Agents>,
 }
@@ -169,6 +171,8 @@ pub struct Limits {
     pub players_back: Duration,
     pub duplicate_sessions: u64,
     pub presence_missing: u64,
+    /// Changes other than activity (friendships, requests, party members) not told.
+    pub events_missing: u64,
     pub lost_writes: u64,
     pub http_error_ratio: f64,
     pub failover: Failover,
@@ -190,6 +194,7 @@ impl Default for Limits {
             players_back: Duration::from_secs(20),
             duplicate_sessions: 0,
             presence_missing: 0,
+            events_missing: 0,
             lost_writes: 0,
             http_error_ratio: 0.001,
             failover: Failover::by_cause(DEFAULT_DRAIN_TIMEOUT),

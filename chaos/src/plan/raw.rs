@@ -115,6 +115,8 @@ pub struct RawLoad {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub second_devices: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub leader_leaves_first: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub agents: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agents_local: Option<bool>,
@@ -212,6 +214,7 @@ pub struct RawChecks {
     pub players_back: Option<String>,
     pub duplicate_sessions: Option<u64>,
     pub presence_missing: Option<u64>,
+    pub events_missing: Option<u64>,
     pub lost_writes: Option<u64>,
     pub http_error_ratio: Option<f64>,
     pub failover: Option<String>,
@@ -535,6 +538,7 @@ impl From<&Plan> for RawPlan {
                 friend_rate: Some(load.friend_rate),
                 churn_rate: Some(load.churn_rate),
                 second_devices: Some(load.second_devices),
+                leader_leaves_first: Some(load.leader_leaves_first),
                 agents: load.agents.as_ref().map(|a| a.count.get()),
                 agents_local: load.agents.as_ref().map(|a| a.local),
                 nats: load.agents.as_ref().and_then(|a| a.nats.clone()),
@@ -558,6 +562,7 @@ impl From<&Plan> for RawPlan {
                 players_back: Some(duration::format(checks.players_back)),
                 duplicate_sessions: Some(checks.duplicate_sessions),
                 presence_missing: Some(checks.presence_missing),
+                events_missing: Some(checks.events_missing),
                 lost_writes: Some(checks.lost_writes),
                 http_error_ratio: Some(checks.http_error_ratio),
                 failover: checks

@@ -491,19 +491,22 @@ impl Cx<'_> {
         };
         let friend_rate = rate(raw.friend_rate, "friend_rate")?;
         let churn_rate = rate(raw.churn_rate, "churn_rate")?;
-        let second_devices = raw.second_devices.unwrap_or(0.0);
-        if !(0.0..=1.0).contains(&second_devices) {
-            return Err(self.err(
-                &path.key("second_devices"),
-                format!("must be a share from 0 to 1, got {second_devices}"),
-            ));
-        }
+        let share = |value: Option<f64>, key: &str| match value {
+            Some(share) if !(0.0..=1.0).contains(&share) => Err(self.err(
+                &path.key(key),
+                format!("must be a share from 0 to 1, got {share}"),
+            )),
+            share => Ok(share.unwrap_or(0.0)),
+        };
+        let second_devices = share(raw.second_devices, "second_devices")?;
+        let leader_leaves_first = share(raw.leader_leaves_first, "leader_leaves_first")?;
         let agents = self.agents(&raw, services, &path)?;
         Ok(Load {
             agents,
             friend_rate,
             churn_rate,
             second_devices,
+            leader_leaves_first,
             players: raw.players,
             login_rate,
             friends: raw.friends.unwrap_or(DEFAULT_FRIENDS),
@@ -603,6 +606,7 @@ impl Cx<'_> {
                 .duplicate_sessions
                 .unwrap_or(defaults.duplicate_sessions),
             presence_missing: raw.presence_missing.unwrap_or(defaults.presence_missing),
+            events_missing: raw.events_missing.unwrap_or(defaults.events_missing),
             lost_writes: raw.lost_writes.unwrap_or(defaults.lost_writes),
             http_error_ratio,
             failover: self.failover(&raw, &path, drain_timeout, timeline)?,

@@ -70,6 +70,7 @@ pub fn settings(plan: &Plan, duration: Duration) -> Settings {
             size: SESSION_SIZE.min(load.friends + 1).max(2),
             hold: SESSION_HOLD,
             duration,
+            leader_leaves_first: load.leader_leaves_first,
         },
         cards: CardSettings {
             rate: load.cards_rate.into(),
@@ -333,7 +334,7 @@ impl Recorder {
                 }
                 let (from, version, online) = match event.presence {
                     Some((from, version, online)) => (Some(from.0), Some(version), Some(online)),
-                    None => (None, None, None),
+                    None => (event.about.map(|a| a.0), None, None),
                 };
                 Event::Received {
                     account,

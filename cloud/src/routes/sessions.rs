@@ -103,6 +103,10 @@ pub async fn leave(
             remaining,
             new_leader,
         } => {
+            #[cfg(feature = "seeded-defects")]
+            if crate::defects::every(crate::defects::SeededDefect::SilentLeaves, 2) {
+                return Ok(StatusCode::NO_CONTENT);
+            }
             state.notify(
                 &remaining,
                 &Event::SessionMemberLeft {

@@ -91,6 +91,16 @@ pub(crate) fn depart(members: &[i64], leader: i64, leaver: i64) -> Option<Depart
         return None;
     }
     let remaining: Vec<i64> = members.iter().copied().filter(|&m| m != leaver).collect();
+    #[cfg(feature = "seeded-defects")]
+    if crate::defects::active(SeededDefect::NewestLeads) {
+        return Some(match remaining.last() {
+            None => Departure::Closed,
+            Some(&last) => Departure::Left {
+                new_leader: (leader == leaver).then_some(last),
+                remaining,
+            },
+        });
+    }
     Some(match remaining.first() {
         None => Departure::Closed,
         Some(&first) => Departure::Left {

@@ -1,18 +1,31 @@
 //! `sessions`: `--session-rate` sessions per second for `--session-seconds`: a leader creates one
 //! of `--session-size`, online friends join — one more than the seats, so that every session is
 //! raced to its size and one join is refused `session_full` — the session is held
-//! `--session-hold`, all leave.
+//! `--session-hold`, all leave: the members first, or, for `--leader-leaves-first` of the
+//! sessions, the leader first (leadership passes on, and a member reads the session back),
+//! the members a few seconds later.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 
+use rand::Rng as _;
+
 use crate::choices::{self, pick, Purpose};
 use crate::player::Player;
 use crate::report::ScenarioReport;
 use crate::scenarios::{Ctx, Driven};
 use crate::schedule::{self, Plan};
+
+/// Whether session `i` of a run with `seed` has its leader leave first, for that `share`.
+pub fn leader_first(seed: u64, i: u64, share: f64) -> bool {
+    share > 0.0 && choices::stream(seed, Purpose::LeaderFirst, i).random::<f64>() < share
+}
+
+/// How long the members stay after their leader left: longer than the cloud's bounded
+/// delivery time, so that the leader's leaving is owed to each of them.
+const STAY_AFTER_LEADER: Duration = Duration::from_secs(4);
 
 /// Random picks tried for a free leader before the slot is given up.
 const LEADER_TRIES: usize = 8;
@@ -42,14 +55,15 @@ pub(crate) async fn drive(ctx: &Ctx) -> Driven {
     let settings = &ctx.settings.sessions;
     let plan = Plan::for_duration(settings.rate, settings.duration, ctx.settings.max_in_flight);
     let bar = ctx.progress.bar("sessions", plan.count);
-    let (size, hold) = (settings.size, settings.hold);
+    let (size, hold, seed) = (settings.size, settings.hold, ctx.settings.seed);
+    let share = settings.leader_leaves_first;
     let outcome = schedule::run(&plan, &ctx.lag, |i, at| {
         // One joiner more than the seats left.
         let party = reserve_party(ctx, &online, i, size as usize + 1);
         let bar = bar.clone();
         async move {
             if let Some(party) = party {
-                play(&party, size, hold, at).await;
+                play(&party, size, hold, at, leader_first(seed, i, share)).await;
                 party.iter().for_each(|p| p.release());
             }
             bar.inc(1);
@@ -89,7 +103,7 @@ fn reserve_party(
 }
 
 /// Create (timed from the planned start), join, hold, leave.
-async fn play(party: &[Arc<Player>], size: u32, hold: Duration, at: Instant) {
+async fn play(party: &[Arc<Player>], size: u32, hold: Duration, at: Instant, leader_first: bool) {
     let (leader, members) = party.split_first().expect("a party has its leader");
     let Ok(session) = leader.create_session(size, at).await else {
         return;
@@ -105,8 +119,29 @@ async fn play(party: &[Arc<Player>], size: u32, hold: Duration, at: Instant) {
         .iter()
         .zip(&joins)
         .filter(|(_, j)| j.is_ok())
-        .map(|(m, _)| m);
-    join_all(joined.map(|m| m.leave_session(&session.id, Instant::now()))).await;
-    // The leader last: its leaving closes the session.
-    let _ = leader.leave_session(&session.id, Instant::now()).await;
+        .map(|(m, _)| m)
+        .collect::<Vec<_>>();
+    if leader_first {
+        // Leadership passes to the longest-standing member, who reads it back.
+        let _ = leader.leave_session(&session.id, Instant::now()).await;
+        if let Some(first) = joined.first() {
+            let _ = first.read_session(&session.id).await;
+        }
+        tokio::time::sleep(STAY_AFTER_LEADER).await;
+        join_all(
+            joined
+                .iter()
+                .map(|m| m.leave_session(&session.id, Instant::now())),
+        )
+        .await;
+    } else {
+        join_all(
+            joined
+                .iter()
+                .map(|m| m.leave_session(&session.id, Instant::now())),
+        )
+        .await;
+        // The leader last: its leaving closes the session.
+        let _ = leader.leave_session(&session.id, Instant::now()).await;
+    }
 }

@@ -1,0 +1,538 @@
+//! events_missing: every change a write makes is owed, as its event, to whom the contract
+//! names (chaos-plan v1.2); `presence_missing` judges activity changes, this the rest:
+//!
+//! - an accept, or a request the other side had already asked: `friend_accepted` of the
+//!   writer to the other; an unfriend: `friend_removed`; a decline:
+//!   `friend_request_declined`; a cancel: `friend_request_cancelled`;
+//! - a join or a leave: `session_member_joined` or `session_member_left` of the writer to
+//!   every other member, that is every account the model shows surely a member of that
+//!   session from the write's send until its window ended.
+//!
+//! Owed as presence is: a recipient whose connection stayed up must get the event on it,
+//! from the write's send until the window (3 s after the answer) ends, or later when a
+//! fault that only slows the event's path held until then; a fault that loses data by
+//! nature on that path excuses it. A recipient whose connection broke is owed a made or
+//! removed friendship by the resync after its next welcome. The path runs from the node
+//! the writer was connected to; a writer with no connection then is not judged, nor is an
+//! event whose sender node was SIGKILLed as it answered.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use super::conns::Conns;
+use super::faults::{self, fmt_num, Fault};
+use super::model::{Model, Relation};
+use super::paths::{self, Owed};
+use super::presence::DELIVERY_WINDOW;
+use super::{some, CheckResult, Quantity};
+use crate::events::{Event, History, Write, WriteOp, WriteOutcome};
+use crate::plan::ActionKind;
+
+pub const NAME: &str = "events_missing";
+
+/// How long before its answer a write's fan-out may already be under way (a SIGKILL then
+/// may take it with the node).
+const FAN_OUT: f64 = 0.5;
+
+/// One event a write owes one recipient.
+#[derive(Debug, Clone, PartialEq)]
+struct Owing {
+    kind: &'static str,
+    to: u64,
+    /// The friendship it makes (`Some(true)`) or removes, for a resync to show.
+    friends: Option<bool>,
+}
+
+/// The events `w` (ok) owes, to whom.
+fn owings(w: &Write, members: &HashMap<&str, HashSet<u64>>, model: &Model, t: f64) -> Vec<Owing> {
+    let friend = |kind, friends| {
+        w.other
+            .map(|to| Owing { kind, to, friends })
+            .into_iter()
+            .collect()
+    };
+    match w.op {
+        WriteOp::FriendAccept => friend("friend_accepted", Some(true)),
+        WriteOp::FriendRequest if w.befriended => friend("friend_accepted", Some(true)),
+        WriteOp::Unfriend => friend("friend_removed", Some(false)),
+        WriteOp::FriendDecline => friend("friend_request_declined", None),
+        WriteOp::FriendCancel => friend("friend_request_cancelled", None),
+        WriteOp::SessionJoin | WriteOp::SessionLeave => {
+            let Some(session) = w.session.as_deref() else {
+                return Vec::new();
+            };
+            let kind = if w.op == WriteOp::SessionJoin {
+                "session_member_joined"
+            } else {
+                "session_member_left"
+            };
+            let mut to: Vec<u64> = members
+                .get(session)
+                .into_iter()
+                .flatten()
+                .copied()
+                .filter(|&m| m != w.account)
+                .filter(|&m| {
+                    model.surely_held(
+                        &Relation::Member(m, session.to_owned()),
+                        w.sent,
+                        t + DELIVERY_WINDOW,
+                    )
+                })
+                .collect();
+            to.sort_unstable();
+            to.into_iter()
+                .map(|to| Owing {
+                    kind,
+                    to,
+                    friends: None,
+                })
+                .collect()
+        }
+        WriteOp::FriendRequest | WriteOp::SessionCreate => Vec::new(),
+    }
+}
+
+#[derive(Debug, Default)]
+struct Tally {
+    /// Per kind: judged by event.
+    by_event: BTreeMap<&'static str, u64>,
+    by_resync: u64,
+    crossed: u64,
+    slowed: u64,
+    missing: Vec<String>,
+    lost_on_path: u64,
+    no_writer_node: u64,
+    died_with_origin: u64,
+    not_judged_broken: u64,
+    tail: u64,
+}
+
+pub fn check(history: &History, limit: u64) -> CheckResult {
+    let limit_q = Quantity::Count(limit);
+    let end = history.end();
+    let conns = Conns::of(history);
+    let model = Model::of(history);
+    let faults = faults::faults(history);
+    let mut members: HashMap<&str, HashSet<u64>> = HashMap::new();
+    // Per (connection, kind, about, session): arrival times.
+    let mut arrivals: HashMap<(u64, &str, u64, Option<&str>), Vec<f64>> = HashMap::new();
+    // Per connection: when its resync was sent and answered, and which friends it listed.
+    let mut resyncs: HashMap<u64, Resync> = HashMap::new();
+    for (t, event) in history.iter() {
+        match event {
+            Event::Write(w) => {
+                if let Some(session) = &w.session {
+                    members.entry(session).or_default().insert(w.account);
+                }
+            }
+            Event::Received {
+                conn,
+                event: kind,
+                from: Some(about),
+                session,
+                ..
+            } => arrivals
+                .entry((*conn, kind.as_str(), *about, session.as_deref()))
+                .or_default()
+                .push(t),
+            Event::Resync {
+                conn,
+                sent,
+                friends,
+                ..
+            } => {
+                let listed = friends.iter().map(|f| f.account).collect();
+                resyncs.entry(*conn).or_insert(Resync {
+                    sent: *sent,
+                    answered: t,
+                    listed,
+                });
+            }
+            _ => {}
+        }
+    }
+    // A history recorded before events carried whose they are cannot tell them apart.
+    let untold = history.iter().any(
+        |(_, e)| matches!(e, Event::Received { event, from: None, .. } if event != "presence"),
+    );
+    if untold && arrivals.keys().all(|(_, kind, _, _)| *kind == "presence") {
+        return CheckResult::not_applicable(
+            NAME,
+            limit_q,
+            "this history does not record whose friend and party events are (an older \
+             recording): nothing to judge them by",
+        );
+    }
+    let mut tally = Tally::default();
+    let cx = Context {
+        conns: &conns,
+        faults: &faults,
+        arrivals: &arrivals,
+        resyncs: &resyncs,
+        model: &model,
+    };
+    for (t, event) in history.iter() {
+        let Event::Write(w) = event else { continue };
+        if w.outcome != WriteOutcome::Ok {
+            continue;
+        }
+        for owing in owings(w, &members, &model, t) {
+            let j = Judged {
+                w,
+                t,
+                owing: &owing,
+                end,
+            };
+            judge(&j, &cx, &mut tally);
+        }
+    }
+    let judged: u64 = tally.by_event.values().sum::<u64>() + tally.by_resync;
+    let kinds = tally
+        .by_event
+        .iter()
+        .map(|(kind, n)| format!("{kind} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut detail = format!(
+        "{judged} events owed judged ({} by event: {}; {} by resync), {} crossed nodes, {} owed \
+         later by a fault that slowed their path",
+        judged - tally.by_resync,
+        if kinds.is_empty() { "none" } else { &kinds },
+        tally.by_resync,
+        tally.crossed,
+        tally.slowed
+    );
+    let count = tally.missing.len() as u64;
+    if count > 0 {
+        detail.push_str(&format!("; {count} missing ({})", some(&tally.missing, 4)));
+    }
+    for (n, what) in [
+        (tally.tail, "owed after the history ends"),
+        (
+            tally.lost_on_path,
+            "with a fault that loses data on their path",
+        ),
+        (tally.no_writer_node, "of writers with no connection"),
+        (
+            tally.died_with_origin,
+            "from a node SIGKILLed as it answered",
+        ),
+        (
+            tally.not_judged_broken,
+            "to a broken connection that no resync tells",
+        ),
+    ] {
+        if n > 0 {
+            detail.push_str(&format!("; {n} {what} not judged"));
+        }
+    }
+    if judged == 0 {
+        return CheckResult::unknown(NAME, limit_q, format!("nothing to judge: {detail}"));
+    }
+    CheckResult::count(NAME, limit, count, detail)
+}
+
+/// What the judging of one owed event reads.
+struct Context<'a> {
+    conns: &'a Conns,
+    faults: &'a [Fault],
+    arrivals: &'a HashMap<(u64, &'a str, u64, Option<&'a str>), Vec<f64>>,
+    resyncs: &'a HashMap<u64, Resync>,
+    model: &'a Model,
+}
+
+/// The `GET /v1/friends` after a welcome.
+struct Resync {
+    sent: f64,
+    answered: f64,
+    listed: HashSet<u64>,
+}
+
+/// One owed event and the write that owes it.
+struct Judged<'a> {
+    w: &'a Write,
+    t: f64,
+    owing: &'a Owing,
+    end: f64,
+}
+
+fn judge(j: &Judged<'_>, cx: &Context<'_>, tally: &mut Tally) {
+    let Context {
+        conns,
+        faults,
+        arrivals,
+        resyncs,
+        model,
+    } = cx;
+    let (w, owing) = (j.w, j.owing);
+    // Offline when it was sent: owed nothing.
+    let Some(conn) = conns.up_at(owing.to, w.sent) else {
+        return;
+    };
+    let Some(sender) = conns.up_at(w.account, w.sent).map(|c| c.node.as_str()) else {
+        tally.no_writer_node += 1;
+        return;
+    };
+    let owed = Owed::on(
+        faults,
+        &paths::delivery(sender, &conn.node),
+        w.sent,
+        j.t + DELIVERY_WINDOW,
+    );
+    // Answered just before its node's SIGKILL: the fan-out to other nodes follows the
+    // answer and dies with it.
+    let dies = sender != conn.node
+        && faults.iter().any(|f| {
+            f.action == ActionKind::Kill
+                && f.target == sender
+                && f.start - FAN_OUT <= j.t
+                && j.t <= f.end + FAN_OUT
+        });
+    if dies {
+        tally.died_with_origin += 1;
+        return;
+    }
+    if owed.by > j.end {
+        tally.tail += 1;
+        return;
+    }
+    let next = conns.next_after(owing.to, w.sent);
+    let broke = conn.closed_by(owed.by) || next.is_some_and(|n| n.welcomed <= owed.by);
+    let label = || {
+        let session = w
+            .session
+            .as_ref()
+            .map_or(String::new(), |s| format!(" in session {s}"));
+        format!(
+            "{} of {}{session} → {} at {}s",
+            owing.kind,
+            w.account,
+            owing.to,
+            fmt_num(j.t)
+        )
+    };
+    if !broke {
+        if owed.lost {
+            tally.lost_on_path += 1;
+            return;
+        }
+        *tally.by_event.entry(owing.kind).or_default() += 1;
+        tally.crossed += u64::from(sender != conn.node);
+        tally.slowed += u64::from(owed.by > j.t + DELIVERY_WINDOW);
+        let key = (conn.id, owing.kind, w.account, w.session.as_deref());
+        let times = arrivals.get(&key).map_or(&[][..], Vec::as_slice);
+        if !times.iter().any(|&a| a >= w.sent && a <= owed.by) {
+            let late = times.iter().any(|&a| a > owed.by);
+            tally.missing.push(format!(
+                "{} ({})",
+                label(),
+                if late { "late" } else { "never" }
+            ));
+        }
+        return;
+    }
+    // Broken: a made or removed friendship shows in the resync after the next welcome,
+    // unless a later write may have turned it again by then.
+    let resync = next
+        .and_then(|n| resyncs.get(&n.id))
+        .filter(|r| r.sent > j.t);
+    match (owing.friends, resync) {
+        (Some(made), Some(r)) => {
+            tally.by_resync += 1;
+            let pair = Relation::friends(w.account, owing.to);
+            let listed = r.listed.contains(&w.account);
+            let wrong = if made {
+                !listed && model.surely_held(&pair, r.sent, r.answered)
+            } else {
+                listed && !model.may_hold(&pair, r.sent, r.answered)
+            };
+            if wrong {
+                tally
+                    .missing
+                    .push(format!("{} (resync disagrees)", label()));
+            }
+        }
+        _ => tally.not_judged_broken += 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::testing::*;
+    use crate::checks::Verdict;
+    use WriteOp::*;
+    use WriteOutcome::*;
+
+    /// Players 1, 2, 3 online on node-1 from the start; 1 and 2 friends.
+    fn base() -> Vec<At> {
+        vec![
+            welcome(0.0, 1, 1, "node-1"),
+            welcome(0.0, 2, 2, "node-1"),
+            welcome(0.0, 3, 3, "node-1"),
+            friend(0.2, FriendRequest, 2, 1, Ok),
+            end(40.0),
+        ]
+    }
+
+    /// An event of `kind` about `about` on connection `conn` of `account`.
+    fn event(t: f64, account: u64, kind: &str, about: u64, session: Option<&str>) -> At {
+        (
+            t,
+            Event::Received {
+                account,
+                conn: account,
+                seq: Some(1),
+                event: kind.into(),
+                from: Some(about),
+                version: None,
+                online: None,
+                session: session.map(str::to_owned),
+            },
+        )
+    }
+
+    fn judge(extra: Vec<At>) -> CheckResult {
+        let mut events = base();
+        events.extend(extra);
+        check(&events.into_iter().collect(), 0)
+    }
+
+    #[test]
+    fn an_accept_is_owed_to_the_requester_in_its_window() {
+        let told = judge(vec![
+            befriend(5.0, 1, 2),
+            event(5.02, 2, "friend_accepted", 1, None),
+        ]);
+        assert_eq!(told.result, Verdict::Pass, "{}", told.detail);
+        assert!(told.detail.contains("friend_accepted 1"), "{}", told.detail);
+        let untold = judge(vec![befriend(5.0, 1, 2)]);
+        assert_eq!(untold.result, Verdict::Fail, "{}", untold.detail);
+        assert!(
+            untold
+                .detail
+                .contains("friend_accepted of 1 → 2 at 5s (never)"),
+            "{}",
+            untold.detail
+        );
+        let late = judge(vec![
+            befriend(5.0, 1, 2),
+            event(9.0, 2, "friend_accepted", 1, None),
+        ]);
+        assert_eq!(late.result, Verdict::Fail, "{}", late.detail);
+        assert!(late.detail.contains("(late)"), "{}", late.detail);
+    }
+
+    #[test]
+    fn a_slow_path_owes_it_later_and_a_broken_connection_by_resync() {
+        let mut slowed = vec![
+            befriend(5.0, 1, 2),
+            event(12.0, 2, "friend_accepted", 1, None),
+        ];
+        slowed.extend(action(4.0, 10.0, ActionKind::Cpu, "node-1"));
+        assert_eq!(judge(slowed).result, Verdict::Pass);
+        let broken = judge(vec![
+            friend(5.0, Unfriend, 1, 2, Ok),
+            closed(5.5, 2, 2, None, crate::events::CloseCause::NoCloseFrame),
+            welcome(7.0, 2, 4, "node-1"),
+            resync(7.2, 2, 4, &[]),
+        ]);
+        assert_eq!(broken.result, Verdict::Pass, "{}", broken.detail);
+        assert!(broken.detail.contains("1 by resync"), "{}", broken.detail);
+        let wrong = judge(vec![
+            befriend(4.0, 1, 2),
+            event(4.02, 2, "friend_accepted", 1, None),
+            friend(5.0, Unfriend, 1, 2, Ok),
+            closed(5.5, 2, 2, None, crate::events::CloseCause::NoCloseFrame),
+            welcome(7.0, 2, 4, "node-1"),
+            resync(7.2, 2, 4, &[(1, true, 3)]),
+        ]);
+        assert_eq!(wrong.result, Verdict::Fail, "{}", wrong.detail);
+        assert!(
+            wrong.detail.contains("resync disagrees"),
+            "{}",
+            wrong.detail
+        );
+        // Befriended again before the resync: it rightly lists the friend.
+        let again = judge(vec![
+            befriend(4.0, 1, 2),
+            event(4.02, 2, "friend_accepted", 1, None),
+            friend(5.0, Unfriend, 1, 2, Ok),
+            closed(5.5, 2, 2, None, crate::events::CloseCause::NoCloseFrame),
+            befriend(6.0, 2, 1),
+            welcome(7.0, 2, 4, "node-1"),
+            resync(7.2, 2, 4, &[(1, true, 3)]),
+        ]);
+        assert_eq!(again.result, Verdict::Pass, "{}", again.detail);
+    }
+
+    #[test]
+    fn a_leave_is_owed_to_every_other_sure_member() {
+        let party = || {
+            vec![
+                session_write(1.0, SessionCreate, 1, "9", Ok),
+                session_write(2.0, SessionJoin, 2, "9", Ok),
+                event(2.01, 1, "session_member_joined", 2, Some("9")),
+                session_write(3.0, SessionJoin, 3, "9", Ok),
+                event(3.01, 1, "session_member_joined", 3, Some("9")),
+                event(3.01, 2, "session_member_joined", 3, Some("9")),
+            ]
+        };
+        let mut told = party();
+        told.push(session_write(8.0, SessionLeave, 3, "9", Ok));
+        told.push(event(8.01, 1, "session_member_left", 3, Some("9")));
+        told.push(event(8.01, 2, "session_member_left", 3, Some("9")));
+        let result = judge(told);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        let mut silent = party();
+        silent.push(session_write(8.0, SessionLeave, 3, "9", Ok));
+        silent.push(event(8.01, 1, "session_member_left", 3, Some("9")));
+        let result = judge(silent);
+        assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
+        assert!(
+            result
+                .detail
+                .contains("session_member_left of 3 in session 9 → 2"),
+            "{}",
+            result.detail
+        );
+        // 2 left as 3 joined: not surely a member, not owed.
+        let mut racing = party();
+        racing.retain(|(t, e)| !(*t == 3.01 && matches!(e, Event::Received { account: 2, .. })));
+        racing.push(session_write(3.02, SessionLeave, 2, "9", Ok));
+        racing.push(event(3.03, 1, "session_member_left", 2, Some("9")));
+        let result = judge(racing);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+    }
+
+    #[test]
+    fn an_older_recording_without_whose_events_is_not_judged() {
+        let (t, mut old) = event(5.02, 2, "friend_accepted", 1, None);
+        if let Event::Received { from, .. } = &mut old {
+            *from = None;
+        }
+        let result = judge(vec![befriend(5.0, 1, 2), (t, old)]);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        assert!(
+            result.detail.contains("older recording"),
+            "{}",
+            result.detail
+        );
+    }
+
+    #[test]
+    fn a_fault_that_loses_data_on_the_path_excuses_it_and_none_elsewhere() {
+        let mut cut = vec![welcome(0.0, 5, 5, "node-2"), befriend(5.0, 5, 2)];
+        cut.extend(action(4.0, 10.0, ActionKind::Partition, "node-2<->nats"));
+        let result = judge(cut);
+        assert_eq!(result.result, Verdict::Unknown, "{}", result.detail);
+        assert!(
+            result.detail.contains("1 with a fault that loses data"),
+            "{}",
+            result.detail
+        );
+        let mut elsewhere = vec![befriend(5.0, 1, 2)];
+        elsewhere.extend(action(4.0, 10.0, ActionKind::Partition, "node-2<->nats"));
+        assert_eq!(judge(elsewhere).result, Verdict::Fail);
+    }
+}
