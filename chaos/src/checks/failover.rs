@@ -175,7 +175,7 @@ mod tests {
     fn judge(events: Vec<At>) -> CheckResult {
         check(
             &events.into_iter().collect(),
-            Failover::set(Duration::from_secs(7)),
+            Failover::set(Duration::from_secs(7), Duration::ZERO),
             20.0,
         )
     }
@@ -304,7 +304,7 @@ mod tests {
         );
         // Player 2 slow to leave node-2: the second step fails on its own.
         events.retain(|(t, _)| *t != 29.0);
-        events.push(welcome(34.0, 2, 13, "node-1"));
+        events.push(welcome(39.0, 2, 13, "node-1"));
         let result = judge(events);
         assert_eq!(result.result, Verdict::Fail);
         assert!(

@@ -245,11 +245,13 @@ impl Failover {
         }
     }
 
-    /// One limit the plan set, for every cause.
-    pub fn set(limit: Duration) -> Failover {
+    /// The limit the plan set: a crash is held to it, a drain of nodes with this drain
+    /// timeout to it or the drain's own limit by the rule, whichever is longer (a drain's
+    /// clients may rightly wait 10 s).
+    pub fn set(limit: Duration, drain_timeout: Duration) -> Failover {
         Failover {
             crash: limit,
-            drain: limit,
+            drain: limit.max(Self::by_cause(drain_timeout).drain),
             set: true,
         }
     }

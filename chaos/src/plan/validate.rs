@@ -636,18 +636,24 @@ impl Cx<'_> {
             }
             _ => None,
         };
-        let highest = timeline
-            .iter()
-            .filter(|e| e.action.target().is_some_and(Target::is_node))
-            .filter_map(|e| floor(e.action.kind()).map(|f| (f, e)))
-            .max_by_key(|((floor, _), _)| *floor);
+        let floors = || {
+            timeline
+                .iter()
+                .filter(|e| e.action.target().is_some_and(Target::is_node))
+                .filter_map(|e| floor(e.action.kind()).map(|f| (f, e)))
+        };
+        // players_back is one limit for every fault: it must meet the highest floor. A set
+        // failover must meet the crash's; a drain's outages are held to at least its own
+        // floor (the contract's example sets 7 s beside stops and rollings).
+        let highest = floors().max_by_key(|((floor, _), _)| *floor);
+        let crash = floors().find(|((_, cause), _)| *cause == "a crash");
         for key in ["failover", "players_back"] {
-            let text = if key == "failover" {
-                &raw.failover
+            let (text, held) = if key == "failover" {
+                (&raw.failover, crash)
             } else {
-                &raw.players_back
+                (&raw.players_back, highest)
             };
-            let (Some(text), Some(((floor, cause), entry)), false) = (text, highest, self.recorded)
+            let (Some(text), Some(((floor, cause), entry)), false) = (text, held, self.recorded)
             else {
                 continue;
             };
@@ -666,7 +672,7 @@ impl Cx<'_> {
             }
         }
         Ok(match &raw.failover {
-            Some(text) => Failover::set(self.duration(text, &path.key("failover"))?),
+            Some(text) => Failover::set(self.duration(text, &path.key("failover"))?, drain_timeout),
             None => Failover::by_cause(drain_timeout),
         })
     }
@@ -1490,21 +1496,30 @@ mod tests {
     #[test]
     fn a_limit_below_the_reconnect_rules_floor_is_refused_naming_its_line() {
         const STOP: &str = "name: x\nstore: postgres\nservices:\n  postgres: {}\n  nats: {}\n  nodes: {count: 2, drain_timeout: 5s}\nload: {players: 10}\ntimeline:\n  - { at: 5s, stop: node-1 }\n  - { at: 9s, start: node-1 }\n";
-        // After a drain clients may wait 10 s: 7 s cannot be met.
-        let (line, key, message) = refused(&format!("{STOP}checks:\n  failover: 7s\n"));
-        assert_eq!((line, key.as_str()), (12, "checks.failover"), "{message}");
+        // After a drain clients may wait 10 s: a players_back of 12 s cannot be met.
+        let (line, key, message) = refused(&format!("{STOP}checks:\n  players_back: 12s\n"));
+        assert_eq!(
+            (line, key.as_str()),
+            (12, "checks.players_back"),
+            "{message}"
+        );
         assert!(message.contains("floor after a drain (15s"), "{message}");
         assert!(message.contains("line 9"), "{message}");
-        let (line, key, _) = refused(&format!("{STOP}checks:\n  players_back: 12s\n"));
-        assert_eq!((line, key.as_str()), (12, "checks.players_back"));
-        // Unset, the limit follows the way the node left.
-        // A run recorded before the rule is judged again as it was held then.
-        let old = format!("{STOP}checks:\n  failover: 7s\n");
-        let recorded = validate_recorded(super::super::raw::parse(&old).unwrap(), &old).unwrap();
+        // A set failover of 7 s holds crashes to it, and a drain to its own floor at least.
+        let plan = check(&format!("{STOP}checks:\n  failover: 7s\n")).unwrap();
         assert_eq!(
-            recorded.checks.failover,
-            Failover::set(Duration::from_secs(7))
+            plan.checks.failover.after(ActionKind::Kill),
+            Duration::from_secs(7)
         );
+        assert_eq!(
+            plan.checks.failover.after(ActionKind::Stop),
+            Duration::from_millis(17_500)
+        );
+        // A run recorded before the rule is judged again as it was held then.
+        let old = format!("{STOP}checks:\n  players_back: 12s\n");
+        let recorded = validate_recorded(super::super::raw::parse(&old).unwrap(), &old).unwrap();
+        assert_eq!(recorded.checks.players_back, Duration::from_secs(12));
+        // Unset, the limit follows the way the node left.
         let plan = check(STOP).unwrap();
         assert_eq!(
             plan.checks.failover,
@@ -1523,13 +1538,18 @@ mod tests {
         let dependency = STOP
             .replace("stop: node-1", "restart: postgres")
             .replace("  - { at: 9s, start: node-1 }\n", "");
-        assert!(check(&format!("{dependency}checks:\n  failover: 7s\n")).is_ok());
-        // At the floor, or with only crashes, 7 s is fine.
-        assert!(check(&format!("{STOP}checks:\n  failover: 15s\n")).is_ok());
+        assert!(check(&format!("{dependency}checks:\n  players_back: 7s\n")).is_ok());
+        // With only crashes, 7 s is fine; below the crash's floor it is refused.
         let kill = STOP.replace("stop: node-1", "kill: node-1");
         let plan = check(&format!("{kill}checks:\n  failover: 7s\n")).unwrap();
-        assert_eq!(plan.checks.failover, Failover::set(Duration::from_secs(7)));
+        assert_eq!(
+            plan.checks.failover,
+            Failover::set(Duration::from_secs(7), Duration::from_secs(5))
+        );
         assert_eq!(check(&plan.to_yaml()).unwrap().checks, plan.checks);
+        let (line, key, message) = refused(&format!("{kill}checks:\n  failover: 3s\n"));
+        assert_eq!((line, key.as_str()), (12, "checks.failover"), "{message}");
+        assert!(message.contains("floor after a crash (4500ms"), "{message}");
     }
 
     #[test]
