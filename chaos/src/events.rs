@@ -163,10 +163,26 @@ pub enum Event {
     },
     /// A session as an answer to `account` showed it (create, join, or a read).
     SessionView(SessionView),
+    /// The gamer cards a `GET /v1/cards` of `account`, sent at `sent`, answered: for each,
+    /// `[account_id, "full" | "limited" | "missing", relation]`.
+    CardsRead {
+        account: u64,
+        sent: f64,
+        cards: Vec<CardSeen>,
+    },
     /// A player closed its own connection (1000) and signed off; `for_good`: it stays away.
     SignOff {
         account: u64,
         for_good: bool,
+    },
+    /// `account` signed out (`POST /v1/auth/logout`, sent at `sent`), and after an ok one,
+    /// whether the refresh token it revoked was still taken.
+    Logout {
+        account: u64,
+        sent: f64,
+        outcome: WriteOutcome,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        stale_refresh_taken: bool,
     },
     /// The final reads, after the settle: each player's `GET /v1/friends`, each (account,
     /// session) pair a write touched, and which accounts held a connection all through the
@@ -225,11 +241,15 @@ pub struct Write {
     /// A friend request answered `200 friends`: it made the friendship.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub befriended: bool,
+    /// The privacy a `set_privacy` asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub privacy: Option<Privacy>,
     /// When it was sent (log seconds).
     pub sent: f64,
 }
 
-pub use anyplay_load::facts::{WriteOp, WriteOutcome};
+pub use anyplay_load::facts::{CardSeen, WriteOp, WriteOutcome};
+pub use anyplay_load::wire::{CardRelation, CardView, Privacy};
 
 /// The final reads' records, as the players (in this process or on agents) read them.
 pub use anyplay_load::final_reads::{FriendList, Membership, SessionView};
@@ -261,6 +281,11 @@ pub struct NodeTick {
     pub cpu: f64,
     pub rss_mb: f64,
     pub pool_busy: u64,
+    /// The players' calls sent to this node in the second, and how many failed.
+    #[serde(default)]
+    pub http_calls: u64,
+    #[serde(default)]
+    pub http_errors: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -604,6 +629,7 @@ pub fn read_history(path: &Path) -> Result<History, EventsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use anyplay_load::wire::AccountId;
 
     fn temp_dir(name: &str) -> PathBuf {
         let dir =
@@ -650,6 +676,7 @@ mod tests {
                 outcome: WriteOutcome::Unknown,
                 refusal: None,
                 befriended: false,
+                privacy: None,
                 sent: 0.5,
             }),
         };
@@ -669,6 +696,8 @@ mod tests {
                 cpu: 0.5,
                 rss_mb: 40.0,
                 pool_busy: 3,
+                http_calls: 20,
+                http_errors: 1,
             },
         );
         let events = vec![
@@ -744,8 +773,28 @@ mod tests {
                 outcome: WriteOutcome::Ok,
                 refusal: None,
                 befriended: true,
+                privacy: None,
                 sent: 1.0,
             }),
+            Event::Write(Write {
+                op: WriteOp::SetPrivacy,
+                account: 1,
+                other: None,
+                session: None,
+                outcome: WriteOutcome::Ok,
+                refusal: None,
+                befriended: false,
+                privacy: Some(Privacy::Private),
+                sent: 1.1,
+            }),
+            Event::CardsRead {
+                account: 2,
+                sent: 1.2,
+                cards: vec![
+                    CardSeen(AccountId(1), CardView::Limited, Some(CardRelation::Friend)),
+                    CardSeen(AccountId(9), CardView::Missing, None),
+                ],
+            },
             Event::Resync {
                 account: 2,
                 conn: 4,

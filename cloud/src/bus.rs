@@ -360,10 +360,14 @@ async fn receive(client: async_nats::Client, node: String, hub: Arc<Hub>, metric
 
 /// Where `ids` are connected, asked again while the store does not answer; past
 /// [`LOOKUP_GIVE_UP`] the batch reaches only the players connected here (nobody elsewhere).
-async fn look_up(store: &Store, ids: &[i64]) -> HashMap<i64, String> {
+async fn look_up<F, Fut>(lookup: F) -> HashMap<i64, String>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = crate::store::StoreResult<Vec<(i64, String)>>>,
+{
     let started = tokio::time::Instant::now();
     loop {
-        let failure = match tokio::time::timeout(LOOKUP_LIMIT, store.connection_nodes(ids)).await {
+        let failure = match tokio::time::timeout(LOOKUP_LIMIT, lookup()).await {
             Ok(Ok(found)) => return found.into_iter().collect(),
             Ok(Err(e)) => e.to_string(),
             Err(_) => format!("no answer within {LOOKUP_LIMIT:?}"),
@@ -412,7 +416,7 @@ async fn route(
             HashMap::new()
         } else {
             let ids: Vec<i64> = remote.into_iter().collect();
-            look_up(&store, &ids).await
+            look_up(|| store.connection_nodes(&ids)).await
         };
         for outgoing in batch {
             match outgoing {
@@ -458,6 +462,24 @@ async fn route(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A store that answers only after `LOOKUP_LIMIT` and more (paused, starved) still
+    /// routes the batch: the router asks again instead of dropping it.
+    #[tokio::test]
+    async fn a_slow_store_delays_routing_and_loses_nothing() {
+        let answers_from = tokio::time::Instant::now() + LOOKUP_LIMIT + LOOKUP_LIMIT / 2;
+        let asked = std::sync::atomic::AtomicU32::new(0);
+        let found = look_up(|| {
+            asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            async move {
+                tokio::time::sleep_until(answers_from).await;
+                Ok(vec![(7, "node-2".to_owned())])
+            }
+        })
+        .await;
+        assert_eq!(found.get(&7).map(String::as_str), Some("node-2"));
+        assert!(asked.load(std::sync::atomic::Ordering::Relaxed) >= 2);
+    }
 
     #[test]
     fn wire_messages_round_trip() {

@@ -45,10 +45,25 @@ pub enum SeededDefect {
     NewestLeads,
     /// Every second leave of a session tells the other members nothing.
     SilentLeaves,
+    /// A block leaves the friendship standing (and tells nobody).
+    BlockKeepsFriends,
+    /// A private card shows in full to the account's friends.
+    PrivateCardsToFriends,
+    /// A card shows (limited or full) to an account its owner blocked.
+    CardsThroughBlocks,
+    /// A friend request across a block gets the other side's answer: 403 to the blocked,
+    /// 404 to the blocker.
+    BlockRefusalsSwapped,
+    /// A logout revokes no token.
+    LogoutKeepsTokens,
+    /// A logout leaves the account's event connection open.
+    LogoutLeavesSocket,
+    /// Every second account going offline tells its friends nothing.
+    SilentSignOffs,
 }
 
 impl SeededDefect {
-    pub const ALL: [SeededDefect; 13] = [
+    pub const ALL: [SeededDefect; 20] = [
         SeededDefect::NoCrossNodeReplace,
         SeededDefect::DropCrossNodeEvents,
         SeededDefect::UndoSessionJoin,
@@ -62,6 +77,13 @@ impl SeededDefect {
         SeededDefect::RefuseAccepts,
         SeededDefect::NewestLeads,
         SeededDefect::SilentLeaves,
+        SeededDefect::BlockKeepsFriends,
+        SeededDefect::PrivateCardsToFriends,
+        SeededDefect::CardsThroughBlocks,
+        SeededDefect::BlockRefusalsSwapped,
+        SeededDefect::LogoutKeepsTokens,
+        SeededDefect::LogoutLeavesSocket,
+        SeededDefect::SilentSignOffs,
     ];
 
     /// The flag's spelling (`skip-seq`).
@@ -80,6 +102,13 @@ impl SeededDefect {
             SeededDefect::RefuseAccepts => "refuse-accepts",
             SeededDefect::NewestLeads => "newest-leads",
             SeededDefect::SilentLeaves => "silent-leaves",
+            SeededDefect::BlockKeepsFriends => "block-keeps-friends",
+            SeededDefect::PrivateCardsToFriends => "private-cards-to-friends",
+            SeededDefect::CardsThroughBlocks => "cards-through-blocks",
+            SeededDefect::BlockRefusalsSwapped => "block-refusals-swapped",
+            SeededDefect::LogoutKeepsTokens => "logout-keeps-tokens",
+            SeededDefect::LogoutLeavesSocket => "logout-leaves-socket",
+            SeededDefect::SilentSignOffs => "silent-sign-offs",
         }
     }
 

@@ -17,6 +17,10 @@ use crate::store::{now_ms, Reasserted, StoreResult};
 /// Tells the account's friends its presence now.
 pub async fn announce(state: &AppState, account_id: i64) -> StoreResult<()> {
     let (presence, friends) = state.store.presence_and_friends(account_id).await?;
+    #[cfg(feature = "seeded-defects")]
+    if !presence.online && crate::defects::every(SeededDefect::SilentSignOffs, 2) {
+        return Ok(());
+    }
     state.metrics.presence_fanout.inc_by(friends.len() as u64);
     state.notify(
         &friends,

@@ -36,6 +36,12 @@ pub enum Purpose {
     Leaving,
     /// Whether session `index`'s leader leaves before its members.
     LeaderFirst,
+    /// Block `index`: who blocks whom, for how long.
+    Blocks,
+    /// Privacy change `index`: whose, to what.
+    Privacy,
+    /// Logout `index`: whose.
+    Logouts,
 }
 
 impl Purpose {
@@ -51,6 +57,9 @@ impl Purpose {
             Purpose::SecondDevices => [8, 0],
             Purpose::Leaving => [9, 0],
             Purpose::LeaderFirst => [10, 0],
+            Purpose::Blocks => [11, 0],
+            Purpose::Privacy => [12, 0],
+            Purpose::Logouts => [13, 0],
         }
     }
 }

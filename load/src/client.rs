@@ -9,8 +9,8 @@ use serde_json::json;
 
 use crate::stats::Status;
 use crate::wire::{
-    AccountId, Cards, Challenge, CodeOutcome, ErrorBody, FriendStatus, FriendsView, Session,
-    SessionId, Tokens,
+    AccountId, Cards, Challenge, CodeOutcome, ErrorBody, FriendStatus, FriendsView, Privacy,
+    Session, SessionId, Tokens,
 };
 
 /// How long one call may take before it counts as unanswered.
@@ -142,6 +142,11 @@ impl<'a> Api<'a> {
         .await
     }
 
+    /// Revokes the account's refresh tokens and closes its event connection (4003).
+    pub async fn auth_logout(&self, token: &str) -> Result<Answer<()>, ClientError> {
+        empty_answer(self.post("/v1/auth/logout").bearer_auth(token)).await
+    }
+
     pub async fn friends(&self, token: &str) -> Result<Answer<FriendsView>, ClientError> {
         json_answer(self.get("/v1/friends").bearer_auth(token)).await
     }
@@ -201,6 +206,36 @@ impl<'a> Api<'a> {
                 .bearer_auth(token),
         )
         .await
+    }
+
+    pub async fn block(&self, token: &str, other: AccountId) -> Result<Answer<()>, ClientError> {
+        let req = self
+            .post("/v1/blocks")
+            .bearer_auth(token)
+            .json(&json!({ "account_id": other }));
+        empty_answer(req).await
+    }
+
+    pub async fn unblock(&self, token: &str, other: AccountId) -> Result<Answer<()>, ClientError> {
+        empty_answer(
+            self.delete(&format!("/v1/blocks/{other}"))
+                .bearer_auth(token),
+        )
+        .await
+    }
+
+    /// `PATCH /v1/me {"privacy"}`; the account it answers is not read.
+    pub async fn privacy_set(
+        &self,
+        token: &str,
+        privacy: Privacy,
+    ) -> Result<Answer<()>, ClientError> {
+        let req = self
+            .http
+            .patch(format!("{}/v1/me", self.base))
+            .bearer_auth(token)
+            .json(&json!({ "privacy": privacy }));
+        empty_answer(req).await
     }
 
     pub async fn presence_set(

@@ -225,7 +225,7 @@ async fn attempt(
         Ok(Err(e)) => e.status(),
         Err(_) => Status::NoAnswer,
     };
-    player.record(Op::WsConnect, opened, status);
+    player.record(Op::WsConnect, opened, status, Some(node_index));
     let mut ws = match result {
         Ok(Ok(ws)) => ws,
         _ if status == Status::Http(401) => return Ended::NeedsSignIn(status),

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
 use crate::stats::{Op, Status};
-use crate::wire::{AccountId, NodeId, Session, SessionId};
+use crate::wire::{AccountId, CardRelation, CardView, NodeId, Privacy, Session, SessionId};
 
 /// A fact, when it happened, and whose.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -112,11 +112,14 @@ impl Device {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Fact<T = Instant> {
-    /// An op ended ([`Status::class`] says whether it was ok, refused or failed).
+    /// An op ended ([`Status::class`] says whether it was ok, refused or failed);
+    /// `node_index` is the target's node the call went to, when it was one call.
     Call {
         op: Op,
         status: Status,
         latency: Duration,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        node_index: Option<usize>,
     },
     /// A welcome: `opened` is when the upgrade request went out, `node_index` the target's node
     /// the client dialled.
@@ -152,8 +155,17 @@ pub enum Fact<T = Instant> {
     },
     /// A session as an answer showed it.
     SessionView(Session),
+    /// A `GET /v1/cards` answered with one card per id, sent at `sent`: what each card showed.
+    CardsRead { sent: T, cards: Vec<CardSeen> },
     /// The player closed its connection itself and signed off; `for_good`: it stays away.
     SignOff { for_good: bool },
+    /// `POST /v1/auth/logout` sent at `sent` ended so; after an ok one, whether the refresh
+    /// token it revoked was still taken (`stale_refresh_taken`).
+    LoggedOut {
+        sent: T,
+        outcome: WriteOutcome,
+        stale_refresh_taken: bool,
+    },
 }
 
 impl<T> Fact<T> {
@@ -164,10 +176,12 @@ impl<T> Fact<T> {
                 op,
                 status,
                 latency,
+                node_index,
             } => Fact::Call {
                 op,
                 status,
                 latency,
+                node_index,
             },
             Fact::Welcome {
                 conn,
@@ -210,6 +224,7 @@ impl<T> Fact<T> {
                 outcome: w.outcome,
                 refusal: w.refusal,
                 befriended: w.befriended,
+                privacy: w.privacy,
                 sent: f(w.sent),
             }),
             Fact::Resync {
@@ -222,7 +237,20 @@ impl<T> Fact<T> {
                 friends,
             },
             Fact::SessionView(session) => Fact::SessionView(session),
+            Fact::CardsRead { sent, cards } => Fact::CardsRead {
+                sent: f(sent),
+                cards,
+            },
             Fact::SignOff { for_good } => Fact::SignOff { for_good },
+            Fact::LoggedOut {
+                sent,
+                outcome,
+                stale_refresh_taken,
+            } => Fact::LoggedOut {
+                sent: f(sent),
+                outcome,
+                stale_refresh_taken,
+            },
         }
     }
 }
@@ -245,6 +273,11 @@ pub struct Received {
     pub delivery: Option<Duration>,
 }
 
+/// One card as read: whose, its shape, and the relation it named (limited and full cards).
+/// Written as a three-element array, since a read holds up to 100 of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CardSeen(pub AccountId, pub CardView, pub Option<CardRelation>);
+
 /// How a client saw its connection end when there was no close code to tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -263,7 +296,8 @@ pub enum CloseCause {
     Shutdown,
 }
 
-/// The writes whose effect must survive: friendships and session memberships.
+/// The writes whose effect must survive: friendships, blocks, card privacy and session
+/// memberships.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WriteOp {
@@ -272,6 +306,10 @@ pub enum WriteOp {
     FriendDecline,
     FriendCancel,
     Unfriend,
+    Block,
+    Unblock,
+    /// `PATCH /v1/me {"privacy"}`: the new privacy goes beside it.
+    SetPrivacy,
     SessionCreate,
     SessionJoin,
     SessionLeave,
@@ -310,6 +348,9 @@ pub struct WriteFact<T = Instant> {
     pub refusal: Option<String>,
     /// A friend request answered `200 friends`: it made the friendship.
     pub befriended: bool,
+    /// The privacy a [`WriteOp::SetPrivacy`] asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub privacy: Option<Privacy>,
     pub sent: T,
 }
 
@@ -388,6 +429,7 @@ mod tests {
                 outcome: WriteOutcome::Unknown,
                 refusal: None,
                 befriended: false,
+                privacy: None,
                 sent,
             }),
         };
@@ -418,6 +460,7 @@ mod tests {
                 op,
                 status,
                 latency: Duration::from_millis(3),
+                node_index: Some(1),
             };
             let line = serde_json::to_string(&fact).unwrap();
             assert!(line.contains(op.name()), "{line}");

@@ -55,7 +55,8 @@ impl Shared {
             .clone()
     }
 
-    /// Records an op of `player` (with `account`) that started at `since`, and its fact.
+    /// Records an op of `player` (with `account`) that started at `since` (a call to node
+    /// `node_index`), and its fact.
     pub fn record(
         &self,
         player: usize,
@@ -63,6 +64,7 @@ impl Shared {
         op: Op,
         since: Instant,
         status: Status,
+        node_index: Option<usize>,
     ) {
         let latency = since.elapsed();
         self.recorder().record(op, latency, status);
@@ -73,6 +75,7 @@ impl Shared {
                 op,
                 status,
                 latency,
+                node_index,
             },
         );
     }

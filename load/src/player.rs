@@ -13,14 +13,16 @@ use tokio::sync::oneshot;
 use crate::client::{status_of, Answer, Api, ClientError};
 use crate::connection::{self, FirstAttempt, Task};
 use crate::error::LoadError;
-use crate::facts::{CloseCause, ConnId, Device, Fact, Received, WriteFact, WriteOp, WriteOutcome};
+use crate::facts::{
+    CardSeen, CloseCause, ConnId, Device, Fact, Received, WriteFact, WriteOp, WriteOutcome,
+};
 use crate::fleet::Shared;
 use crate::ledger::Ledger;
 use crate::stats::{Op, Status};
 use crate::sync::lock;
 use crate::wire::{
-    AccountId, CodeOutcome, FriendStatus, FriendsView, NodeId, ServerMessage, Session, SessionId,
-    Tokens,
+    AccountId, CodeOutcome, FriendStatus, FriendsView, NodeId, Privacy, ServerMessage, Session,
+    SessionId, Tokens,
 };
 
 /// How long a login waits for the first welcome.
@@ -55,6 +57,31 @@ impl Credentials {
     fn needs_refresh(&self) -> bool {
         let margin = (self.lifetime / 4).min(Duration::from_secs(60));
         self.expires_at.saturating_duration_since(Instant::now()) <= margin
+    }
+}
+
+/// What a write was about, beside its op and outcome.
+#[derive(Debug, Default)]
+struct About {
+    other: Option<AccountId>,
+    session: Option<SessionId>,
+    befriended: bool,
+    privacy: Option<Privacy>,
+}
+
+impl About {
+    fn other(other: Option<AccountId>) -> About {
+        About {
+            other,
+            ..About::default()
+        }
+    }
+
+    fn session(session: Option<SessionId>) -> About {
+        About {
+            session,
+            ..About::default()
+        }
     }
 }
 
@@ -128,9 +155,10 @@ impl Player {
     }
 
     /// Records an op of this player that started at `since`, and its fact.
-    pub(crate) fn record(&self, op: Op, since: Instant, status: Status) {
+    /// Records an op that started at `since`; `node`: the node it was one call to.
+    pub(crate) fn record(&self, op: Op, since: Instant, status: Status, node: Option<usize>) {
         self.shared
-            .record(self.index, self.account(), op, since, status);
+            .record(self.index, self.account(), op, since, status, node);
     }
 
     /// Whether one of its devices holds a welcomed event connection.
@@ -230,8 +258,10 @@ impl Player {
         since: Instant,
         call: impl Future<Output = Result<Answer<T>, ClientError>>,
     ) -> Result<T, ClientError> {
+        // The node it was sent to: a broken call may move the player on before it ends.
+        let node = self.node();
         let result = call.await;
-        self.record(op, since, status_of(&result));
+        self.record(op, since, status_of(&result), Some(node));
         result.map(|answer| answer.body)
     }
 
@@ -253,7 +283,7 @@ impl Player {
     async fn token_for(&self, op: Op, since: Instant) -> Result<String, ClientError> {
         self.access_token()
             .await
-            .inspect_err(|e| self.record(op, since, e.status()))
+            .inspect_err(|e| self.record(op, since, e.status(), Some(self.node())))
     }
 
     /// The access token, refreshed first when it is near expiry.
@@ -314,6 +344,37 @@ impl Player {
         Ok(())
     }
 
+    /// Signs out (`POST /v1/auth/logout`), then offers the refresh token it held, which the
+    /// logout must have revoked. The connection's 4003 makes it sign in again by the rule.
+    pub async fn log_out(&self) -> Result<(), ClientError> {
+        let refresh = self
+            .credentials
+            .lock()
+            .await
+            .as_ref()
+            .map(|c| c.refresh.clone())
+            .ok_or(ClientError::NotSignedIn)?;
+        let sent = Instant::now();
+        let api = self.api();
+        let result = self
+            .authed(Op::Logout, sent, |token| async move {
+                api.auth_logout(&token).await
+            })
+            .await;
+        let outcome = match &result {
+            Ok(()) => WriteOutcome::Ok,
+            Err(e) => WriteOutcome::of(e.status()),
+        };
+        let stale_refresh_taken =
+            outcome == WriteOutcome::Ok && self.api().auth_refresh(&refresh).await.is_ok();
+        self.emit(Fact::LoggedOut {
+            sent,
+            outcome,
+            stale_refresh_taken,
+        });
+        result
+    }
+
     /// Forgets the tokens, so that the next sign-in is a returning player's.
     pub(crate) async fn forget_tokens(&self) {
         *self.credentials.lock().await = None;
@@ -338,7 +399,7 @@ impl Player {
             FirstAttempt::Failed(status) => status,
             FirstAttempt::Welcomed { .. } | FirstAttempt::AlreadyConnected => Status::Done,
         };
-        self.record(Op::E2eLogin, since, status);
+        self.record(Op::E2eLogin, since, status, None);
         if let FirstAttempt::Welcomed { resync } = first {
             // Only a panic ends it early, and that was reported where it happened.
             let _ = resync.await;
@@ -517,15 +578,7 @@ impl Player {
     }
 
     /// Records a write's fact from its answer.
-    fn wrote<T>(
-        &self,
-        op: WriteOp,
-        other: Option<AccountId>,
-        session: Option<SessionId>,
-        sent: Instant,
-        result: &Result<T, ClientError>,
-        befriended: bool,
-    ) {
+    fn wrote<T>(&self, op: WriteOp, about: About, sent: Instant, result: &Result<T, ClientError>) {
         let outcome = match result {
             Ok(_) => WriteOutcome::Ok,
             // Not signed in: nothing was sent.
@@ -538,11 +591,12 @@ impl Player {
         };
         self.emit(Fact::Write(WriteFact {
             op,
-            other,
-            session,
+            other: about.other,
+            session: about.session,
             outcome,
             refusal,
-            befriended,
+            befriended: about.befriended,
+            privacy: about.privacy,
             sent,
         }));
     }
@@ -561,14 +615,11 @@ impl Player {
             })
             .await;
         let befriended = matches!(result, Ok(FriendStatus::Friends));
-        self.wrote(
-            WriteOp::FriendRequest,
-            to.account(),
-            None,
-            sent,
-            &result,
+        let about = About {
             befriended,
-        );
+            ..About::other(to.account())
+        };
+        self.wrote(WriteOp::FriendRequest, about, sent, &result);
         if befriended {
             self.befriended(to);
         }
@@ -587,24 +638,25 @@ impl Player {
             .await;
         self.wrote(
             WriteOp::FriendAccept,
-            Some(from_account),
-            None,
+            About::other(Some(from_account)),
             sent,
             &result,
-            false,
         );
         result?;
         self.befriended(from);
         Ok(())
     }
 
-    /// A friend write answered with no body: decline, cancel or unfriend of `other`.
+    /// A friend write answered with no body: decline, cancel, unfriend, block or unblock of
+    /// `other`.
     async fn friend_write(&self, op: WriteOp, other: &Player) -> Result<(), ClientError> {
         let other_account = other.account().ok_or(ClientError::NotSignedIn)?;
         let sent = Instant::now();
         let call_op = match op {
             WriteOp::FriendDecline => Op::FriendDecline,
             WriteOp::FriendCancel => Op::FriendCancel,
+            WriteOp::Block => Op::Block,
+            WriteOp::Unblock => Op::Unblock,
             _ => Op::Unfriend,
         };
         let api = self.api();
@@ -613,13 +665,15 @@ impl Player {
                 match op {
                     WriteOp::FriendDecline => api.friend_decline(&token, other_account).await,
                     WriteOp::FriendCancel => api.friend_cancel(&token, other_account).await,
+                    WriteOp::Block => api.block(&token, other_account).await,
+                    WriteOp::Unblock => api.unblock(&token, other_account).await,
                     _ => api.unfriend(&token, other_account).await,
                 }
             })
             .await;
-        self.wrote(op, Some(other_account), None, sent, &result, false);
+        self.wrote(op, About::other(Some(other_account)), sent, &result);
         result?;
-        if op == WriteOp::Unfriend {
+        if matches!(op, WriteOp::Unfriend | WriteOp::Block) {
             if let (Some(mine), Some(theirs)) = (self.account(), other.account()) {
                 lock(&self.ledger).friends.remove(&theirs);
                 lock(&other.ledger).friends.remove(&mine);
@@ -641,6 +695,32 @@ impl Player {
     /// Ends the friendship with `other`.
     pub async fn unfriend(&self, other: &Player) -> Result<(), ClientError> {
         self.friend_write(WriteOp::Unfriend, other).await
+    }
+
+    /// Blocks `other`: their friendship and requests end, both ways.
+    pub async fn block(&self, other: &Player) -> Result<(), ClientError> {
+        self.friend_write(WriteOp::Block, other).await
+    }
+
+    pub async fn unblock(&self, other: &Player) -> Result<(), ClientError> {
+        self.friend_write(WriteOp::Unblock, other).await
+    }
+
+    /// Sets who may see this player's card in full.
+    pub async fn set_privacy(&self, privacy: Privacy) -> Result<(), ClientError> {
+        let sent = Instant::now();
+        let api = self.api();
+        let result = self
+            .authed(Op::PrivacySet, sent, |token| async move {
+                api.privacy_set(&token, privacy).await
+            })
+            .await;
+        let about = About {
+            privacy: Some(privacy),
+            ..About::default()
+        };
+        self.wrote(WriteOp::SetPrivacy, about, sent, &result);
+        result
     }
 
     fn befriended(&self, other: &Player) {
@@ -691,7 +771,7 @@ impl Player {
             Ok(session) => Some(session.id.clone()),
             Err(_) => id.cloned(),
         };
-        self.wrote(op, None, session, sent, result, false);
+        self.wrote(op, About::session(session), sent, result);
         if let Ok(session) = result {
             lock(&self.ledger).session_acknowledged(session.id.clone());
             self.emit(Fact::SessionView(session.clone()));
@@ -740,20 +820,20 @@ impl Player {
             .await;
         self.wrote(
             WriteOp::SessionLeave,
-            None,
-            Some(id.clone()),
+            About::session(Some(id.clone())),
             sent,
             &result,
-            false,
         );
         result?;
         lock(&self.ledger).session_left(id);
         Ok(())
     }
 
-    /// `GET /v1/cards`: counted as `wrong_count` unless there is exactly one card per id, in order.
+    /// `GET /v1/cards`: counted as `wrong_count` unless there is exactly one card per id, in
+    /// order; what a right answer showed is a fact.
     pub async fn cards(&self, ids: &[AccountId], since: Instant) -> Result<(), ClientError> {
         let token = self.token_for(Op::Cards, since).await?;
+        let (sent, node) = (Instant::now(), self.node());
         let result = self.api().cards(&token, ids).await;
         let status = match &result {
             Ok(answer)
@@ -766,9 +846,19 @@ impl Player {
             {
                 Status::WrongCount
             }
+            Ok(answer) => {
+                let cards = answer
+                    .body
+                    .cards
+                    .iter()
+                    .map(|c| CardSeen(c.account_id, c.view(), c.relation))
+                    .collect();
+                self.emit(Fact::CardsRead { sent, cards });
+                status_of(&result)
+            }
             other => status_of(other),
         };
-        self.record(Op::Cards, since, status);
+        self.record(Op::Cards, since, status, Some(node));
         result.map(drop)
     }
 

@@ -136,6 +136,17 @@ pub struct Args {
     /// Players per second that sign off and come back after 1–10 s, beside the presence changes.
     #[arg(long, default_value_t = 0.0)]
     pub churn_rate: f64,
+    /// Blocks per second between players, each undone 1–4 s later, beside the presence
+    /// changes; the blocked side probes it (a friend request, the blocker's card).
+    #[arg(long, default_value_t = 0.0)]
+    pub block_rate: f64,
+    /// Card privacy changes per second (public, friends, private), beside the presence changes.
+    #[arg(long, default_value_t = 0.0)]
+    pub privacy_rate: f64,
+    /// Logouts per second, beside the presence changes: each player signs in again and
+    /// reconnects, and the refresh token the logout revoked is offered once.
+    #[arg(long, default_value_t = 0.0)]
+    pub logout_rate: f64,
     /// The share of the players that also open a second device's connection, through another
     /// node, for a few seconds (0 to 1).
     #[arg(long, default_value_t = 0.0)]
@@ -393,6 +404,15 @@ pub struct TrafficSettings {
     pub friend_rate: f64,
     /// Sign-offs per second (0: none).
     pub churn_rate: f64,
+    /// Blocks per second (0: none).
+    #[serde(default)]
+    pub block_rate: f64,
+    /// Card privacy changes per second (0: none).
+    #[serde(default)]
+    pub privacy_rate: f64,
+    /// Logouts per second (0: none).
+    #[serde(default)]
+    pub logout_rate: f64,
     /// The share of players with a second device (0 to 1).
     pub second_devices: f64,
 }
@@ -503,6 +523,9 @@ impl Settings {
             traffic: TrafficSettings {
                 friend_rate: args.friend_rate,
                 churn_rate: args.churn_rate,
+                block_rate: args.block_rate,
+                privacy_rate: args.privacy_rate,
+                logout_rate: args.logout_rate,
                 second_devices: args.second_devices,
             },
             storm: StormSettings {
@@ -594,6 +617,9 @@ impl Settings {
         };
         optional_rate("--friend-rate", self.traffic.friend_rate)?;
         optional_rate("--churn-rate", self.traffic.churn_rate)?;
+        optional_rate("--block-rate", self.traffic.block_rate)?;
+        optional_rate("--privacy-rate", self.traffic.privacy_rate)?;
+        optional_rate("--logout-rate", self.traffic.logout_rate)?;
         if !(0.0..=1.0).contains(&self.sessions.leader_leaves_first) {
             return Err(refuse(
                 "--leader-leaves-first",

@@ -20,6 +20,7 @@ pub enum Op {
     AuthEmail,
     AuthCode,
     AuthSignup,
+    Logout,
     WsConnect,
     E2eLogin,
     FriendsList,
@@ -28,6 +29,9 @@ pub enum Op {
     FriendDecline,
     FriendCancel,
     Unfriend,
+    Block,
+    Unblock,
+    PrivacySet,
     PresenceSet,
     PresenceDelivery,
     SessionCreate,
@@ -37,10 +41,11 @@ pub enum Op {
 }
 
 impl Op {
-    pub const ALL: [Op; 17] = [
+    pub const ALL: [Op; 21] = [
         Op::AuthEmail,
         Op::AuthCode,
         Op::AuthSignup,
+        Op::Logout,
         Op::WsConnect,
         Op::E2eLogin,
         Op::FriendsList,
@@ -49,6 +54,9 @@ impl Op {
         Op::FriendDecline,
         Op::FriendCancel,
         Op::Unfriend,
+        Op::Block,
+        Op::Unblock,
+        Op::PrivacySet,
         Op::PresenceSet,
         Op::PresenceDelivery,
         Op::SessionCreate,
@@ -68,6 +76,7 @@ impl Op {
             Op::AuthEmail => "auth_email",
             Op::AuthCode => "auth_code",
             Op::AuthSignup => "auth_signup",
+            Op::Logout => "logout",
             Op::WsConnect => "ws_connect",
             Op::E2eLogin => "e2e_login",
             Op::FriendsList => "friends_list",
@@ -76,6 +85,9 @@ impl Op {
             Op::FriendDecline => "friend_decline",
             Op::FriendCancel => "friend_cancel",
             Op::Unfriend => "unfriend",
+            Op::Block => "block",
+            Op::Unblock => "unblock",
+            Op::PrivacySet => "privacy_set",
             Op::PresenceSet => "presence_set",
             Op::PresenceDelivery => "presence_delivery",
             Op::SessionCreate => "session_create",

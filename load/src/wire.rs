@@ -117,15 +117,63 @@ pub struct Session {
     pub max_members: u32,
 }
 
-/// `200` of `GET /v1/cards`: the harness checks one card per id, in order.
+/// `200` of `GET /v1/cards`: the harness checks one card per id, in order, and records what
+/// each showed.
 #[derive(Debug, Deserialize)]
 pub struct Cards {
     pub cards: Vec<CardHead>,
 }
 
+/// What the harness reads of a card: whose, its shape's markers and its relation.
 #[derive(Debug, Deserialize)]
 pub struct CardHead {
     pub account_id: AccountId,
+    #[serde(default)]
+    pub limited: bool,
+    #[serde(default)]
+    pub missing: bool,
+    pub relation: Option<CardRelation>,
+}
+
+impl CardHead {
+    /// Which of the contract's three shapes the card has.
+    pub fn view(&self) -> CardView {
+        match (self.missing, self.limited) {
+            (true, _) => CardView::Missing,
+            (false, true) => CardView::Limited,
+            (false, false) => CardView::Full,
+        }
+    }
+}
+
+/// A card's shape: all of it, only the handle and relation, or nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CardView {
+    Full,
+    Limited,
+    Missing,
+}
+
+/// The viewer's relation to a card's account, as the card says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CardRelation {
+    #[serde(rename = "self")]
+    Me,
+    Friend,
+    Incoming,
+    Outgoing,
+    None,
+}
+
+/// Who may see an account's card in full (`PATCH /v1/me`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Privacy {
+    Public,
+    Friends,
+    Private,
 }
 
 /// Every error body: `{"error": {"code", "message"}}`.

@@ -14,19 +14,21 @@
 //! - No close frame, a frame without a code (unanswered pings), or silence: a fault on the
 //!   connection's path (players, its node, the link between them). Silence is noticed up
 //!   to the client's liveness limit later.
-//! - 4003 (signed out) and every other code: never, as the load signs nobody out.
+//! - 4003 (signed out): a logout of the account was sent by the close, and answered (or
+//!   given up) after the connection's handshake began.
+//! - Every other code: never.
 //!
 //! The client's own closes (a sign-off, the harness's storm `drop`, the run's end) are the
 //! client's reasons, not the cloud's. A close after a fault is laid to it up to `grace` (the
 //! players_back limit) after the fault ended.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use super::conns::{Conn, Conns, REPLACED};
 use super::faults::{faults, Fault};
 use super::paths::{self, Hop};
 use super::{some, CheckResult, Quantity};
-use crate::events::{CloseCause, History};
+use crate::events::{CloseCause, Event, History, WriteOutcome};
 use crate::plan::ActionKind;
 
 pub const NAME: &str = "unexplained_disconnects";
@@ -38,8 +40,44 @@ pub const WELCOME_AFTER_CLOSE: f64 = 5.0;
 /// at the cloud's default ping interval (20 s).
 pub const LIVENESS: f64 = 45.0;
 
+/// The close code of a logout.
+const SIGNED_OUT: u16 = 4003;
+
+/// Each account's logouts that were not refused: when sent, and when answered.
+pub fn logouts(history: &History) -> HashMap<u64, Vec<(f64, f64)>> {
+    let mut by_account: HashMap<u64, Vec<(f64, f64)>> = HashMap::new();
+    for (t, event) in history.iter() {
+        if let Event::Logout {
+            account,
+            sent,
+            outcome,
+            ..
+        } = event
+        {
+            if *outcome != WriteOutcome::Refused {
+                by_account.entry(*account).or_default().push((*sent, t));
+            }
+        }
+    }
+    by_account
+}
+
+/// What a close is judged against.
+struct Reasons<'a> {
+    conns: &'a Conns,
+    faults: &'a [Fault],
+    logouts: &'a HashMap<u64, Vec<(f64, f64)>>,
+    grace: f64,
+}
+
 /// Whether the history holds the reason of the connection's close.
-fn explained(conn: &Conn, conns: &Conns, faults: &[Fault], grace: f64) -> bool {
+fn explained(conn: &Conn, reasons: &Reasons<'_>) -> bool {
+    let Reasons {
+        conns,
+        faults,
+        logouts,
+        grace,
+    } = *reasons;
     let Some(close) = conn.closed.as_ref() else {
         return true;
     };
@@ -68,6 +106,11 @@ fn explained(conn: &Conn, conns: &Conns, faults: &[Fault], grace: f64) -> bool {
                 && f.covers(t, grace)
         }),
         (CloseCause::CloseFrame, Some(1011)) => on(&paths::store(&conn.node), grace),
+        (CloseCause::CloseFrame, Some(SIGNED_OUT)) => logouts
+            .get(&conn.account)
+            .into_iter()
+            .flatten()
+            .any(|&(sent, answered)| sent <= t && conn.opened <= answered),
         // A frame without a code is how a node ends a connection that stopped answering
         // its pings: a fault on the path may have starved it.
         (CloseCause::CloseFrame, Some(1013) | None) | (CloseCause::NoCloseFrame, _) => {
@@ -99,6 +142,13 @@ pub fn check(history: &History, limit: u64, grace: f64) -> CheckResult {
         return CheckResult::unknown(NAME, limit_q, "no event connection was recorded");
     }
     let faults = faults(history);
+    let logouts = logouts(history);
+    let reasons = Reasons {
+        conns: &conns,
+        faults: &faults,
+        logouts: &logouts,
+        grace,
+    };
     // Per label: (closes, unexplained).
     let mut by_label: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut unexplained = Vec::new();
@@ -111,7 +161,7 @@ pub fn check(history: &History, limit: u64, grace: f64) -> CheckResult {
             closes += 1;
             let counts = by_label.entry(label(conn)).or_default();
             counts.0 += 1;
-            if !explained(conn, &conns, &faults, grace) {
+            if !explained(conn, &reasons) {
                 counts.1 += 1;
                 unexplained.push((close.t, conn.account, conn.node.clone(), label(conn)));
             }
@@ -347,6 +397,23 @@ mod tests {
         ];
         signed_out.extend(action(10.0, 18.0, ActionKind::Cpu, "node-1"));
         assert_eq!(judge(signed_out).result, Verdict::Fail);
+    }
+
+    #[test]
+    fn a_4003_needs_a_logout_of_the_account_during_the_connection() {
+        let signed_out = |logout_at: f64, account: u64| {
+            judge(vec![
+                welcome(1.0, 1, 1, "node-1"),
+                logout(logout_at, account, crate::events::WriteOutcome::Ok, false),
+                closed(5.02, 1, 1, Some(4003), CloseFrame),
+            ])
+        };
+        let result = signed_out(5.0, 1);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        assert!(result.detail.contains("4003 ×1"), "{}", result.detail);
+        // Another account's logout, or one answered before this connection began: no reason.
+        assert_eq!(signed_out(5.0, 2).result, Verdict::Fail);
+        assert_eq!(signed_out(0.5, 1).result, Verdict::Fail);
     }
 
     #[test]

@@ -2,11 +2,14 @@
 //! names (chaos-plan v1.2); `presence_missing` judges activity changes, this the rest:
 //!
 //! - an accept, or a request the other side had already asked: `friend_accepted` of the
-//!   writer to the other; an unfriend: `friend_removed`; a decline:
-//!   `friend_request_declined`; a cancel: `friend_request_cancelled`;
+//!   writer to the other; an unfriend, or a block of a surely standing friendship:
+//!   `friend_removed`; a decline: `friend_request_declined`; a cancel:
+//!   `friend_request_cancelled`;
 //! - a join or a leave: `session_member_joined` or `session_member_left` of the writer to
 //!   every other member, that is every account the model shows surely a member of that
-//!   session from the write's send until its window ended.
+//!   session from the write's send until its window ended;
+//! - going online or offline ([`going_online`]): `presence` of the account with that
+//!   `online`, to every account the model shows surely its friend all through the window.
 //!
 //! Owed as presence is: a recipient whose connection stayed up must get the event on it,
 //! from the write's send until the window (3 s after the answer) ends, or later when a
@@ -20,7 +23,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::conns::Conns;
 use super::faults::{self, fmt_num, Fault};
-use super::model::{Model, Relation};
+use super::going_online::{self, StateChange};
+use super::model::{self, Model, Relation};
 use super::paths::{self, Owed};
 use super::presence::DELIVERY_WINDOW;
 use super::{some, CheckResult, Quantity};
@@ -54,6 +58,14 @@ fn owings(w: &Write, members: &HashMap<&str, HashSet<u64>>, model: &Model, t: f6
         WriteOp::FriendAccept => friend("friend_accepted", Some(true)),
         WriteOp::FriendRequest if w.befriended => friend("friend_accepted", Some(true)),
         WriteOp::Unfriend => friend("friend_removed", Some(false)),
+        // A block tells the blocked only that a friendship ended, when there was one.
+        WriteOp::Block
+            if w.other.is_some_and(|other| {
+                model.surely_held(&Relation::friends(w.account, other), w.sent, w.sent)
+            }) =>
+        {
+            friend("friend_removed", Some(false))
+        }
         WriteOp::FriendDecline => friend("friend_request_declined", None),
         WriteOp::FriendCancel => friend("friend_request_cancelled", None),
         WriteOp::SessionJoin | WriteOp::SessionLeave => {
@@ -88,7 +100,11 @@ fn owings(w: &Write, members: &HashMap<&str, HashSet<u64>>, model: &Model, t: f6
                 })
                 .collect()
         }
-        WriteOp::FriendRequest | WriteOp::SessionCreate => Vec::new(),
+        WriteOp::FriendRequest
+        | WriteOp::SessionCreate
+        | WriteOp::Block
+        | WriteOp::Unblock
+        | WriteOp::SetPrivacy => Vec::new(),
     }
 }
 
@@ -118,12 +134,40 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
     let mut arrivals: HashMap<(u64, &str, u64, Option<&str>), Vec<f64>> = HashMap::new();
     // Per connection: when its resync was sent and answered, and which friends it listed.
     let mut resyncs: HashMap<u64, Resync> = HashMap::new();
+    let mut states = States::new();
+    let mut views = Views::new();
+    // Whoever was ever befriended may be owed a change of the other's state.
+    let mut friends_of: HashMap<u64, HashSet<u64>> = HashMap::new();
     for (t, event) in history.iter() {
         match event {
             Event::Write(w) => {
                 if let Some(session) = &w.session {
                     members.entry(session).or_default().insert(w.account);
                 }
+                if let (Some(other), Some(true)) = (w.other, model::effect(w)) {
+                    friends_of.entry(w.account).or_default().insert(other);
+                    friends_of.entry(other).or_default().insert(w.account);
+                }
+            }
+            Event::Received {
+                account,
+                conn,
+                from: Some(about),
+                online: Some(online),
+                ..
+            } => {
+                states
+                    .entry((*conn, *about))
+                    .or_default()
+                    .push((t, *online));
+                views
+                    .entry((*account, *about))
+                    .or_default()
+                    .push((t, *online));
+                arrivals
+                    .entry((*conn, "presence", *about, None))
+                    .or_default()
+                    .push(t);
             }
             Event::Received {
                 conn,
@@ -136,11 +180,17 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
                 .or_default()
                 .push(t),
             Event::Resync {
+                account,
                 conn,
                 sent,
                 friends,
-                ..
             } => {
+                for f in friends {
+                    views
+                        .entry((*account, f.account))
+                        .or_default()
+                        .push((t, f.online));
+                }
                 let listed = friends.iter().map(|f| f.account).collect();
                 resyncs.entry(*conn).or_insert(Resync {
                     sent: *sent,
@@ -186,6 +236,16 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
             judge(&j, &cx, &mut tally);
         }
     }
+    let none = HashSet::new();
+    let told = Told {
+        states: &states,
+        views: &views,
+        end,
+    };
+    for change in going_online::changes(&conns) {
+        let friends = friends_of.get(&change.account).unwrap_or(&none);
+        judge_state(&change, friends, &told, &cx, &mut tally);
+    }
     let judged: u64 = tally.by_event.values().sum::<u64>() + tally.by_resync;
     let kinds = tally
         .by_event
@@ -230,6 +290,112 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
         return CheckResult::unknown(NAME, limit_q, format!("nothing to judge: {detail}"));
     }
     CheckResult::count(NAME, limit, count, detail)
+}
+
+/// Each (connection, account) pair's presence events: when, and the `online` they said.
+type States = HashMap<(u64, u64), Vec<(f64, bool)>>;
+
+/// What each (recipient, account) pair was told of the account's online state, by events and
+/// resyncs, in history order: when, and the `online` said.
+type Views = HashMap<(u64, u64), Vec<(f64, bool)>>;
+
+/// Whether `to` last heard `about` in the other state than `online` before `t`: only then
+/// is the change news to it (a friend that never heard the account go offline, say
+/// because the cloud could not record the close across a fault, sees it online already).
+fn is_news(views: &Views, to: u64, about: u64, online: bool, t: f64) -> bool {
+    views
+        .get(&(to, about))
+        .and_then(|v| v.iter().take_while(|(at, _)| *at < t).last())
+        .is_some_and(|&(_, was)| was != online)
+}
+
+/// What the owed state changes are judged by, beside the [`Context`].
+struct Told<'a> {
+    states: &'a States,
+    views: &'a Views,
+    end: f64,
+}
+
+/// Judges one state change owed to each friend of its account.
+fn judge_state(
+    change: &StateChange<'_>,
+    friends: &HashSet<u64>,
+    told: &Told<'_>,
+    cx: &Context<'_>,
+    tally: &mut Tally,
+) {
+    let Told { states, views, end } = *told;
+    let kind = if change.online { "online" } else { "offline" };
+    let heard_before = if change.online {
+        change.since
+    } else {
+        change.at
+    };
+    for &to in friends {
+        if !is_news(views, to, change.account, change.online, heard_before) {
+            continue;
+        }
+        let Some(conn) = cx.conns.up_at(to, change.at) else {
+            continue;
+        };
+        let owed = Owed::on(
+            cx.faults,
+            &going_online::path(change.node, &conn.node),
+            change.at,
+            change.at + DELIVERY_WINDOW,
+        );
+        if owed.by > end {
+            tally.tail += 1;
+            continue;
+        }
+        // Changed back meanwhile: only the latest state is owed.
+        if change.undone.is_some_and(|u| u <= owed.by)
+            || !cx
+                .model
+                .surely_held(&Relation::friends(change.account, to), change.at, owed.by)
+        {
+            continue;
+        }
+        let dies = cx.faults.iter().any(|f| {
+            f.action == ActionKind::Kill
+                && f.target == change.node
+                && f.start - FAN_OUT <= owed.by
+                && change.at <= f.end + FAN_OUT
+        });
+        if dies {
+            tally.died_with_origin += 1;
+            continue;
+        }
+        let broke = conn.closed_by(owed.by)
+            || cx
+                .conns
+                .next_after(to, change.at)
+                .is_some_and(|n| n.welcomed <= owed.by);
+        if broke {
+            tally.not_judged_broken += 1;
+            continue;
+        }
+        if owed.lost {
+            tally.lost_on_path += 1;
+            continue;
+        }
+        *tally.by_event.entry(kind).or_default() += 1;
+        tally.crossed += u64::from(change.node != conn.node);
+        tally.slowed += u64::from(owed.by > change.at + DELIVERY_WINDOW);
+        let times = states
+            .get(&(conn.id, change.account))
+            .map_or(&[][..], Vec::as_slice);
+        let told = |t: f64, online: bool| online == change.online && t >= change.since;
+        if !times.iter().any(|&(t, on)| told(t, on) && t <= owed.by) {
+            let late = times.iter().any(|&(t, on)| told(t, on) && t > owed.by);
+            tally.missing.push(format!(
+                "{kind} of {} → {to} at {}s ({})",
+                change.account,
+                fmt_num(change.at),
+                if late { "late" } else { "never" }
+            ));
+        }
+    }
 }
 
 /// What the judging of one owed event reads.
@@ -361,6 +527,7 @@ mod tests {
     use super::*;
     use crate::checks::testing::*;
     use crate::checks::Verdict;
+    use crate::events::CloseCause;
     use WriteOp::*;
     use WriteOutcome::*;
 
@@ -421,6 +588,90 @@ mod tests {
         ]);
         assert_eq!(late.result, Verdict::Fail, "{}", late.detail);
         assert!(late.detail.contains("(late)"), "{}", late.detail);
+    }
+
+    /// `about`'s presence with `online` on `account`'s connection.
+    fn state(t: f64, account: u64, about: u64, online: bool) -> At {
+        let (t, mut e) = event(t, account, "presence", about, None);
+        if let Event::Received {
+            online: o, version, ..
+        } = &mut e
+        {
+            *o = Some(online);
+            *version = Some(1);
+        }
+        (t, e)
+    }
+
+    #[test]
+    fn going_offline_and_online_again_is_owed_to_friends_that_heard_otherwise() {
+        let signed_off = |back: f64| {
+            vec![
+                befriend(2.0, 1, 2),
+                event(2.02, 2, "friend_accepted", 1, None),
+                // Befriended: each side is told the other's presence.
+                state(2.03, 2, 1, true),
+                closed(10.0, 1, 1, Some(1000), CloseCause::ClientClose),
+                welcome(back, 1, 4, "node-1"),
+            ]
+        };
+        let mut told = signed_off(20.0);
+        told.extend([state(10.02, 2, 1, false), state(20.01, 2, 1, true)]);
+        let result = judge(told);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        assert!(result.detail.contains("offline 1"), "{}", result.detail);
+        assert!(result.detail.contains("online 1"), "{}", result.detail);
+        let mut no_offline = signed_off(20.0);
+        no_offline.push(state(20.01, 2, 1, true));
+        let result = judge(no_offline);
+        assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
+        assert!(
+            result.detail.contains("offline of 1 → 2 at 10s (never)"),
+            "{}",
+            result.detail
+        );
+        let mut no_online = signed_off(20.0);
+        no_online.push(state(10.02, 2, 1, false));
+        assert_eq!(judge(no_online).result, Verdict::Fail);
+        // Back within the window: only the latest state, online, is owed, and 2 has it.
+        let mut back = signed_off(11.0);
+        back.push(state(11.01, 2, 1, true));
+        let result = judge(back);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        // A break without a close frame: the cloud may not know yet; nothing is owed.
+        let silent = vec![
+            befriend(2.0, 1, 2),
+            event(2.02, 2, "friend_accepted", 1, None),
+            closed(10.0, 1, 1, None, CloseCause::NoCloseFrame),
+            welcome(20.0, 1, 4, "node-1"),
+        ];
+        let result = judge(silent);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+    }
+
+    #[test]
+    fn a_block_owes_friend_removed_only_when_they_were_friends() {
+        let friends_then_block = || {
+            vec![
+                befriend(2.0, 1, 2),
+                event(2.02, 2, "friend_accepted", 1, None),
+                friend(5.0, Block, 1, 2, Ok),
+            ]
+        };
+        let mut told = friends_then_block();
+        told.push(event(5.02, 2, "friend_removed", 1, None));
+        let result = judge(told);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        let result = judge(friends_then_block());
+        assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
+        assert!(
+            result.detail.contains("friend_removed of 1 → 2"),
+            "{}",
+            result.detail
+        );
+        // Strangers: a block tells the blocked account nothing, so nothing is owed.
+        let result = judge(vec![friend(5.0, Block, 1, 2, Ok)]);
+        assert!(result.detail.contains("0 events owed"), "{}", result.detail);
     }
 
     #[test]

@@ -6,15 +6,26 @@
 //! the set, and a friendship one side lists and the other does not is half a write: lost.
 //! Pairs and memberships the final reads did not cover are not judged.
 //!
-//! A refusal must be the one the model gives: a 404 on an accept, decline, cancel, unfriend
-//! or leave only when the request, friendship or membership did not surely hold all through
-//! the call; a 409 on a request only when they may have been friends or the request may
-//! have been open. A wrong refusal counts as a lost write.
+//! A refusal must be the one the model gives: a 404 on an accept, decline, cancel, unfriend,
+//! unblock or leave only when the request, friendship, block or membership did not surely
+//! hold all through the call; a 409 on a request only when they may have been friends or
+//! the request may have been open; on a request, 404 only when the other side may have
+//! blocked the asker, 403 `blocked` only when the asker may have blocked them. A request
+//! answered ok while a block surely stood either way is wrong too. A wrong answer counts
+//! as a lost write.
+//!
+//! A logout is a write too: the refresh token it revoked must no longer be taken, and a
+//! connection of the account up when it was sent must be closed within the window after
+//! its answer (later when a fault that slows the connection's path held until then; not
+//! judged across one that loses data there).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use super::conns::Conns;
 use super::faults;
 use super::model::{self, Model, Relation};
+use super::paths::{self, Owed};
+use super::presence::DELIVERY_WINDOW;
 use super::{some, CheckResult, Quantity};
 use crate::events::{Event, History, Write, WriteOp, WriteOutcome};
 
@@ -79,6 +90,7 @@ fn wrong_refusal(model: &Model, w: &Write, t: f64) -> Option<bool> {
         }
         (WriteOp::FriendCancel, "not_found", Some(other), _) => held(Relation::Request(me, other)),
         (WriteOp::Unfriend, "not_found", Some(other), _) => held(Relation::friends(me, other)),
+        (WriteOp::Unblock, "not_found", Some(other), _) => held(Relation::Blocked(me, other)),
         (WriteOp::SessionLeave, "not_found", _, Some(session)) => {
             held(Relation::Member(me, session.clone()))
         }
@@ -90,8 +102,61 @@ fn wrong_refusal(model: &Model, w: &Write, t: f64) -> Option<bool> {
             !may(Relation::Request(me, other))
         }
         (WriteOp::FriendRequest, "cannot_friend_self", Some(other), _) => other != me,
+        // Every handle asked exists: 404 only from a block by the other side, 403 by ours.
+        (WriteOp::FriendRequest, "not_found", Some(other), _) => !may(Relation::Blocked(other, me)),
+        (WriteOp::FriendRequest, "blocked", Some(other), _) => !may(Relation::Blocked(me, other)),
         _ => return None,
     })
+}
+
+/// What the ok logouts left undone: the count judged, and each one lost.
+fn logouts_lost(history: &History) -> (u64, Vec<String>) {
+    let conns = Conns::of(history);
+    let faults = faults::faults(history);
+    let (mut judged, mut lost) = (0u64, Vec::new());
+    for (t, event) in history.iter() {
+        let Event::Logout {
+            account,
+            sent,
+            outcome: WriteOutcome::Ok,
+            stale_refresh_taken,
+        } = event
+        else {
+            continue;
+        };
+        judged += 1;
+        let at = faults::fmt_num(t);
+        if *stale_refresh_taken {
+            lost.push(format!(
+                "logout of {account} at {at}s: its refresh token still taken"
+            ));
+        }
+        for conn in conns.of_account(*account).filter(|c| c.up_at(*sent)) {
+            let owed = Owed::on(
+                &faults,
+                &paths::connection(&conn.node),
+                *sent,
+                t + DELIVERY_WINDOW,
+            );
+            if !owed.lost && owed.by <= history.end() && !conn.closed_by(owed.by) {
+                lost.push(format!(
+                    "logout of {account} at {at}s: connection {} on {} still open",
+                    conn.id, conn.node
+                ));
+            }
+        }
+    }
+    (judged, lost)
+}
+
+/// Whether an ok request went through a block that surely stood, either way.
+fn through_a_block(model: &Model, w: &Write, t: f64) -> bool {
+    let Some(other) = w.other else { return false };
+    w.op == WriteOp::FriendRequest
+        && w.outcome == WriteOutcome::Ok
+        && [(w.account, other), (other, w.account)]
+            .iter()
+            .any(|&(a, b)| model.surely_held(&Relation::Blocked(a, b), w.sent, t))
 }
 
 pub fn check(history: &History, limit: u64, grace: f64) -> CheckResult {
@@ -170,6 +235,15 @@ pub fn check(history: &History, limit: u64, grace: f64) -> CheckResult {
     let (mut refusals_judged, mut refusals_unjudged) = (0u64, 0u64);
     for (t, event) in history.iter() {
         let Event::Write(w) = event else { continue };
+        if through_a_block(&model, w, t) {
+            refusals_judged += 1;
+            lost.push(format!(
+                "friend_request of {} about {} answered ok through a block at {}s",
+                w.account,
+                w.other.unwrap_or_default(),
+                faults::fmt_num(t)
+            ));
+        }
         if w.outcome != WriteOutcome::Refused {
             continue;
         }
@@ -193,6 +267,8 @@ pub fn check(history: &History, limit: u64, grace: f64) -> CheckResult {
             }
         }
     }
+    let (logouts_judged, logouts_lost) = logouts_lost(history);
+    lost.extend(logouts_lost);
     let (mut pairs_judged, mut members_judged) = (0u64, 0u64);
     for (&(a, b), may) in &pairs {
         let side = |x: u64, y: u64| lists.get(&x).map(|l| l.contains(&y));
@@ -227,7 +303,7 @@ pub fn check(history: &History, limit: u64, grace: f64) -> CheckResult {
     let mut detail = format!(
         "{written}; {pairs_judged} of {} pairs and {members_judged} of {} memberships judged; \
          {refusals_judged} refusals judged against the model ({refusals_unjudged} not: limits \
-         and rules it does not follow)",
+         and rules it does not follow); {logouts_judged} logouts judged",
         pairs.len(),
         members.len()
     );
@@ -251,6 +327,9 @@ fn op_name(op: WriteOp) -> &'static str {
         WriteOp::FriendDecline => "friend_decline",
         WriteOp::FriendCancel => "friend_cancel",
         WriteOp::Unfriend => "unfriend",
+        WriteOp::Block => "block",
+        WriteOp::Unblock => "unblock",
+        WriteOp::SetPrivacy => "set_privacy",
         WriteOp::SessionCreate => "session_create",
         WriteOp::SessionJoin => "session_join",
         WriteOp::SessionLeave => "session_leave",
@@ -328,6 +407,119 @@ mod tests {
         let result = judge(limit);
         assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
         assert!(result.detail.contains("(1 not:"), "{}", result.detail);
+    }
+
+    #[test]
+    fn a_block_is_answered_404_to_the_blocked_and_403_to_the_blocker() {
+        let blocked = || {
+            vec![
+                befriend(0.5, 1, 2),
+                friend(2.0, Block, 1, 2, Ok),
+                Final::default()
+                    .list(1, &[], &[])
+                    .list(2, &[], &[])
+                    .at(100.0),
+            ]
+        };
+        let mut right = blocked();
+        right.push(refused(3.0, FriendRequest, 2, 1, "not_found"));
+        right.push(refused(3.0, FriendRequest, 1, 2, "blocked"));
+        let result = judge(right);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        assert!(
+            result.detail.contains("2 refusals judged"),
+            "{}",
+            result.detail
+        );
+        // The two answers swapped: both wrong.
+        let mut swapped = blocked();
+        swapped.push(refused(3.0, FriendRequest, 2, 1, "blocked"));
+        swapped.push(refused(3.0, FriendRequest, 1, 2, "not_found"));
+        let result = judge(swapped);
+        assert_eq!(result.value, Some(Quantity::Count(2)), "{}", result.detail);
+        // A request through the block, answered ok: wrong.
+        let mut through = blocked();
+        through.push(friend(3.0, FriendRequest, 2, 1, Ok));
+        let result = judge(through);
+        assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
+        assert!(
+            result.detail.contains("through a block"),
+            "{}",
+            result.detail
+        );
+        // The block ended the friendship: a final read still showing it lost the block.
+        let mut kept = blocked();
+        kept.pop();
+        kept.push(
+            Final::default()
+                .list(1, &[2], &[])
+                .list(2, &[1], &[])
+                .at(100.0),
+        );
+        assert_eq!(judge(kept).result, Verdict::Fail);
+        // An unblock of a block that surely stood may not be refused.
+        let mut unblock = blocked();
+        unblock.push(refused(5.0, Unblock, 1, 2, "not_found"));
+        assert_eq!(judge(unblock).result, Verdict::Fail);
+    }
+
+    #[test]
+    fn a_logout_revokes_the_refresh_token_and_closes_the_connection() {
+        let base = || {
+            vec![
+                befriend(0.5, 1, 2),
+                welcome(1.0, 1, 1, "node-1"),
+                Final::default()
+                    .list(1, &[2], &[])
+                    .list(2, &[1], &[])
+                    .at(100.0),
+            ]
+        };
+        let mut right = base();
+        right.push(logout(5.0, 1, Ok, false));
+        right.push(closed(
+            5.01,
+            1,
+            1,
+            Some(4003),
+            crate::events::CloseCause::CloseFrame,
+        ));
+        let result = judge(right);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        assert!(
+            result.detail.contains("1 logouts judged"),
+            "{}",
+            result.detail
+        );
+        let mut stale = base();
+        stale.push(logout(5.0, 1, Ok, true));
+        stale.push(closed(
+            5.01,
+            1,
+            1,
+            Some(4003),
+            crate::events::CloseCause::CloseFrame,
+        ));
+        let result = judge(stale);
+        assert!(
+            result.detail.contains("refresh token still taken"),
+            "{}",
+            result.detail
+        );
+        let mut open = base();
+        open.push(logout(5.0, 1, Ok, false));
+        let result = judge(open);
+        assert!(result.detail.contains("still open"), "{}", result.detail);
+        // A link cut meanwhile may hold the close: not judged.
+        let mut cut = base();
+        cut.push(logout(5.0, 1, Ok, false));
+        cut.extend(crate::checks::testing::action(
+            4.0,
+            20.0,
+            crate::plan::ActionKind::Partition,
+            "players<->node-1",
+        ));
+        assert_eq!(judge(cut).result, Verdict::Pass);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! evidence (no samples, no final state) is `unknown`, which fails the run, so missing
 //! instrumentation shows. Every detail says how much was judged.
 
+pub mod cards_privacy;
 pub mod clients;
 pub mod conns;
 pub mod disconnects;
@@ -14,6 +15,7 @@ pub mod event_order;
 pub mod events_missing;
 pub mod failover;
 pub mod faults;
+pub mod going_online;
 pub mod http_errors;
 pub mod lost_writes;
 pub mod model;
@@ -186,6 +188,7 @@ pub fn run_all(history: &History, limits: &Limits, clients: &[Client]) -> Vec<Ch
         session_integrity::check(history, limits.session_integrity),
         unexpected::check(history, limits.unexpected_events),
         disconnects::check(history, limits.unexplained_disconnects, grace),
+        cards_privacy::check(history, limits.cards_privacy),
     ];
     // A history with a hole (a lost agent's players went on unrecorded, records that could
     // not be written or read back) is only part of the evidence, and a part can neither pass
@@ -307,6 +310,7 @@ mod tests {
                 "session_integrity",
                 "unexpected_events",
                 "unexplained_disconnects",
+                "cards_privacy",
                 "client:c"
             ]
         );

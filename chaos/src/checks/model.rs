@@ -1,9 +1,11 @@
 //! The model of the contract that checks ask (Jepsen's Knossos, Elle): the relations the
 //! cloud's writes make and undo, replayed from the recorded writes into when each relation
 //! *may* hold and when it *surely* holds. Friendships (made by an accept, or a request the
-//! other side had already asked; undone by an unfriend), open friend requests (made by a
-//! request; undone by the other's accept, decline or own request, or the asker's cancel)
-//! and session memberships (made by a create or a join; undone by a leave).
+//! other side had already asked; undone by an unfriend or a block), open friend requests
+//! (made by a request; undone by the other's accept, decline or own request, the asker's
+//! cancel, or a block either way), blocks (made by a block, undone by an unblock), card
+//! privacy (`friends`, the default, is neither `public` nor `private`) and session
+//! memberships (made by a create or a join; undone by a leave).
 //!
 //! A write takes effect somewhere between its send and its answer. So a relation may hold
 //! from a making write's send, and surely ends only at an undoing write's answer when no
@@ -16,7 +18,7 @@
 
 use std::collections::HashMap;
 
-use crate::events::{Event, History, Write, WriteOp, WriteOutcome};
+use crate::events::{Event, History, Privacy, Write, WriteOp, WriteOutcome};
 
 /// A relation between accounts that writes make and undo.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -27,6 +29,10 @@ pub enum Relation {
     Request(u64, u64),
     /// An account is a member of a session.
     Member(u64, String),
+    /// The first account has blocked the second.
+    Blocked(u64, u64),
+    /// An account's card privacy is `public` or `private` (never `friends`: that is neither).
+    Privacy(u64, Privacy),
 }
 
 impl Relation {
@@ -53,8 +59,9 @@ pub fn effect(write: &Write) -> Option<bool> {
             (write.befriended || write.outcome == WriteOutcome::Unknown).then_some(true)
         }
         WriteOp::FriendAccept | WriteOp::SessionCreate | WriteOp::SessionJoin => Some(true),
-        WriteOp::Unfriend | WriteOp::SessionLeave => Some(false),
-        WriteOp::FriendDecline | WriteOp::FriendCancel => None,
+        WriteOp::Unfriend | WriteOp::Block | WriteOp::SessionLeave => Some(false),
+        WriteOp::FriendDecline | WriteOp::FriendCancel | WriteOp::Unblock => None,
+        WriteOp::SetPrivacy => None,
     }
 }
 
@@ -78,7 +85,18 @@ pub fn effects(write: &Write) -> Vec<(Relation, bool)> {
                 out.push((Relation::Request(other, me), false));
             }
             WriteOp::FriendCancel => out.push((Relation::Request(me, other), false)),
+            WriteOp::Block => out.extend([
+                (Relation::Blocked(me, other), true),
+                (Relation::Request(me, other), false),
+                (Relation::Request(other, me), false),
+            ]),
+            WriteOp::Unblock => out.push((Relation::Blocked(me, other), false)),
             _ => {}
+        }
+    }
+    if let (WriteOp::SetPrivacy, Some(privacy)) = (write.op, write.privacy) {
+        for shown in [Privacy::Public, Privacy::Private] {
+            out.push((Relation::Privacy(me, shown), shown == privacy));
         }
     }
     out
@@ -283,5 +301,41 @@ mod tests {
         assert!(!back.may_hold(&Relation::Request(2, 1), 0.0, 9.0));
         assert!(!back.may_hold(&request, 5.1, 9.0));
         assert!(back.surely_held(&Relation::friends(1, 2), 5.0, 9.0));
+    }
+
+    #[test]
+    fn a_block_ends_friendship_and_requests_and_stands_until_its_unblock() {
+        let m = model(vec![
+            befriend(1.0, 1, 2),
+            friend(2.0, WriteOp::FriendRequest, 3, 1, WriteOutcome::Ok),
+            friend(4.0, WriteOp::Block, 1, 2, WriteOutcome::Ok),
+            friend(5.0, WriteOp::Block, 1, 3, WriteOutcome::Ok),
+            friend(9.0, WriteOp::Unblock, 1, 2, WriteOutcome::Ok),
+        ]);
+        assert!(!m.may_hold(&Relation::friends(1, 2), 4.1, 20.0));
+        assert!(!m.may_hold(&Relation::Request(3, 1), 5.1, 20.0));
+        assert!(m.surely_held(&Relation::Blocked(1, 2), 4.0, 8.8));
+        assert!(!m.may_hold(&Relation::Blocked(2, 1), 0.0, 20.0));
+        assert!(!m.may_hold(&Relation::Blocked(1, 2), 9.1, 20.0));
+        assert!(m.surely_held(&Relation::Blocked(1, 3), 5.0, 20.0));
+    }
+
+    #[test]
+    fn privacy_is_public_or_private_from_its_write_and_friends_is_neither() {
+        let m = model(vec![
+            set_privacy(2.0, 1, Privacy::Private),
+            set_privacy(5.0, 1, Privacy::Public),
+            set_privacy(8.0, 1, Privacy::Friends),
+        ]);
+        let (public, private) = (
+            Relation::Privacy(1, Privacy::Public),
+            Relation::Privacy(1, Privacy::Private),
+        );
+        assert!(!m.may_hold(&private, 0.0, 1.8));
+        assert!(m.surely_held(&private, 2.0, 4.85));
+        assert!(!m.may_hold(&public, 2.0, 4.85));
+        assert!(m.surely_held(&public, 5.0, 7.85));
+        assert!(!m.may_hold(&private, 5.1, 20.0));
+        assert!(!m.may_hold(&public, 8.1, 20.0));
     }
 }

@@ -6,8 +6,8 @@
 //! the change by the resync of its next welcome (`GET /v1/friends` showing such a version),
 //! when that resync was sent after the acknowledgement.
 //!
-//! Friends: made by an ok accept or an ok request answered `friends`, before the change was
-//! sent; an unfriend of the pair (ok or unknown) sent before the window ended makes the pair
+//! Friends: as the model of the writes says, surely friends from the change's send to the
+//! window's end; a pair whose friendship an unfriend or a block may have ended meanwhile is
 //! not judged. Deliveries in the window of a fault that holds delivery up by design (a pause;
 //! a partition or latency of nats, of postgres — routing looks recipients up in the store —
 //! or of the players' links; nats or postgres down, from a restart, stop or kill until the
@@ -20,9 +20,10 @@ use std::collections::{BTreeSet, HashMap};
 
 use super::conns::Conns;
 use super::faults;
+use super::model::{self, Model, Relation};
 use super::paths::{self, Owed};
 use super::{some, CheckResult, Quantity};
-use crate::events::{Event, History, WriteOp, WriteOutcome};
+use crate::events::{Event, History, WriteOutcome};
 
 pub const NAME: &str = "presence_missing";
 
@@ -49,43 +50,23 @@ impl Change {
     }
 }
 
-/// A friendship pair's history as its writes show it.
-#[derive(Debug, Default)]
-struct Pair {
-    /// Answer times of the ok writes that made the friendship.
-    made: Vec<f64>,
-    /// `(sent, answered)` of the unfriends that did or may have happened.
-    unfriends: Vec<(f64, f64)>,
-}
-
+/// Whether a pair was friends through a delivery's window, as the model says.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Bond {
     Friends,
     NotFriends,
-    /// An unfriend may have landed in the window.
+    /// An unfriend or a block may have landed in the window.
     Unsure,
 }
 
-impl Pair {
-    fn bond(&self, sent: f64, window_end: f64) -> Bond {
-        let Some(made) = self
-            .made
-            .iter()
-            .copied()
-            .filter(|&t| t < sent)
-            .reduce(f64::max)
-        else {
-            return Bond::NotFriends;
-        };
-        if self
-            .unfriends
-            .iter()
-            .any(|&(u_sent, u_answered)| u_sent < window_end && u_answered > made)
-        {
-            Bond::Unsure
-        } else {
-            Bond::Friends
-        }
+fn bond(model: &Model, a: u64, b: u64, sent: f64, window_end: f64) -> Bond {
+    let pair = Relation::friends(a, b);
+    if model.surely_held(&pair, sent, window_end) {
+        Bond::Friends
+    } else if model.may_hold(&pair, sent, sent) {
+        Bond::Unsure
+    } else {
+        Bond::NotFriends
     }
 }
 
@@ -108,7 +89,7 @@ struct Tally {
 pub fn check(history: &History, limit: u64) -> CheckResult {
     let end = history.end();
     let conns = Conns::of(history);
-    let mut pairs: HashMap<(u64, u64), Pair> = HashMap::new();
+    let model = Model::of(history);
     let mut friends_of: HashMap<u64, BTreeSet<u64>> = HashMap::new();
     let mut changes = Vec::new();
     // Per (connection, from): (t, version) in arrival order.
@@ -117,21 +98,11 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
     let mut resyncs: HashMap<u64, (f64, HashMap<u64, u64>)> = HashMap::new();
     for (t, event) in history.iter() {
         match event {
-            Event::Write(w) => {
-                let Some(other) = w.other else { continue };
-                let pair = (w.account.min(other), w.account.max(other));
-                let makes = w.op == WriteOp::FriendAccept
-                    || (w.op == WriteOp::FriendRequest && w.befriended);
-                match (w.op, w.outcome) {
-                    (_, WriteOutcome::Ok) if makes => {
-                        pairs.entry(pair).or_default().made.push(t);
-                        friends_of.entry(pair.0).or_default().insert(pair.1);
-                        friends_of.entry(pair.1).or_default().insert(pair.0);
-                    }
-                    (WriteOp::Unfriend, WriteOutcome::Ok | WriteOutcome::Unknown) => {
-                        pairs.entry(pair).or_default().unfriends.push((w.sent, t));
-                    }
-                    _ => {}
+            // Whoever was ever befriended may be owed; the model says when.
+            Event::Write(w) if w.outcome == WriteOutcome::Ok && model::effect(w) == Some(true) => {
+                if let Some(other) = w.other {
+                    friends_of.entry(w.account).or_default().insert(other);
+                    friends_of.entry(other).or_default().insert(w.account);
                 }
             }
             Event::PresenceChange {
@@ -206,7 +177,7 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
             let path = paths::delivery(&change.node, &conn.node);
             let owed = Owed::on(&faults, &path, change.sent, change.window_end());
             let e = owed.by;
-            match pairs[&(a.min(b), a.max(b))].bond(s, e) {
+            match bond(&model, a, b, s, e) {
                 Bond::NotFriends => continue,
                 Bond::Unsure => {
                     tally.unsure += 1;
@@ -293,7 +264,7 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
         (tail, format!("changes in the last {DELIVERY_WINDOW}s")),
         (
             tally.unsure,
-            "deliveries with an unfriend in flight".to_owned(),
+            "deliveries with an unfriend or a block in flight".to_owned(),
         ),
         (
             tally.lost_on_path,
@@ -333,6 +304,7 @@ mod tests {
     use crate::checks::testing::*;
     use crate::checks::Verdict;
     use crate::events::CloseCause;
+    use crate::events::WriteOp;
 
     /// Players 1, 2 and 3 online on node-1 from the start, 1 friends with 2 and with 3.
     fn base() -> Vec<At> {
@@ -624,6 +596,39 @@ mod tests {
         assert_eq!(result.result, Verdict::Pass, "{result:?}");
         assert!(
             result.detail.contains("1 deliveries to a broken"),
+            "{}",
+            result.detail
+        );
+    }
+
+    #[test]
+    fn a_block_ends_what_is_owed_and_one_in_flight_leaves_it_unjudged() {
+        let result = check(
+            &vec![
+                welcome(0.0, 1, 1, "node-1"),
+                welcome(0.0, 2, 2, "node-1"),
+                welcome(0.0, 3, 3, "node-1"),
+                befriend(0.5, 1, 2),
+                befriend(0.5, 1, 3),
+                // 2 blocked 1 long before the change; 3 blocks 1 while it is on its way.
+                friend(5.0, WriteOp::Block, 2, 1, WriteOutcome::Ok),
+                friend(11.0, WriteOp::Block, 3, 1, WriteOutcome::Ok),
+                change(10.0, 1, 100, 9.9, "node-1"),
+                end(30.0),
+            ]
+            .into_iter()
+            .collect(),
+            0,
+        );
+        assert!(
+            result.detail.contains("0 deliveries judged"),
+            "{}",
+            result.detail
+        );
+        assert!(
+            result
+                .detail
+                .contains("1 deliveries with an unfriend or a block"),
             "{}",
             result.detail
         );

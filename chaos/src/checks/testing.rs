@@ -1,8 +1,11 @@
 //! Small builders of hand-made histories for the checks' tests: each returns `(t, event)`,
 //! and a `Vec` of them collects into a [`History`].
 
+use anyplay_load::wire::AccountId;
+
 use crate::events::{
-    CloseCause, Event, FriendList, Membership, NodeId, SessionView, Write, WriteOp, WriteOutcome,
+    CardRelation, CardSeen, CardView, CloseCause, Event, FriendList, Membership, NodeId, Privacy,
+    SessionView, Write, WriteOp, WriteOutcome,
 };
 use crate::plan::{ActionKind, Service};
 
@@ -164,6 +167,7 @@ pub fn friend(t: f64, op: WriteOp, account: u64, other: u64, outcome: WriteOutco
             outcome,
             refusal: None,
             befriended: false,
+            privacy: None,
             sent: t - 0.1,
         }),
     )
@@ -200,8 +204,57 @@ pub fn session_write(
             outcome,
             refusal: None,
             befriended: false,
+            privacy: None,
             sent: t - 0.1,
         }),
+    )
+}
+
+/// `account` sets its card privacy, sent 100 ms before its answer at `t`.
+pub fn set_privacy(t: f64, account: u64, privacy: Privacy) -> At {
+    (
+        t,
+        Event::Write(Write {
+            op: WriteOp::SetPrivacy,
+            account,
+            other: None,
+            session: None,
+            outcome: WriteOutcome::Ok,
+            refusal: None,
+            befriended: false,
+            privacy: Some(privacy),
+            sent: t - 0.1,
+        }),
+    )
+}
+
+/// A gamer-card call of `account` answered at `t` (sent 50 ms before): each card's id,
+/// shape and relation.
+pub fn cards_read(t: f64, account: u64, cards: &[(u64, CardView, Option<CardRelation>)]) -> At {
+    (
+        t,
+        Event::CardsRead {
+            account,
+            sent: t - 0.05,
+            cards: cards
+                .iter()
+                .map(|&(id, view, relation)| CardSeen(AccountId(id), view, relation))
+                .collect(),
+        },
+    )
+}
+
+/// A logout of `account` answered at `t` (sent 50 ms before); `stale`: the refresh token it
+/// revoked was taken after it.
+pub fn logout(t: f64, account: u64, outcome: WriteOutcome, stale: bool) -> At {
+    (
+        t,
+        Event::Logout {
+            account,
+            sent: t - 0.05,
+            outcome,
+            stale_refresh_taken: stale,
+        },
     )
 }
 

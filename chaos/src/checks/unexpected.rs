@@ -1,6 +1,7 @@
 //! unexpected_events: no event may reach a recipient that the model of the contract does not
 //! allow it at that moment (chaos-plan v1.2): an account's presence goes to its friends only
-//! (nobody else, itself included), a session's news to its members only.
+//! (nobody else, itself included; a block either way ends the friendship), a session's news
+//! to its members only.
 //!
 //! An event is judged against the relation over the moments it may have been made in: from
 //! [`DELIVERY_WINDOW`] before its arrival, stretched back over any fault that held
@@ -67,17 +68,17 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
         };
         if !allowed {
             unexpected.push(match relation {
-                Relation::Friends(..) | Relation::Request(..) => format!(
-                    "presence of {} to {account} at {}s",
-                    from.unwrap_or_default(),
-                    fmt_num(t)
-                ),
                 Relation::Member(_, session) => {
                     format!(
                         "{kind} of session {session} to {account} at {}s",
                         fmt_num(t)
                     )
                 }
+                _ => format!(
+                    "presence of {} to {account} at {}s",
+                    from.unwrap_or_default(),
+                    fmt_num(t)
+                ),
             });
         }
     }
@@ -161,6 +162,25 @@ mod tests {
         };
         assert_eq!(firewall(15.5), Verdict::Pass);
         assert_eq!(firewall(19.5), Verdict::Fail);
+    }
+
+    #[test]
+    fn a_block_ends_presence_both_ways() {
+        let blocked = |by: u64, other: u64| {
+            vec![
+                befriend(1.0, 2, 1),
+                friend(10.0, WriteOp::Block, by, other, WriteOutcome::Ok),
+            ]
+        };
+        for (by, other) in [(1, 2), (2, 1)] {
+            let mut before = blocked(by, other);
+            before.push(presence(5.0, 2, 1, 1, 1, 10));
+            assert_eq!(judge(before).result, Verdict::Pass);
+            // 1's presence to 2, long after either blocked the other.
+            let mut after = blocked(by, other);
+            after.push(presence(20.0, 2, 1, 1, 1, 10));
+            assert_eq!(judge(after).result, Verdict::Fail, "{by} blocked {other}");
+        }
     }
 
     #[test]

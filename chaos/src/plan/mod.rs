@@ -137,6 +137,12 @@ pub struct Load {
     pub friend_rate: f64,
     /// Players per second that sign off and come back (0: none).
     pub churn_rate: f64,
+    /// Blocks per second, each undone 1–4 s later (0: none).
+    pub block_rate: f64,
+    /// Card privacy changes per second (0: none).
+    pub privacy_rate: f64,
+    /// Logouts per second, each signed in again (0: none).
+    pub logout_rate: f64,
     /// The share of players that also open a second device (0 to 1).
     pub second_devices: f64,
     /// The share of sessions whose leader leaves before its members (0 to 1).
@@ -186,6 +192,8 @@ pub struct Limits {
     pub unexpected_events: u64,
     /// Closes the cloud made without a reason in the history.
     pub unexplained_disconnects: u64,
+    /// Gamer cards shown otherwise than the model allows their viewer.
+    pub cards_privacy: u64,
 }
 
 impl Default for Limits {
@@ -203,6 +211,7 @@ impl Default for Limits {
             session_integrity: 0,
             unexpected_events: 0,
             unexplained_disconnects: 0,
+            cards_privacy: 0,
         }
     }
 }

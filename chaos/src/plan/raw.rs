@@ -113,6 +113,12 @@ pub struct RawLoad {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub churn_rate: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub block_rate: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub privacy_rate: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub logout_rate: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub second_devices: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leader_leaves_first: Option<f64>,
@@ -223,6 +229,7 @@ pub struct RawChecks {
     pub session_integrity: Option<u64>,
     pub unexpected_events: Option<u64>,
     pub unexplained_disconnects: Option<u64>,
+    pub cards_privacy: Option<u64>,
 }
 
 fn declared<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
@@ -537,6 +544,9 @@ impl From<&Plan> for RawPlan {
                 through_proxy: Some(load.through_proxy),
                 friend_rate: Some(load.friend_rate),
                 churn_rate: Some(load.churn_rate),
+                block_rate: Some(load.block_rate),
+                privacy_rate: Some(load.privacy_rate),
+                logout_rate: Some(load.logout_rate),
                 second_devices: Some(load.second_devices),
                 leader_leaves_first: Some(load.leader_leaves_first),
                 agents: load.agents.as_ref().map(|a| a.count.get()),
@@ -574,6 +584,7 @@ impl From<&Plan> for RawPlan {
                 session_integrity: Some(checks.session_integrity),
                 unexpected_events: Some(checks.unexpected_events),
                 unexplained_disconnects: Some(checks.unexplained_disconnects),
+                cards_privacy: Some(checks.cards_privacy),
             }),
         }
     }

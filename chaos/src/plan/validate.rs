@@ -491,6 +491,9 @@ impl Cx<'_> {
         };
         let friend_rate = rate(raw.friend_rate, "friend_rate")?;
         let churn_rate = rate(raw.churn_rate, "churn_rate")?;
+        let block_rate = rate(raw.block_rate, "block_rate")?;
+        let privacy_rate = rate(raw.privacy_rate, "privacy_rate")?;
+        let logout_rate = rate(raw.logout_rate, "logout_rate")?;
         let share = |value: Option<f64>, key: &str| match value {
             Some(share) if !(0.0..=1.0).contains(&share) => Err(self.err(
                 &path.key(key),
@@ -505,6 +508,9 @@ impl Cx<'_> {
             agents,
             friend_rate,
             churn_rate,
+            block_rate,
+            privacy_rate,
+            logout_rate,
             second_devices,
             leader_leaves_first,
             players: raw.players,
@@ -617,6 +623,7 @@ impl Cx<'_> {
             unexplained_disconnects: raw
                 .unexplained_disconnects
                 .unwrap_or(defaults.unexplained_disconnects),
+            cards_privacy: raw.cards_privacy.unwrap_or(defaults.cards_privacy),
         })
     }
 

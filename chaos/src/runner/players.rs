@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyplay_load::budget::{Devices, Holder};
-use anyplay_load::facts::{CloseCause, Fact, Stamped};
+use anyplay_load::facts::{CallClass, CloseCause, Fact, Stamped};
 use anyplay_load::final_reads::{FinalReads, Touched};
 use anyplay_load::mail_log::{MailLog, DEFAULT_WAIT};
 use anyplay_load::reconnect::{ReconnectMode, REPLACED};
@@ -80,6 +80,9 @@ pub fn settings(plan: &Plan, duration: Duration) -> Settings {
         traffic: TrafficSettings {
             friend_rate: load.friend_rate,
             churn_rate: load.churn_rate,
+            block_rate: load.block_rate,
+            privacy_rate: load.privacy_rate,
+            logout_rate: load.logout_rate,
             second_devices: load.second_devices,
         },
         seed: plan.seed,
@@ -152,6 +155,8 @@ pub struct Second {
     pub disconnects: u64,
     /// HTTP calls, counted and timed by the load report's own rule.
     pub calls: stats::Second,
+    /// Per node index: the calls sent to it, and how many failed.
+    pub calls_by_node: BTreeMap<usize, (u64, u64)>,
     /// Presence delivery times (events, not calls).
     pub presence: Option<Histogram<u64>>,
 }
@@ -245,10 +250,17 @@ impl Recorder {
             op,
             status,
             latency,
+            node_index,
         } = &fact
         {
             if op.is_http() {
-                lock(&self.second).calls.record_call(*latency, *status);
+                let mut second = lock(&self.second);
+                second.calls.record_call(*latency, *status);
+                if let Some(node) = node_index {
+                    let (calls, errors) = second.calls_by_node.entry(*node).or_default();
+                    *calls += 1;
+                    *errors += u64::from(status.class() == CallClass::Failed);
+                }
             }
             return;
         }
@@ -365,8 +377,14 @@ impl Recorder {
                 outcome: w.outcome,
                 refusal: w.refusal,
                 befriended: w.befriended,
+                privacy: w.privacy,
                 sent: seconds(w.sent),
             }),
+            Fact::CardsRead { sent, cards } => Event::CardsRead {
+                account,
+                sent: seconds(sent),
+                cards,
+            },
             Fact::Resync {
                 conn,
                 sent,
@@ -386,6 +404,16 @@ impl Recorder {
             },
             Fact::SessionView(session) => Event::SessionView(SessionView::of(account, &session)),
             Fact::SignOff { for_good } => Event::SignOff { account, for_good },
+            Fact::LoggedOut {
+                sent,
+                outcome,
+                stale_refresh_taken,
+            } => Event::Logout {
+                account,
+                sent: seconds(sent),
+                outcome,
+                stale_refresh_taken,
+            },
         };
         self.write(at, event);
     }

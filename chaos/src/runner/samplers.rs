@@ -126,7 +126,10 @@ pub async fn ticks(
         let nodes = nodes
             .iter()
             .zip(pools)
-            .map(|(n, pool_busy)| {
+            .enumerate()
+            .map(|(i, (n, pool_busy))| {
+                let (http_calls, http_errors) =
+                    second.calls_by_node.get(&i).copied().unwrap_or_default();
                 let process = pids
                     .get(&n.name)
                     .and_then(|pid| system.process(Pid::from_u32(*pid)));
@@ -135,6 +138,8 @@ pub async fn ticks(
                     cpu: process.map_or(0.0, |p| f64::from(p.cpu_usage()) / 100.0),
                     rss_mb: process.map_or(0.0, |p| p.memory() as f64 / 1_048_576.0),
                     pool_busy,
+                    http_calls,
+                    http_errors,
                 };
                 (n.name.clone(), tick)
             })

@@ -188,8 +188,19 @@ pub async fn refresh(
 }
 
 pub async fn logout(State(state): State<AppState>, auth: Auth) -> ApiResult<StatusCode> {
-    state.store.logout(auth.account_id).await?;
-    state.close_connection(auth.account_id, CloseCode::SignedOut);
+    #[cfg(feature = "seeded-defects")]
+    let (revoke, close) = (
+        !crate::defects::active(crate::defects::SeededDefect::LogoutKeepsTokens),
+        !crate::defects::active(crate::defects::SeededDefect::LogoutLeavesSocket),
+    );
+    #[cfg(not(feature = "seeded-defects"))]
+    let (revoke, close) = (true, true);
+    if revoke {
+        state.store.logout(auth.account_id).await?;
+    }
+    if close {
+        state.close_connection(auth.account_id, CloseCode::SignedOut);
+    }
     Ok(StatusCode::NO_CONTENT)
 }
 

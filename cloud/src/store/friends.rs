@@ -163,6 +163,15 @@ pub(super) fn decide_request(
     f: &PairFacts,
     limits: &FriendLimits,
 ) -> Result<Decision, FriendError> {
+    #[cfg(feature = "seeded-defects")]
+    if crate::defects::active(crate::defects::SeededDefect::BlockRefusalsSwapped) {
+        if f.target_blocked_caller {
+            return Err(FriendError::Blocked);
+        }
+        if f.caller_blocked_target {
+            return Err(FriendError::NotFound);
+        }
+    }
     // Indistinguishable from "no such handle", so a block stays invisible.
     if f.target_blocked_caller {
         return Err(FriendError::NotFound);
@@ -554,7 +563,11 @@ impl Store {
         if lock_accounts(&mut tx, &[caller, target]).await?.len() < 2 {
             return Err(FriendError::NotFound);
         }
-        let were_friends = delete_friendship(&mut tx, caller, target).await?;
+        #[cfg(feature = "seeded-defects")]
+        let kept = crate::defects::active(crate::defects::SeededDefect::BlockKeepsFriends);
+        #[cfg(not(feature = "seeded-defects"))]
+        let kept = false;
+        let were_friends = !kept && delete_friendship(&mut tx, caller, target).await?;
         delete_requests_between(&mut tx, caller, target).await?;
         sqlx::query(
             "INSERT INTO blocks (blocker_id, blocked_id, at) VALUES ($1, $2, $3) \

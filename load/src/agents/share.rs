@@ -51,6 +51,9 @@ pub fn shares(settings: &Settings, agents: usize) -> Result<Vec<Settings>, LoadE
     let traffic = settings.presence.duration;
     let friend_rate = split_rate(settings.traffic.friend_rate, traffic, agents);
     let churn_rate = split_rate(settings.traffic.churn_rate, traffic, agents);
+    let block_rate = split_rate(settings.traffic.block_rate, traffic, agents);
+    let privacy_rate = split_rate(settings.traffic.privacy_rate, traffic, agents);
+    let logout_rate = split_rate(settings.traffic.logout_rate, traffic, agents);
     let in_flight = split_count(settings.max_in_flight as u64, agents);
     let mut shares = Vec::with_capacity(agents);
     for (i, players) in ranges.into_iter().enumerate() {
@@ -68,6 +71,9 @@ pub fn shares(settings: &Settings, agents: usize) -> Result<Vec<Settings>, LoadE
         share.cards.rate = cards[i];
         share.traffic.friend_rate = friend_rate[i];
         share.traffic.churn_rate = churn_rate[i];
+        share.traffic.block_rate = block_rate[i];
+        share.traffic.privacy_rate = privacy_rate[i];
+        share.traffic.logout_rate = logout_rate[i];
         share.max_in_flight = in_flight[i].max(1) as usize;
         share.source_ips = None;
         share.json = None;

@@ -5,7 +5,15 @@
 //!   a round-robin balancer would give them, so every node holds players all run long;
 //! - second devices (`--second-devices`): a share of the players opens a second connection
 //!   through another node for a few seconds, which must replace the first (4001); then the
-//!   player's own device comes back and replaces the second.
+//!   player's own device comes back and replaces the second;
+//! - blocks (`--block-rate`): a player blocks another (half the time one of its friends)
+//!   for 1–4 s; meanwhile the blocked side
+//!   asks to be friends (404) and reads the blocker's card (missing), and the blocker asks
+//!   too (403); after the unblock a friendship the block ended is made again;
+//! - privacy changes (`--privacy-rate`): a player makes its card public, friends-only or
+//!   private, which the gamer-card reads then show;
+//! - logouts (`--logout-rate`): a player signs out, offers the refresh token the logout
+//!   revoked, and (told by its connection's 4003) signs in again and reconnects.
 //!
 //! Every choice is drawn from the run's seed ([`crate::choices`]).
 
@@ -24,12 +32,16 @@ use crate::player::Player;
 use crate::scenarios::Ctx;
 use crate::schedule::{self, Outcome, Plan};
 use crate::sync::lock;
-use crate::wire::FriendStatus;
+use crate::wire::{FriendStatus, Privacy};
 
 /// How long a churned player stays away: 1 to 10 s.
 const AWAY: (f64, f64) = (1.0, 10.0);
 /// How long a second device holds the account before the player's own device comes back.
 const SECOND_HOLD: (f64, f64) = (2.0, 6.0);
+/// How long a block holds before it is undone.
+const BLOCK_HOLD: (f64, f64) = (1.0, 4.0);
+/// How long a signed-out player has to be welcomed again before the other traffic may take it.
+const SIGNED_BACK_WAIT: Duration = Duration::from_secs(10);
 /// How long the second device waits for its 4001 before it closes itself.
 const REPLACED_WAIT: Duration = Duration::from_secs(3);
 /// The share of the players that sign off for good at the end of a run with churn.
@@ -41,20 +53,40 @@ pub struct Driven {
     pub friend_ops: Outcome,
     pub churn: Outcome,
     pub second_devices: usize,
+    pub blocks: Outcome,
+    pub privacy_changes: Outcome,
+    pub logouts: Outcome,
 }
 
-/// Runs the three kinds of traffic at their settings' rates for `duration`.
+/// Pairs with a write in flight: one at a time per pair, so that each pair's history has an
+/// order (friend writes and blocks alike).
+type Busy = Arc<Mutex<HashSet<(usize, usize)>>>;
+
+/// Takes the pair of `a` and `b` for one write, unless another has it.
+fn take_pair(busy: &Busy, a: usize, b: usize) -> Option<(usize, usize)> {
+    let pair = (a.min(b), a.max(b));
+    lock(busy).insert(pair).then_some(pair)
+}
+
+/// Runs the six kinds of traffic at their settings' rates for `duration`.
 pub async fn drive(ctx: &Ctx, duration: Duration) -> Driven {
     let traffic = &ctx.settings.traffic;
-    let (friend_ops, churn, second_devices) = tokio::join!(
-        friend_writes(ctx, traffic.friend_rate, duration),
+    let busy = Busy::default();
+    let (friend_ops, churn, second_devices, blocks, privacy_changes, logouts) = tokio::join!(
+        friend_writes(ctx, traffic.friend_rate, duration, busy.clone()),
         churn(ctx, traffic.churn_rate, duration),
         second_devices(ctx, traffic.second_devices, duration),
+        blocks(ctx, traffic.block_rate, duration, busy),
+        privacy_changes(ctx, traffic.privacy_rate, duration),
+        logouts(ctx, traffic.logout_rate, duration),
     );
     Driven {
         friend_ops,
         churn,
         second_devices,
+        blocks,
+        privacy_changes,
+        logouts,
     }
 }
 
@@ -79,26 +111,18 @@ pub fn friend_op(seed: u64, i: u64, players: usize) -> Option<FriendOp> {
     })
 }
 
-async fn friend_writes(ctx: &Ctx, rate: f64, duration: Duration) -> Outcome {
-    if rate <= 0.0 {
-        return Outcome::default();
-    }
-    let plan = Plan::for_duration(rate, duration, ctx.settings.max_in_flight);
-    let players: Arc<Vec<Arc<Player>>> = Arc::new(signed_in(&ctx.fleet));
-    // One write at a time per pair, so that each pair's history has an order.
-    let busy: Arc<Mutex<HashSet<(usize, usize)>>> = Arc::default();
+async fn friend_writes(ctx: &Ctx, rate: f64, duration: Duration, busy: Busy) -> Outcome {
     let seed = ctx.settings.seed;
-    schedule::run(&plan, &ctx.lag, |i, _| {
+    at_rate(ctx, rate, duration, |i, players| {
         let (players, busy) = (players.clone(), busy.clone());
         async move {
             let Some(op) = friend_op(seed, i, players.len()) else {
                 return;
             };
-            let pair = (op.actor.min(op.other), op.actor.max(op.other));
-            if !lock(&busy).insert(pair) {
-                return;
-            }
             let (actor, other) = (&players[op.actor], &players[op.other]);
+            let Some(pair) = take_pair(&busy, actor.index, other.index) else {
+                return;
+            };
             let friends = other
                 .account()
                 .is_some_and(|a| actor.friends().contains(&a));
@@ -128,6 +152,144 @@ async fn befriend(actor: &Player, other: &Player, ending: u8) {
     };
 }
 
+/// One block as drawn.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BlockOp {
+    /// Who blocks, and whom when it blocks no friend (indices among the players).
+    pub actor: usize,
+    pub other: usize,
+    /// Half the blocks end a friendship: which of the blocker's friends (taken modulo).
+    pub friend: Option<usize>,
+    pub hold: Duration,
+}
+
+/// Block `i` of a run with `seed`, among `players`.
+pub fn block_op(seed: u64, i: u64, players: usize) -> Option<BlockOp> {
+    let mut rng = choices::stream(seed, Purpose::Blocks, i);
+    let actor = pick(&mut rng, players)?;
+    let other = (actor + 1 + pick(&mut rng, players.checked_sub(1).filter(|n| *n > 0)?)?) % players;
+    let friend = rng
+        .random_bool(0.5)
+        .then(|| rng.random_range(0..usize::MAX));
+    let hold = Duration::from_secs_f64(rng.random_range(BLOCK_HOLD.0..BLOCK_HOLD.1));
+    Some(BlockOp {
+        actor,
+        other,
+        friend,
+        hold,
+    })
+}
+
+async fn blocks(ctx: &Ctx, rate: f64, duration: Duration, busy: Busy) -> Outcome {
+    let seed = ctx.settings.seed;
+    at_rate(ctx, rate, duration, |i, players| {
+        let busy = busy.clone();
+        let chosen = block_op(seed, i, players.len()).map(|op| {
+            let actor = players[op.actor].clone();
+            let friends = ctx.fleet.friends_of(&actor);
+            let other = match op.friend {
+                Some(k) if !friends.is_empty() => friends[k % friends.len()].clone(),
+                _ => players[op.other].clone(),
+            };
+            (actor, other, op.hold)
+        });
+        async move {
+            let Some((actor, other, hold)) = chosen else {
+                return;
+            };
+            let Some(pair) = take_pair(&busy, actor.index, other.index) else {
+                return;
+            };
+            let (actor, other) = (&actor, &other);
+            let were_friends = other
+                .account()
+                .is_some_and(|id| actor.friends().contains(&id));
+            if actor.block(other).await.is_ok() {
+                // Each answer is a write fact the checks judge against the block.
+                let _ = other.request_friend(actor, Instant::now()).await;
+                if let Some(id) = actor.account() {
+                    let _ = other.cards(&[id], Instant::now()).await;
+                }
+                let _ = actor.request_friend(other, Instant::now()).await;
+                tokio::time::sleep(hold).await;
+                if actor.unblock(other).await.is_ok() && were_friends {
+                    befriend(actor, other, 0).await;
+                }
+            }
+            lock(&busy).remove(&pair);
+        }
+    })
+    .await
+}
+
+/// Privacy change `i` of a run with `seed`, among `players`: whose, and to what.
+pub fn privacy_op(seed: u64, i: u64, players: usize) -> Option<(usize, Privacy)> {
+    let mut rng = choices::stream(seed, Purpose::Privacy, i);
+    let player = pick(&mut rng, players)?;
+    let privacy = [Privacy::Public, Privacy::Friends, Privacy::Private][rng.random_range(0..3)];
+    Some((player, privacy))
+}
+
+async fn privacy_changes(ctx: &Ctx, rate: f64, duration: Duration) -> Outcome {
+    let seed = ctx.settings.seed;
+    at_rate(ctx, rate, duration, |i, players| {
+        let players = players.clone();
+        async move {
+            if let Some((k, privacy)) = privacy_op(seed, i, players.len()) {
+                // Recorded, failures included.
+                let _ = players[k].set_privacy(privacy).await;
+            }
+        }
+    })
+    .await
+}
+
+/// Logout `i` of a run with `seed`: which of `players`.
+pub fn logout_op(seed: u64, i: u64, players: usize) -> Option<usize> {
+    pick(&mut choices::stream(seed, Purpose::Logouts, i), players)
+}
+
+async fn logouts(ctx: &Ctx, rate: f64, duration: Duration) -> Outcome {
+    let seed = ctx.settings.seed;
+    at_rate(ctx, rate, duration, |i, players| {
+        let players = players.clone();
+        async move {
+            let Some(k) = logout_op(seed, i, players.len()) else {
+                return;
+            };
+            let player = &players[k];
+            if !player.is_online() || !player.try_reserve() {
+                return;
+            }
+            let welcomes = player.welcomes();
+            if player.log_out().await.is_ok() {
+                // The 4003, a sign-in again and a new welcome: the reconnect rule's own way.
+                let waited = Instant::now();
+                while player.welcomes() == welcomes && waited.elapsed() < SIGNED_BACK_WAIT {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+            player.release();
+        }
+    })
+    .await
+}
+
+/// Runs `op` for each operation of `rate` per second over `duration` (none at 0), with the
+/// players that signed in, in fleet order.
+async fn at_rate<F, Fut>(ctx: &Ctx, rate: f64, duration: Duration, mut op: F) -> Outcome
+where
+    F: FnMut(u64, &Arc<Vec<Arc<Player>>>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    if rate <= 0.0 {
+        return Outcome::default();
+    }
+    let plan = Plan::for_duration(rate, duration, ctx.settings.max_in_flight);
+    let players: Arc<Vec<Arc<Player>>> = Arc::new(signed_in(&ctx.fleet));
+    schedule::run(&plan, &ctx.lag, |i, _| op(i, &players)).await
+}
+
 /// The players that signed in, in fleet order.
 fn signed_in(fleet: &Fleet) -> Vec<Arc<Player>> {
     fleet
@@ -149,15 +311,10 @@ pub fn churn_op(seed: u64, i: u64, players: usize) -> Option<(usize, Duration)> 
 }
 
 async fn churn(ctx: &Ctx, rate: f64, duration: Duration) -> Outcome {
-    if rate <= 0.0 {
-        return Outcome::default();
-    }
-    let plan = Plan::for_duration(rate, duration, ctx.settings.max_in_flight);
-    let players: Arc<Vec<Arc<Player>>> = Arc::new(signed_in(&ctx.fleet));
     // The round-robin balancer in front of the nodes.
     let balancer = Arc::new(AtomicUsize::new(0));
     let seed = ctx.settings.seed;
-    schedule::run(&plan, &ctx.lag, |i, _| {
+    at_rate(ctx, rate, duration, |i, players| {
         let (players, balancer) = (players.clone(), balancer.clone());
         async move {
             let Some((k, away)) = churn_op(seed, i, players.len()) else {
@@ -264,6 +421,24 @@ mod tests {
         }
         assert_eq!(friend_op(3, 0, 1), None);
         assert_eq!(friend_op(3, 0, 0), None);
+    }
+
+    #[test]
+    fn blocks_pair_two_players_for_one_to_four_seconds_and_privacy_takes_every_value() {
+        let ops: Vec<BlockOp> = (0..1000)
+            .map(|i| block_op(4, i, 9).expect("players"))
+            .collect();
+        for op in &ops {
+            assert!(op.actor != op.other && op.actor < 9 && op.other < 9);
+            assert!((1.0..4.0).contains(&op.hold.as_secs_f64()), "{op:?}");
+        }
+        let of_friends = ops.iter().filter(|op| op.friend.is_some()).count();
+        assert!((400..600).contains(&of_friends), "{of_friends} of 1000");
+        assert_eq!(block_op(4, 0, 1), None);
+        let seen: HashSet<Privacy> = (0..100)
+            .filter_map(|i| privacy_op(4, i, 9).map(|(_, p)| p))
+            .collect();
+        assert_eq!(seen.len(), 3);
     }
 
     #[test]
