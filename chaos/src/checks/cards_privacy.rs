@@ -1,7 +1,8 @@
 //! cards_privacy: every gamer card a player read shows what the model of the contract allows
 //! that viewer while the call was under way (chaos-plan v1.2):
 //!
-//! - the viewer's own card is full, its relation `self`;
+//! - the viewer's own card is there, its relation `self` (full or limited: the contract
+//!   does not say whether one's own privacy hides one's card from oneself);
 //! - `missing` only when the card's account may have blocked the viewer (or is no account
 //!   of the run), and nothing else while it surely had;
 //! - full only when the account may have been public, or friends-only while they may have
@@ -44,8 +45,8 @@ impl Viewing<'_> {
         let (v, CardSeen(id, view, relation)) = (self.viewer, *card);
         let x = id.0;
         if x == v {
-            return (view != CardView::Full || relation != Some(CardRelation::Me))
-                .then_some("own card not full and self");
+            return (view == CardView::Missing || relation != Some(CardRelation::Me))
+                .then_some("own card missing or not self");
         }
         if view == CardView::Missing {
             return (known && !self.may(Relation::Blocked(x, v)))
@@ -220,11 +221,13 @@ mod tests {
             "{}",
             result.detail
         );
-        // A stranger in full, a friend limited, one's own card limited: each wrong.
+        // A stranger in full, a friend limited, one's own card missing or not `self`: each
+        // wrong.
         for card in [
             (3, V::Full, Some(R::None)),
             (2, V::Limited, Some(R::Friend)),
-            (1, V::Limited, Some(R::Me)),
+            (1, V::Missing, None),
+            (1, V::Full, Some(R::Friend)),
             (2, V::Full, Some(R::None)),
             (3, V::Limited, Some(R::Friend)),
             (3, V::Missing, None),

@@ -64,9 +64,7 @@ pub fn changes(conns: &Conns) -> Vec<StateChange<'_>> {
             let Some(close) = conn.closed.as_ref().filter(|_| seen_close(conn)) else {
                 continue;
             };
-            let others_up = list
-                .iter()
-                .any(|o| o.id != conn.id && o.welcomed <= close.t && o.up_at(close.t));
+            let others_up = list.iter().any(|o| o.id != conn.id && o.up_at(close.t));
             if !others_up {
                 out.push(StateChange {
                     account,
