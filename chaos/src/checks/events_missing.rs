@@ -266,7 +266,7 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
     if count > 0 {
         detail.push_str(&format!("; {count} missing ({})", some(&tally.missing, 4)));
     }
-    for (n, what) in [
+    detail.push_str(&super::not_judged([
         (tally.tail, "owed after the history ends"),
         (
             tally.lost_on_path,
@@ -281,11 +281,7 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
             tally.not_judged_broken,
             "to a broken connection that no resync tells",
         ),
-    ] {
-        if n > 0 {
-            detail.push_str(&format!("; {n} {what} not judged"));
-        }
-    }
+    ]));
     if judged == 0 {
         return CheckResult::unknown(NAME, limit_q, format!("nothing to judge: {detail}"));
     }

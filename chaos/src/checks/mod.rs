@@ -240,6 +240,16 @@ fn incomplete(history: &History) -> Option<String> {
     (!missing.is_empty()).then(|| missing.join("; "))
 }
 
+/// A detail's tail naming what was left unjudged: `; N what not judged` for each count
+/// above zero.
+fn not_judged<S: AsRef<str>>(counts: impl IntoIterator<Item = (u64, S)>) -> String {
+    counts
+        .into_iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("; {n} {} not judged", what.as_ref()))
+        .collect()
+}
+
 /// `a, b, c` and `…` after `max` items, for details that name examples.
 fn some<T: fmt::Display>(items: impl IntoIterator<Item = T>, max: usize) -> String {
     let mut out = Vec::new();
@@ -404,6 +414,15 @@ mod tests {
         assert_eq!(json["pass"], false);
         let result = CheckResult::count("x", 1, 1, "");
         assert_eq!(serde_json::to_value(&result).unwrap()["result"], "pass");
+    }
+
+    #[test]
+    fn not_judged_names_only_what_was_left() {
+        assert_eq!(
+            not_judged([(0, "a"), (2, "deliveries to b"), (1, "c")]),
+            "; 2 deliveries to b not judged; 1 c not judged"
+        );
+        assert_eq!(not_judged::<&str>([]), "");
     }
 
     #[test]

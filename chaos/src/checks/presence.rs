@@ -281,9 +281,7 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
             "deliveries to a broken connection without a resync after the change".to_owned(),
         ),
     ];
-    for (n, what) in not_judged.iter().filter(|(n, _)| *n > 0) {
-        detail.push_str(&format!("; {n} {what} not judged"));
-    }
+    detail.push_str(&super::not_judged(not_judged));
     let limit_q = Quantity::Count(limit);
     if judged == 0 {
         return CheckResult::unknown(NAME, limit_q, format!("no delivery to judge: {detail}"));
