@@ -102,8 +102,7 @@ fn view_name(view: CardView) -> &'static str {
     }
 }
 
-pub fn check(history: &History, limit: u64) -> CheckResult {
-    let model = Model::of(history);
+pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
     // The run's accounts: a card of any other id is rightly missing.
     let known: HashSet<u64> = history
         .iter()
@@ -127,7 +126,7 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
         };
         reads += 1;
         let viewing = Viewing {
-            model: &model,
+            model,
             viewer: *account,
             from: *sent,
             until: t,
@@ -177,7 +176,8 @@ mod tests {
     use CardView as V;
 
     fn judge(events: Vec<At>) -> CheckResult {
-        check(&events.into_iter().collect(), 0)
+        let (history, model) = with_model(events);
+        check(&history, &model, 0)
     }
 
     fn verdict(events: Vec<At>) -> Verdict {

@@ -19,7 +19,7 @@
 //! the writer was connected to; a writer with no connection then is not judged, nor is an
 //! event whose sender node was SIGKILLed as it answered.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::conns::Conns;
 use super::faults::{self, fmt_num, Fault};
@@ -123,11 +123,10 @@ struct Tally {
     tail: u64,
 }
 
-pub fn check(history: &History, limit: u64) -> CheckResult {
+pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
     let limit_q = Quantity::Count(limit);
     let end = history.end();
     let conns = Conns::of(history);
-    let model = Model::of(history);
     let faults = faults::faults(history);
     let mut members: HashMap<&str, HashSet<u64>> = HashMap::new();
     // Per (connection, kind, about, session): arrival times.
@@ -137,7 +136,8 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
     let mut states = States::new();
     let mut views = Views::new();
     // Whoever was ever befriended may be owed a change of the other's state.
-    let mut friends_of: HashMap<u64, HashSet<u64>> = HashMap::new();
+    // In account order, so that a detail names the same examples on every reading.
+    let mut friends_of: HashMap<u64, BTreeSet<u64>> = HashMap::new();
     for (t, event) in history.iter() {
         match event {
             Event::Write(w) => {
@@ -219,14 +219,14 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
         faults: &faults,
         arrivals: &arrivals,
         resyncs: &resyncs,
-        model: &model,
+        model,
     };
     for (t, event) in history.iter() {
         let Event::Write(w) = event else { continue };
         if w.outcome != WriteOutcome::Ok {
             continue;
         }
-        for owing in owings(w, &members, &model, t) {
+        for owing in owings(w, &members, model, t) {
             let j = Judged {
                 w,
                 t,
@@ -236,7 +236,7 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
             judge(&j, &cx, &mut tally);
         }
     }
-    let none = HashSet::new();
+    let none = BTreeSet::new();
     let told = Told {
         states: &states,
         views: &views,
@@ -315,7 +315,7 @@ struct Told<'a> {
 /// Judges one state change owed to each friend of its account.
 fn judge_state(
     change: &StateChange<'_>,
-    friends: &HashSet<u64>,
+    friends: &BTreeSet<u64>,
     told: &Told<'_>,
     cx: &Context<'_>,
     tally: &mut Tally,
@@ -558,7 +558,8 @@ mod tests {
     fn judge(extra: Vec<At>) -> CheckResult {
         let mut events = base();
         events.extend(extra);
-        check(&events.into_iter().collect(), 0)
+        let (history, model) = with_model(events);
+        check(&history, &model, 0)
     }
 
     #[test]

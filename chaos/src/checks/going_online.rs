@@ -41,7 +41,8 @@ fn seen_close(conn: &Conn) -> bool {
     })
 }
 
-/// Every change of every account's online state the cloud surely saw, in no set order.
+/// Every change of every account's online state the cloud surely saw, in time order (then
+/// by account, so that a detail names the same examples on every reading).
 pub fn changes(conns: &Conns) -> Vec<StateChange<'_>> {
     let mut out = Vec::new();
     for (account, list) in conns.accounts() {
@@ -77,6 +78,7 @@ pub fn changes(conns: &Conns) -> Vec<StateChange<'_>> {
             }
         }
     }
+    out.sort_by(|a, b| a.at.total_cmp(&b.at).then(a.account.cmp(&b.account)));
     out
 }
 

@@ -159,7 +159,7 @@ fn through_a_block(model: &Model, w: &Write, t: f64) -> bool {
             .any(|&(a, b)| model.surely_held(&Relation::Blocked(a, b), w.sent, t))
 }
 
-pub fn check(history: &History, limit: u64, grace: f64) -> CheckResult {
+pub fn check(history: &History, model: &Model, limit: u64, grace: f64) -> CheckResult {
     let windows = faults::windows(history, grace);
     let mut pairs: BTreeMap<(u64, u64), May> = BTreeMap::new();
     let mut members: BTreeMap<(u64, String), May> = BTreeMap::new();
@@ -231,11 +231,10 @@ pub fn check(history: &History, limit: u64, grace: f64) -> CheckResult {
 
     let mut lost = Vec::new();
     // Refusals, against the model: judged, and not (limits, rules it does not follow).
-    let model = Model::of(history);
     let (mut refusals_judged, mut refusals_unjudged) = (0u64, 0u64);
     for (t, event) in history.iter() {
         let Event::Write(w) = event else { continue };
-        if through_a_block(&model, w, t) {
+        if through_a_block(model, w, t) {
             refusals_judged += 1;
             lost.push(format!(
                 "friend_request of {} about {} answered ok through a block at {}s",
@@ -247,7 +246,7 @@ pub fn check(history: &History, limit: u64, grace: f64) -> CheckResult {
         if w.outcome != WriteOutcome::Refused {
             continue;
         }
-        match wrong_refusal(&model, w, t) {
+        match wrong_refusal(model, w, t) {
             None => refusals_unjudged += 1,
             Some(wrong) => {
                 refusals_judged += 1;
@@ -346,7 +345,8 @@ mod tests {
     use WriteOutcome::*;
 
     fn judge(events: Vec<At>) -> CheckResult {
-        check(&events.into_iter().collect(), 0, 5.0)
+        let (history, model) = with_model(events);
+        check(&history, &model, 0, 5.0)
     }
 
     fn refused(t: f64, op: WriteOp, account: u64, other: u64, code: &str) -> At {

@@ -175,20 +175,22 @@ fn fmt_ratio(r: f64) -> String {
 pub fn run_all(history: &History, limits: &Limits, clients: &[Client]) -> Vec<CheckResult> {
     // Losses and errors are laid to a fault up to `players_back` after it ended.
     let grace = limits.players_back.as_secs_f64();
+    // One model of the contract for every check that asks it.
+    let model = model::Model::of(history);
     let mut results = vec![
         players_back::check(history, limits.players_back),
         duplicates::check(history, limits.duplicate_sessions),
-        presence::check(history, limits.presence_missing),
-        events_missing::check(history, limits.events_missing),
-        lost_writes::check(history, limits.lost_writes, grace),
+        presence::check(history, &model, limits.presence_missing),
+        events_missing::check(history, &model, limits.events_missing),
+        lost_writes::check(history, &model, limits.lost_writes, grace),
         http_errors::check(history, limits.http_error_ratio, grace),
         failover::check(history, limits.failover, grace),
         stale_online::check(history, limits.stale_online),
         event_order::check(history, limits.event_order),
         session_integrity::check(history, limits.session_integrity),
-        unexpected::check(history, limits.unexpected_events),
+        unexpected::check(history, &model, limits.unexpected_events),
         disconnects::check(history, limits.unexplained_disconnects, grace),
-        cards_privacy::check(history, limits.cards_privacy),
+        cards_privacy::check(history, &model, limits.cards_privacy),
     ];
     // A history with a hole (a lost agent's players went on unrecorded, records that could
     // not be written or read back) is only part of the evidence, and a part can neither pass

@@ -86,10 +86,9 @@ struct Tally {
     no_resync: u64,
 }
 
-pub fn check(history: &History, limit: u64) -> CheckResult {
+pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
     let end = history.end();
     let conns = Conns::of(history);
-    let model = Model::of(history);
     let mut friends_of: HashMap<u64, BTreeSet<u64>> = HashMap::new();
     let mut changes = Vec::new();
     // Per (connection, from): (t, version) in arrival order.
@@ -177,7 +176,7 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
             let path = paths::delivery(&change.node, &conn.node);
             let owed = Owed::on(&faults, &path, change.sent, change.window_end());
             let e = owed.by;
-            match bond(&model, a, b, s, e) {
+            match bond(model, a, b, s, e) {
                 Bond::NotFriends => continue,
                 Bond::Unsure => {
                     tally.unsure += 1;
@@ -319,7 +318,8 @@ mod tests {
     fn judge(extra: Vec<At>) -> CheckResult {
         let mut events = base();
         events.extend(extra);
-        check(&events.into_iter().collect(), 0)
+        let (history, model) = with_model(events);
+        check(&history, &model, 0)
     }
 
     #[test]
@@ -601,23 +601,19 @@ mod tests {
 
     #[test]
     fn a_block_ends_what_is_owed_and_one_in_flight_leaves_it_unjudged() {
-        let result = check(
-            &vec![
-                welcome(0.0, 1, 1, "node-1"),
-                welcome(0.0, 2, 2, "node-1"),
-                welcome(0.0, 3, 3, "node-1"),
-                befriend(0.5, 1, 2),
-                befriend(0.5, 1, 3),
-                // 2 blocked 1 long before the change; 3 blocks 1 while it is on its way.
-                friend(5.0, WriteOp::Block, 2, 1, WriteOutcome::Ok),
-                friend(11.0, WriteOp::Block, 3, 1, WriteOutcome::Ok),
-                change(10.0, 1, 100, 9.9, "node-1"),
-                end(30.0),
-            ]
-            .into_iter()
-            .collect(),
-            0,
-        );
+        let (history, model) = with_model(vec![
+            welcome(0.0, 1, 1, "node-1"),
+            welcome(0.0, 2, 2, "node-1"),
+            welcome(0.0, 3, 3, "node-1"),
+            befriend(0.5, 1, 2),
+            befriend(0.5, 1, 3),
+            // 2 blocked 1 long before the change; 3 blocks 1 while it is on its way.
+            friend(5.0, WriteOp::Block, 2, 1, WriteOutcome::Ok),
+            friend(11.0, WriteOp::Block, 3, 1, WriteOutcome::Ok),
+            change(10.0, 1, 100, 9.9, "node-1"),
+            end(30.0),
+        ]);
+        let result = check(&history, &model, 0);
         assert!(
             result.detail.contains("0 deliveries judged"),
             "{}",
@@ -634,27 +630,23 @@ mod tests {
 
     #[test]
     fn friends_offline_coming_online_or_unfriending_are_owed_nothing() {
-        let result = check(
-            &vec![
-                welcome(0.0, 1, 1, "node-1"),
-                welcome(0.0, 2, 2, "node-1"),
-                welcome(10.5, 3, 3, "node-1"),
-                welcome(0.0, 4, 4, "node-1"),
-                welcome(0.0, 5, 5, "node-1"),
-                befriend(0.5, 1, 2),
-                befriend(0.5, 1, 3),
-                befriend(0.5, 1, 4),
-                request_befriending(0.5, 1, 5, WriteOutcome::Unknown),
-                // 2 unfriends while the change is on its way; 5 was never surely a friend.
-                friend(11.0, WriteOp::Unfriend, 2, 1, WriteOutcome::Unknown),
-                closed(5.0, 4, 4, Some(1000), CloseCause::ClientClose),
-                change(10.0, 1, 100, 9.9, "node-1"),
-                end(30.0),
-            ]
-            .into_iter()
-            .collect(),
-            0,
-        );
+        let (history, model) = with_model(vec![
+            welcome(0.0, 1, 1, "node-1"),
+            welcome(0.0, 2, 2, "node-1"),
+            welcome(10.5, 3, 3, "node-1"),
+            welcome(0.0, 4, 4, "node-1"),
+            welcome(0.0, 5, 5, "node-1"),
+            befriend(0.5, 1, 2),
+            befriend(0.5, 1, 3),
+            befriend(0.5, 1, 4),
+            request_befriending(0.5, 1, 5, WriteOutcome::Unknown),
+            // 2 unfriends while the change is on its way; 5 was never surely a friend.
+            friend(11.0, WriteOp::Unfriend, 2, 1, WriteOutcome::Unknown),
+            closed(5.0, 4, 4, Some(1000), CloseCause::ClientClose),
+            change(10.0, 1, 100, 9.9, "node-1"),
+            end(30.0),
+        ]);
+        let result = check(&history, &model, 0);
         assert_eq!(result.result, Verdict::Unknown, "{result:?}");
         assert!(
             result.detail.contains("0 deliveries judged"),

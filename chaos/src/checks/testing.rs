@@ -3,13 +3,21 @@
 
 use anyplay_load::wire::AccountId;
 
+use super::model::Model;
 use crate::events::{
-    CardRelation, CardSeen, CardView, CloseCause, Event, FriendList, Membership, NodeId, Privacy,
-    SessionView, Write, WriteOp, WriteOutcome,
+    CardRelation, CardSeen, CardView, CloseCause, Event, FriendList, History, Membership, NodeId,
+    Privacy, SessionView, Write, WriteOp, WriteOutcome,
 };
 use crate::plan::{ActionKind, Service};
 
 pub type At = (f64, Event);
+
+/// A hand-made history and the model of its writes, for the checks that ask the model.
+pub fn with_model(events: Vec<At>) -> (History, Model) {
+    let history: History = events.into_iter().collect();
+    let model = Model::of(&history);
+    (history, model)
+}
 
 pub fn node_up(t: f64, n: u32) -> At {
     (

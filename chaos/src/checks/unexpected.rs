@@ -34,9 +34,8 @@ fn made_from(faults: &[Fault], t: f64) -> f64 {
     }
 }
 
-pub fn check(history: &History, limit: u64) -> CheckResult {
+pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
     let limit_q = Quantity::Count(limit);
-    let model = Model::of(history);
     let faults = faults(history);
     let (mut presence, mut session_news) = (0u64, 0u64);
     let mut unexpected = Vec::new();
@@ -112,7 +111,8 @@ mod tests {
     use crate::plan::ActionKind;
 
     fn judge(events: Vec<At>) -> CheckResult {
-        check(&events.into_iter().collect(), 0)
+        let (history, model) = with_model(events);
+        check(&history, &model, 0)
     }
 
     #[test]
