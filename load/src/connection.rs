@@ -115,6 +115,8 @@ async fn run(
             // needs, not room for the largest call it ever made (see `attempt`).
             if let Err(e) = Box::pin(player.sign_in()).await {
                 tracing::debug!(player = player.index, "signing in again failed: {e}");
+                // A node that died after its 4003 would refuse every retry: try the next.
+                player.next_node_of(Device::Primary);
                 let wait = rule.after_failed_attempt(&mut rng);
                 if signals.pause(wait).await {
                     return;
@@ -380,5 +382,73 @@ mod tests {
     fn silence_is_two_pings_and_five_seconds() {
         assert_eq!(silence_limit(20), Duration::from_secs(45));
         assert_eq!(silence_limit(1), Duration::from_secs(7));
+    }
+
+    /// Regression: a player logged out (4003) just as its node died kept signing in again at
+    /// the dead node, doubling its pause, until the node came back.
+    #[tokio::test]
+    async fn signing_in_again_moves_on_from_a_dead_node() {
+        use crate::facts::Fact;
+        use crate::fleet::Fleet;
+        use crate::inprocess::InProcess;
+        use crate::reconnect::ReconnectMode;
+        use crate::settings::Mode;
+        use crate::target::{NodeEndpoint, Target};
+
+        let (cloud, live) = InProcess::start(&Mode::InProcess {
+            default_limits: false,
+        })
+        .await
+        .unwrap();
+        // Nothing listens here once the listener is dropped.
+        let dead_port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let target = Target {
+            nodes: vec![
+                NodeEndpoint {
+                    api: format!("http://127.0.0.1:{dead_port}"),
+                    ops: None,
+                    pid: None,
+                },
+                live.nodes[0].clone(),
+            ],
+            codes: live.codes.clone(),
+            control: None,
+            pool: None,
+        };
+        let fleet = Fleet::new(&target, 0..1, ReconnectMode::Spec, 7, None)
+            .await
+            .unwrap();
+        let mut facts = fleet.facts().unwrap();
+        let player = fleet.players()[0].clone();
+        player.move_to(1);
+        assert_eq!(player.log_in(Instant::now()).await, Status::Done);
+        // Its calls now go to the dead node; the live one logs it out and closes with 4003.
+        player.move_to(0);
+        let token = player.access_token().await.unwrap();
+        let logout = reqwest::Client::new()
+            .post(format!("{}/v1/auth/logout", live.nodes[0].api))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(logout.status(), 204);
+        let mut welcomes = 0;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while welcomes < 2 {
+            let stamped = tokio::time::timeout_at(deadline, facts.recv())
+                .await
+                .expect("signed in again and welcomed within 20 s")
+                .expect("the facts");
+            if let Fact::Welcome { node_index, .. } = stamped.fact {
+                assert_eq!(node_index, 1);
+                welcomes += 1;
+            }
+        }
+        fleet.shutdown().await;
+        cloud.shutdown().await;
     }
 }
