@@ -60,7 +60,8 @@ deploy/images/build.sh
 source deploy/test-services.sh
 # Every test binary runs even after a failure, so one run shows everything that fails.
 status=0
-cargo test --release --workspace --locked --no-fail-fast || status=$?
+test_log=$(mktemp -t anyplay-cargo-test.XXXXXX)
+cargo test --release --workspace --locked --no-fail-fast 2>&1 | tee "$test_log" || status=$?
 
 # The checks proven against defects seeded into the cloud: the feature build recompiles only
 # anyplay-cloud and anyplay-chaos (their default artifacts stay beside, so nothing after
@@ -68,4 +69,12 @@ cargo test --release --workspace --locked --no-fail-fast || status=$?
 # case uses about half a core, so two fit beside each other on two cores).
 cargo run --release --locked -p anyplay-chaos --features seeded-defects -- \
     selftest --jobs 2 --out "$(mktemp -d -t anyplay-selftest.XXXXXX)" || status=$?
+# The self-test's table ends the output: name the failed tests again below it, where a
+# reader of the tail (CI shows only that) finds them.
+if grep -q -e '^test .* FAILED$' -e '^error: test failed' "$test_log"; then
+    echo "deploy/test.sh: cargo test failed:" >&2
+    grep -e '^test .* FAILED$' -e '^error: test failed' -e '^---- .* stdout ----$' -A12 "$test_log" |
+        head -n 200 >&2
+fi
+rm -f "$test_log"
 exit "$status"
