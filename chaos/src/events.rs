@@ -45,6 +45,8 @@ pub struct Record {
 pub enum Event {
     /// First line of every log: what ran, where, and with which tool.
     RunStart(RunMeta),
+    /// The friend limits every node of the run holds to.
+    FriendLimits(FriendLimits),
     ServiceUp {
         service: Service,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -296,6 +298,15 @@ pub struct RunMeta {
     pub started_at: String,
     pub machine: Machine,
     pub tool: Tool,
+}
+
+/// The friend limits of cloud-api ("Limits (configurable)"), as the nodes run with them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FriendLimits {
+    pub max_friends: u32,
+    pub max_outgoing: u32,
+    /// Requests an account younger than a day may open per 24 h.
+    pub daily_requests_new: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -575,6 +586,14 @@ impl History {
                 _ => 0,
             })
             .sum()
+    }
+
+    /// The friend limits the nodes held to, when the run recorded them.
+    pub fn friend_limits(&self) -> Option<FriendLimits> {
+        self.iter().find_map(|(_, e)| match e {
+            Event::FriendLimits(limits) => Some(*limits),
+            _ => None,
+        })
     }
 
     /// The `run_start` line, when the log has one.

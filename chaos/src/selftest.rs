@@ -65,7 +65,9 @@ impl Case {
             | SeededDefect::BlockKeepsFriends
             | SeededDefect::BlockRefusalsSwapped
             | SeededDefect::LogoutKeepsTokens
-            | SeededDefect::LogoutLeavesSocket => &[checks::lost_writes::NAME],
+            | SeededDefect::LogoutLeavesSocket
+            | SeededDefect::FullASeatEarly
+            | SeededDefect::DailyLimitHalved => &[checks::lost_writes::NAME],
             SeededDefect::LeasesNeverExpire => &[checks::stale_online::NAME],
             SeededDefect::SkipSeq => &[checks::event_order::NAME],
             SeededDefect::SessionOneTooMany | SeededDefect::NewestLeads => {
@@ -75,9 +77,9 @@ impl Case {
                 &[checks::disconnects::NAME]
             }
             SeededDefect::PresenceToStrangers => &[checks::unexpected::NAME],
-            SeededDefect::SilentLeaves | SeededDefect::SilentSignOffs => {
-                &[checks::events_missing::NAME]
-            }
+            SeededDefect::SilentLeaves
+            | SeededDefect::SilentSignOffs
+            | SeededDefect::SilentLeaderChanges => &[checks::events_missing::NAME],
             SeededDefect::PrivateCardsToFriends | SeededDefect::CardsThroughBlocks => {
                 &[checks::cards_privacy::NAME]
             }

@@ -60,10 +60,16 @@ pub enum SeededDefect {
     LogoutLeavesSocket,
     /// Every second account going offline tells its friends nothing.
     SilentSignOffs,
+    /// A leader's leaving tells the members who leads now only every second time.
+    SilentLeaderChanges,
+    /// A session refuses its last seat as `session_full`.
+    FullASeatEarly,
+    /// A young account may open only half its daily friend requests.
+    DailyLimitHalved,
 }
 
 impl SeededDefect {
-    pub const ALL: [SeededDefect; 20] = [
+    pub const ALL: [SeededDefect; 23] = [
         SeededDefect::NoCrossNodeReplace,
         SeededDefect::DropCrossNodeEvents,
         SeededDefect::UndoSessionJoin,
@@ -84,6 +90,9 @@ impl SeededDefect {
         SeededDefect::LogoutKeepsTokens,
         SeededDefect::LogoutLeavesSocket,
         SeededDefect::SilentSignOffs,
+        SeededDefect::SilentLeaderChanges,
+        SeededDefect::FullASeatEarly,
+        SeededDefect::DailyLimitHalved,
     ];
 
     /// The flag's spelling (`skip-seq`).
@@ -109,6 +118,9 @@ impl SeededDefect {
             SeededDefect::LogoutKeepsTokens => "logout-keeps-tokens",
             SeededDefect::LogoutLeavesSocket => "logout-leaves-socket",
             SeededDefect::SilentSignOffs => "silent-sign-offs",
+            SeededDefect::SilentLeaderChanges => "silent-leader-changes",
+            SeededDefect::FullASeatEarly => "full-a-seat-early",
+            SeededDefect::DailyLimitHalved => "daily-limit-halved",
         }
     }
 

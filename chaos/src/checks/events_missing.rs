@@ -7,7 +7,10 @@
 //!   `friend_request_cancelled`;
 //! - a join or a leave: `session_member_joined` or `session_member_left` of the writer to
 //!   every other member, that is every account the model shows surely a member of that
-//!   session from the write's send until its window ended;
+//!   session from the write's send until its window ended; and when the leaver surely led
+//!   (every staying member surely joined after it) and nobody came or went meanwhile,
+//!   `session_leader_changed` naming the longest-standing staying member (any of those
+//!   whose joins raced to be first) to each of them;
 //! - going online or offline ([`going_online`]): `presence` of the account with that
 //!   `online`, to every account the model shows surely its friend all through the window.
 //!
@@ -42,15 +45,23 @@ const FAN_OUT: f64 = 0.5;
 struct Owing {
     kind: &'static str,
     to: u64,
+    /// Whose event it may be: the writer's, or a leader's any of the members that may
+    /// have taken over.
+    about: Vec<u64>,
     /// The friendship it makes (`Some(true)`) or removes, for a resync to show.
     friends: Option<bool>,
 }
 
 /// The events `w` (ok) owes, to whom.
-fn owings(w: &Write, members: &HashMap<&str, HashSet<u64>>, model: &Model, t: f64) -> Vec<Owing> {
+fn owings(w: &Write, model: &Model, t: f64) -> Vec<Owing> {
     let friend = |kind, friends| {
         w.other
-            .map(|to| Owing { kind, to, friends })
+            .map(|to| Owing {
+                kind,
+                to,
+                about: vec![w.account],
+                friends,
+            })
             .into_iter()
             .collect()
     };
@@ -77,34 +88,95 @@ fn owings(w: &Write, members: &HashMap<&str, HashSet<u64>>, model: &Model, t: f6
             } else {
                 "session_member_left"
             };
-            let mut to: Vec<u64> = members
-                .get(session)
-                .into_iter()
-                .flatten()
-                .copied()
-                .filter(|&m| m != w.account)
-                .filter(|&m| {
-                    model.surely_held(
-                        &Relation::Member(m, session.to_owned()),
-                        w.sent,
-                        t + DELIVERY_WINDOW,
-                    )
-                })
-                .collect();
-            to.sort_unstable();
-            to.into_iter()
-                .map(|to| Owing {
+            let staying = Staying::of(w, session, model, t);
+            let mut owed: Vec<Owing> = staying
+                .members
+                .iter()
+                .map(|&(to, _)| Owing {
                     kind,
                     to,
+                    about: vec![w.account],
                     friends: None,
                 })
-                .collect()
+                .collect();
+            if w.op == WriteOp::SessionLeave {
+                if let Some(heirs) = staying.heirs() {
+                    owed.extend(staying.members.iter().map(|&(to, _)| Owing {
+                        kind: "session_leader_changed",
+                        to,
+                        about: heirs.clone(),
+                        friends: None,
+                    }));
+                }
+            }
+            owed
         }
         WriteOp::FriendRequest
         | WriteOp::SessionCreate
         | WriteOp::Block
         | WriteOp::Unblock
         | WriteOp::SetPrivacy => Vec::new(),
+    }
+}
+
+/// The other members of a session around a join or a leave, as the model knows them.
+struct Staying {
+    /// Each account surely a member from the write's send until its window ended, in id
+    /// order, with its membership's [`Model::standing`] at the send.
+    members: Vec<(u64, (f64, f64))>,
+    /// The writer's own standing then, when it surely was a member.
+    writer: Option<(f64, f64)>,
+    /// Whether every other member then is among `members`: none joined or left meanwhile.
+    settled: bool,
+}
+
+impl Staying {
+    fn of(w: &Write, session: &str, model: &Model, t: f64) -> Staying {
+        let until = t + DELIVERY_WINDOW;
+        let of = |m| Relation::Member(m, session.to_owned());
+        let mut staying = Staying {
+            members: Vec::new(),
+            writer: model.standing(&of(w.account), w.sent),
+            settled: true,
+        };
+        for m in model.members(session) {
+            if m == w.account {
+                continue;
+            }
+            let membership = of(m);
+            if model.surely_held(&membership, w.sent, until) {
+                let standing = model.standing(&membership, w.sent);
+                staying
+                    .members
+                    .push((m, standing.expect("surely held at the send")));
+            } else if model.may_hold(&membership, w.sent, until) {
+                staying.settled = false;
+            }
+        }
+        staying
+    }
+
+    /// Who a leaving leader hands leadership to: the members that no other staying member
+    /// surely joined before (several when their joins raced). `None` when the leaver did not
+    /// surely lead (some staying member may have joined first), nobody stays, or members
+    /// came and went meanwhile.
+    fn heirs(&self) -> Option<Vec<u64>> {
+        // Surely earlier: answered before the other was sent.
+        let before = |a: (f64, f64), b: (f64, f64)| a.1 < b.0;
+        let writer = self.writer?;
+        if !self.settled
+            || self.members.is_empty()
+            || !self.members.iter().all(|&(_, s)| before(writer, s))
+        {
+            return None;
+        }
+        let heirs = self
+            .members
+            .iter()
+            .filter(|&&(_, s)| !self.members.iter().any(|&(_, o)| before(o, s)))
+            .map(|&(m, _)| m)
+            .collect();
+        Some(heirs)
     }
 }
 
@@ -128,7 +200,6 @@ pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
     let end = history.end();
     let conns = Conns::of(history);
     let faults = faults::faults(history);
-    let mut members: HashMap<&str, HashSet<u64>> = HashMap::new();
     // Per (connection, kind, about, session): arrival times.
     let mut arrivals: HashMap<(u64, &str, u64, Option<&str>), Vec<f64>> = HashMap::new();
     // Per connection: when its resync was sent and answered, and which friends it listed.
@@ -141,9 +212,6 @@ pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
     for (t, event) in history.iter() {
         match event {
             Event::Write(w) => {
-                if let Some(session) = &w.session {
-                    members.entry(session).or_default().insert(w.account);
-                }
                 if let (Some(other), Some(true)) = (w.other, model::effect(w)) {
                     friends_of.entry(w.account).or_default().insert(other);
                     friends_of.entry(other).or_default().insert(w.account);
@@ -226,7 +294,7 @@ pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
         if w.outcome != WriteOutcome::Ok {
             continue;
         }
-        for owing in owings(w, &members, model, t) {
+        for owing in owings(w, model, t) {
             let j = Judged {
                 w,
                 t,
@@ -465,10 +533,11 @@ fn judge(j: &Judged<'_>, cx: &Context<'_>, tally: &mut Tally) {
             .session
             .as_ref()
             .map_or(String::new(), |s| format!(" in session {s}"));
+        let about = owing.about.iter().map(u64::to_string).collect::<Vec<_>>();
         format!(
             "{} of {}{session} → {} at {}s",
             owing.kind,
-            w.account,
+            about.join(" or "),
             owing.to,
             fmt_num(j.t)
         )
@@ -481,10 +550,14 @@ fn judge(j: &Judged<'_>, cx: &Context<'_>, tally: &mut Tally) {
         *tally.by_event.entry(owing.kind).or_default() += 1;
         tally.crossed += u64::from(sender != conn.node);
         tally.slowed += u64::from(owed.by > j.t + DELIVERY_WINDOW);
-        let key = (conn.id, owing.kind, w.account, w.session.as_deref());
-        let times = arrivals.get(&key).map_or(&[][..], Vec::as_slice);
-        if !times.iter().any(|&a| a >= w.sent && a <= owed.by) {
-            let late = times.iter().any(|&a| a > owed.by);
+        let times = || {
+            owing.about.iter().flat_map(|&about| {
+                let key = (conn.id, owing.kind, about, w.session.as_deref());
+                arrivals.get(&key).into_iter().flatten().copied()
+            })
+        };
+        if !times().any(|a| a >= w.sent && a <= owed.by) {
+            let late = times().any(|a| a > owed.by);
             tally.missing.push(format!(
                 "{} ({})",
                 label(),
@@ -750,6 +823,55 @@ mod tests {
         racing.push(session_write(3.02, SessionLeave, 2, "9", Ok));
         racing.push(event(3.03, 1, "session_member_left", 2, Some("9")));
         let result = judge(racing);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+    }
+
+    #[test]
+    fn a_leaders_leave_owes_the_longest_standing_member_as_leader() {
+        let party = |third_joins: f64| {
+            vec![
+                session_write(1.0, SessionCreate, 1, "9", Ok),
+                session_write(2.0, SessionJoin, 2, "9", Ok),
+                event(2.01, 1, "session_member_joined", 2, Some("9")),
+                session_write(third_joins, SessionJoin, 3, "9", Ok),
+                event(third_joins + 0.01, 1, "session_member_joined", 3, Some("9")),
+                event(third_joins + 0.01, 2, "session_member_joined", 3, Some("9")),
+                session_write(8.0, SessionLeave, 1, "9", Ok),
+                event(8.01, 2, "session_member_left", 1, Some("9")),
+                event(8.01, 3, "session_member_left", 1, Some("9")),
+            ]
+        };
+        let told = |heir| {
+            let mut events = party(3.0);
+            events.push(event(8.02, 2, "session_leader_changed", heir, Some("9")));
+            events.push(event(8.02, 3, "session_leader_changed", heir, Some("9")));
+            events
+        };
+        let result = judge(told(2));
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        assert!(
+            result.detail.contains("session_leader_changed 2"),
+            "{}",
+            result.detail
+        );
+        let wrong = judge(told(3));
+        assert_eq!(wrong.result, Verdict::Fail, "{}", wrong.detail);
+        let mut silent = party(3.0);
+        silent.push(event(8.02, 2, "session_leader_changed", 2, Some("9")));
+        let result = judge(silent);
+        assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
+        assert!(
+            result
+                .detail
+                .contains("session_leader_changed of 2 in session 9 → 3"),
+            "{}",
+            result.detail
+        );
+        // 3's join raced 2's: either may lead.
+        let mut raced = party(2.05);
+        raced.push(event(8.02, 2, "session_leader_changed", 3, Some("9")));
+        raced.push(event(8.02, 3, "session_leader_changed", 3, Some("9")));
+        let result = judge(raced);
         assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
     }
 

@@ -11,8 +11,13 @@
 //! hold all through the call; a 409 on a request only when they may have been friends or
 //! the request may have been open; on a request, 404 only when the other side may have
 //! blocked the asker, 403 `blocked` only when the asker may have blocked them. A request
-//! answered ok while a block surely stood either way is wrong too. A wrong answer counts
-//! as a lost write.
+//! answered ok while a block surely stood either way is wrong too. A join's 404 only when
+//! no member surely held the session all through the call; `session_full` only when the
+//! members that may have held it then fill its `max_members`; `already_in_session` (a join
+//! or a create) only when the account may have been in a session; `not_allowed` only when
+//! the joiner may not have been the leader's friend or a block may have stood between it
+//! and a member (the leader judged is the creator, while it surely stays). A wrong answer
+//! counts as a lost write.
 //!
 //! A logout is a write too: the refresh token it revoked must no longer be taken, and a
 //! connection of the account up when it was sent must be closed within the window after
@@ -26,6 +31,7 @@ use super::faults;
 use super::model::{self, Model, Relation};
 use super::paths::{self, Owed};
 use super::presence::DELIVERY_WINDOW;
+use super::quotas::Quotas;
 use super::{some, CheckResult, Quantity};
 use crate::events::{Event, History, Write, WriteOp, WriteOutcome};
 
@@ -78,7 +84,7 @@ impl May {
 /// Whether a refusal was the one the model gives: `Some(false)` it was, `Some(true)` the
 /// cloud refused what the contract says it must do, `None` not judged (a limit, a rule this
 /// model does not follow, or no code).
-fn wrong_refusal(model: &Model, w: &Write, t: f64) -> Option<bool> {
+fn wrong_refusal(model: &Model, quotas: Option<&Quotas>, w: &Write, t: f64) -> Option<bool> {
     let code = w.refusal.as_deref()?;
     let (me, sent) = (w.account, w.sent);
     let held = |relation: Relation| model.surely_held(&relation, sent, t);
@@ -105,6 +111,36 @@ fn wrong_refusal(model: &Model, w: &Write, t: f64) -> Option<bool> {
         // Every handle asked exists: 404 only from a block by the other side, 403 by ours.
         (WriteOp::FriendRequest, "not_found", Some(other), _) => !may(Relation::Blocked(other, me)),
         (WriteOp::FriendRequest, "blocked", Some(other), _) => !may(Relation::Blocked(me, other)),
+        // A limit only when one may have stood.
+        (WriteOp::FriendRequest | WriteOp::FriendAccept, "limit_reached", Some(_), _) => {
+            !quotas?.may_bind(w, t)
+        }
+        // A party: 404 only for a session nobody surely held; full only with every seat
+        // possibly taken; in another session only when the joiner may have been in one.
+        (WriteOp::SessionJoin, "not_found", _, Some(s)) => model
+            .members(s)
+            .any(|m| held(Relation::Member(m, s.clone()))),
+        (WriteOp::SessionJoin, "session_full", _, Some(s)) => {
+            let seats = model.seats(s)?;
+            let taken = model
+                .members(s)
+                .filter(|&m| m != me && may(Relation::Member(m, s.clone())))
+                .count();
+            taken < seats as usize
+        }
+        (WriteOp::SessionJoin | WriteOp::SessionCreate, "already_in_session", _, _) => {
+            !model.may_be_in_a_session(me, sent, t)
+        }
+        // Not allowed: not a friend of the leader (its creator, while it surely stays), or
+        // a block either way with a member.
+        (WriteOp::SessionJoin, "not_allowed", _, Some(s)) => {
+            let leader = model.creator_leads(s, sent, t)?;
+            held(Relation::friends(me, leader))
+                && !model.members(s).any(|m| {
+                    may(Relation::Member(m, s.clone()))
+                        && (may(Relation::Blocked(m, me)) || may(Relation::Blocked(me, m)))
+                })
+        }
         _ => return None,
     })
 }
@@ -230,10 +266,21 @@ pub fn check(history: &History, model: &Model, limit: u64, grace: f64) -> CheckR
         .collect();
 
     let mut lost = Vec::new();
-    // Refusals, against the model: judged, and not (limits, rules it does not follow).
+    let quotas = Quotas::of(history, model);
+    // Refusals, against the model: judged, and not (rules it does not follow, or limits a
+    // history that does not record them).
     let (mut refusals_judged, mut refusals_unjudged) = (0u64, 0u64);
     for (t, event) in history.iter() {
         let Event::Write(w) = event else { continue };
+        if quotas.as_ref().is_some_and(|q| q.surely_past_daily(w)) {
+            refusals_judged += 1;
+            lost.push(format!(
+                "friend_request of {} about {} opened past the daily limit at {}s",
+                w.account,
+                w.other.unwrap_or_default(),
+                faults::fmt_num(t)
+            ));
+        }
         if through_a_block(model, w, t) {
             refusals_judged += 1;
             lost.push(format!(
@@ -246,7 +293,7 @@ pub fn check(history: &History, model: &Model, limit: u64, grace: f64) -> CheckR
         if w.outcome != WriteOutcome::Refused {
             continue;
         }
-        match wrong_refusal(model, w, t) {
+        match wrong_refusal(model, quotas.as_ref(), w, t) {
             None => refusals_unjudged += 1,
             Some(wrong) => {
                 refusals_judged += 1;
@@ -301,8 +348,8 @@ pub fn check(history: &History, model: &Model, limit: u64, grace: f64) -> CheckR
     let count = lost.len() as u64;
     let mut detail = format!(
         "{written}; {pairs_judged} of {} pairs and {members_judged} of {} memberships judged; \
-         {refusals_judged} refusals judged against the model ({refusals_unjudged} not: limits \
-         and rules it does not follow); {logouts_judged} logouts judged",
+         {refusals_judged} refusals judged against the model ({refusals_unjudged} not: rules \
+         it does not follow, or unrecorded limits); {logouts_judged} logouts judged",
         pairs.len(),
         members.len()
     );
@@ -349,12 +396,16 @@ mod tests {
         check(&history, &model, 0, 5.0)
     }
 
-    fn refused(t: f64, op: WriteOp, account: u64, other: u64, code: &str) -> At {
-        let (t, mut event) = friend(t, op, account, other, Refused);
+    /// `write` (refused) with the cloud's error `code`.
+    fn with_code((t, mut event): At, code: &str) -> At {
         if let Event::Write(w) = &mut event {
             w.refusal = Some(code.into());
         }
         (t, event)
+    }
+
+    fn refused(t: f64, op: WriteOp, account: u64, other: u64, code: &str) -> At {
+        with_code(friend(t, op, account, other, Refused), code)
     }
 
     #[test]
@@ -401,12 +452,172 @@ mod tests {
         let mut not_friends = base();
         not_friends.push(refused(5.0, FriendRequest, 1, 2, "already_friends"));
         assert_eq!(judge(not_friends).result, Verdict::Fail);
-        // A limit is not judged.
+        // A limit is not judged when the history does not say which.
         let mut limit = base();
         limit.push(refused(5.0, FriendRequest, 1, 3, "limit_reached"));
         let result = judge(limit);
         assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
         assert!(result.detail.contains("(1 not:"), "{}", result.detail);
+    }
+
+    #[test]
+    fn a_limit_is_reached_only_when_one_may_stand_and_the_daily_one_holds() {
+        let limits = (
+            0.0,
+            Event::FriendLimits(crate::events::FriendLimits {
+                max_friends: 2,
+                max_outgoing: 5,
+                daily_requests_new: 3,
+            }),
+        );
+        // 1 and 2 are friends; the final reads show 1's friends, 2 and `more`.
+        let run_with = |more: &[u64], extra: Vec<At>| {
+            let friends: Vec<u64> = [2].iter().chain(more).copied().collect();
+            let mut events = vec![
+                limits.clone(),
+                befriend(0.5, 1, 2),
+                Final::default().list(1, &friends, &[]).at(100.0),
+            ];
+            events.extend(extra);
+            judge(events)
+        };
+        let run = |extra| run_with(&[], extra);
+        let asked = |n: u64| -> Vec<At> {
+            (0..n)
+                .map(|i| friend(1.0 + i as f64, FriendRequest, 1, 10 + i, Ok))
+                .collect()
+        };
+        // Three opened: the fourth is refused, rightly; let through, it is wrong.
+        let mut fourth = asked(3);
+        fourth.push(refused(5.0, FriendRequest, 1, 20, "limit_reached"));
+        let result = run(fourth);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        let mut through = asked(3);
+        through.push(friend(5.0, FriendRequest, 1, 20, Ok));
+        let result = run(through);
+        assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
+        assert!(
+            result.detail.contains("opened past the daily limit"),
+            "{}",
+            result.detail
+        );
+        // Two opened, one friend: no limit stands.
+        let mut early = asked(2);
+        early.push(refused(5.0, FriendRequest, 1, 20, "limit_reached"));
+        assert_eq!(run(early).result, Verdict::Fail);
+        // A request that met the other's opens none and counts none.
+        let mut met = asked(2);
+        met.push(request_befriending(4.0, 1, 30, Ok));
+        met.push(friend(5.0, FriendRequest, 1, 20, Ok));
+        let result = run_with(&[30], met);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        // An accept: refused only when a side may hold its most friends.
+        let mut full = vec![befriend(1.5, 1, 3)];
+        full.push(friend(2.0, FriendRequest, 4, 1, Ok));
+        full.push(refused(3.0, FriendAccept, 1, 4, "limit_reached"));
+        let result = run_with(&[3], full);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        let mut room = vec![friend(2.0, FriendRequest, 4, 1, Ok)];
+        room.push(refused(3.0, FriendAccept, 1, 4, "limit_reached"));
+        assert_eq!(run(room).result, Verdict::Fail);
+    }
+
+    #[test]
+    fn a_party_refuses_a_join_only_as_the_model_says() {
+        // 1 leads session 9 of three seats, 2 has joined; 1 is friends with 2, 3 and 4.
+        let party = |extra: Vec<At>| {
+            let mut events = vec![
+                befriend(0.5, 1, 2),
+                befriend(0.5, 1, 3),
+                befriend(0.5, 1, 4),
+                session_write(1.0, SessionCreate, 1, "9", Ok),
+                session_view(1.0, view(1, "9", 1, &[1], 3)),
+                session_write(2.0, SessionJoin, 2, "9", Ok),
+                Final::default()
+                    .list(1, &[2, 3, 4], &[])
+                    .list(2, &[1], &[])
+                    .list(3, &[1], &[])
+                    .list(4, &[1], &[])
+                    .at(100.0),
+            ];
+            events.extend(extra);
+            judge(events).result
+        };
+        let refused_join = |t, account, code: &str| {
+            with_code(session_write(t, SessionJoin, account, "9", Refused), code)
+        };
+        // A seat is free: full is wrong; with 3 in, it is right.
+        assert_eq!(
+            party(vec![refused_join(5.0, 4, "session_full")]),
+            Verdict::Fail
+        );
+        assert_eq!(
+            party(vec![
+                session_write(3.0, SessionJoin, 3, "9", Ok),
+                refused_join(5.0, 4, "session_full"),
+            ]),
+            Verdict::Pass
+        );
+        // A friend of the leader, no block: not allowed is wrong; a member's block, or no
+        // friendship with the leader, makes it right.
+        assert_eq!(
+            party(vec![refused_join(5.0, 3, "not_allowed")]),
+            Verdict::Fail
+        );
+        assert_eq!(
+            party(vec![
+                friend(4.0, Block, 2, 3, Ok),
+                refused_join(5.0, 3, "not_allowed"),
+            ]),
+            Verdict::Pass
+        );
+        assert_eq!(
+            party(vec![refused_join(5.0, 5, "not_allowed")]),
+            Verdict::Pass
+        );
+        // The leader left and came back: someone else leads, not judged.
+        assert_eq!(
+            party(vec![
+                session_write(3.0, SessionLeave, 1, "9", Ok),
+                session_write(4.0, SessionJoin, 1, "9", Ok),
+                refused_join(5.0, 3, "not_allowed"),
+            ]),
+            Verdict::Pass
+        );
+        // A standing session is found; a gone one may not be.
+        assert_eq!(
+            party(vec![refused_join(5.0, 3, "not_found")]),
+            Verdict::Fail
+        );
+        assert_eq!(
+            party(vec![
+                session_write(3.0, SessionLeave, 2, "9", Ok),
+                session_write(4.0, SessionLeave, 1, "9", Ok),
+                refused_join(5.0, 3, "not_found"),
+            ]),
+            Verdict::Pass
+        );
+        // Only a member of some session is in one already.
+        assert_eq!(
+            party(vec![refused_join(5.0, 3, "already_in_session")]),
+            Verdict::Fail
+        );
+        assert_eq!(
+            party(vec![refused_join(5.0, 2, "already_in_session")]),
+            Verdict::Pass
+        );
+        // A create of unknown outcome may have made a session nobody heard of.
+        let mut unknown_create = session_write(3.0, SessionCreate, 3, "-", Unknown);
+        if let Event::Write(w) = &mut unknown_create.1 {
+            w.session = None;
+        }
+        assert_eq!(
+            party(vec![
+                unknown_create,
+                refused_join(5.0, 3, "already_in_session")
+            ]),
+            Verdict::Pass
+        );
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub mod outages;
 pub mod paths;
 pub mod players_back;
 pub mod presence;
+pub mod quotas;
 pub mod session_integrity;
 pub mod stale_online;
 #[cfg(test)]

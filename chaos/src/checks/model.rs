@@ -16,7 +16,7 @@
 //! keeps open to the end) and never makes it sure; an undoing one ends what was sure. A
 //! refused write changed nothing.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use crate::events::{Event, History, Privacy, Write, WriteOp, WriteOutcome};
 
@@ -163,6 +163,22 @@ impl Spans {
                 .any(|&(start, end)| start <= until && from <= end)
     }
 
+    /// The span holding surely at `at`: `(may, sure)`, the send from which it may have held
+    /// and the answer from which it surely did.
+    fn standing(&self, at: f64) -> Option<(f64, f64)> {
+        let holding = |&(start, end): &(f64, f64)| start <= at && at <= end;
+        let sure = self
+            .sure_open
+            .filter(|&start| start <= at)
+            .or_else(|| self.sure.iter().find(|s| holding(s)).map(|s| s.0))?;
+        let may = self
+            .open
+            .filter(|&start| start <= at)
+            .or_else(|| self.closed.iter().find(|s| holding(s)).map(|s| s.0))
+            .unwrap_or(sure);
+        Some((may.min(sure), sure))
+    }
+
     fn surely_held(&self, from: f64, until: f64) -> bool {
         self.sure_open.is_some_and(|start| start <= from)
             || self
@@ -176,14 +192,41 @@ impl Spans {
 #[derive(Debug, Clone, Default)]
 pub struct Model {
     relations: HashMap<Relation, Spans>,
+    sessions: HashMap<String, Session>,
+    /// Each account's sessions, in id order.
+    sessions_of: HashMap<u64, BTreeSet<String>>,
+    /// Each account's first create that may have made a session nobody heard the id of
+    /// (an unknown outcome): from its send on, the account may be in one.
+    unnamed_since: HashMap<u64, f64>,
+    /// Every account each account's friend writes named, either way, in id order.
+    partners: HashMap<u64, BTreeSet<u64>>,
+}
+
+/// What a run tells of one session beside its memberships.
+#[derive(Debug, Clone, Default)]
+struct Session {
+    /// Who created it (answered ok), and when that was answered: its leader until it leaves.
+    creator: Option<(u64, f64)>,
+    /// Its `max_members`, as any view of it said.
+    seats: Option<u32>,
+    /// Every account that ever was or may have been a member, in id order.
+    members: BTreeSet<u64>,
 }
 
 impl Model {
     pub fn of(history: &History) -> Model {
         let mut model = Model::default();
         for (t, event) in history.iter() {
-            if let Event::Write(write) = event {
-                model.apply(write, t);
+            match event {
+                Event::Write(write) => model.apply(write, t),
+                Event::SessionView(view) => {
+                    model
+                        .sessions
+                        .entry(view.session.clone())
+                        .or_default()
+                        .seats = Some(view.max_members);
+                }
+                _ => {}
             }
         }
         model
@@ -191,6 +234,37 @@ impl Model {
 
     /// Replays one write, answered at `t` (writes come in answer order).
     fn apply(&mut self, write: &Write, t: f64) {
+        if write.op == WriteOp::SessionCreate
+            && write.outcome == WriteOutcome::Unknown
+            && write.session.is_none()
+        {
+            self.unnamed_since
+                .entry(write.account)
+                .or_insert(write.sent);
+        }
+        if let Some(other) = write.other {
+            self.partners
+                .entry(write.account)
+                .or_default()
+                .insert(other);
+            self.partners
+                .entry(other)
+                .or_default()
+                .insert(write.account);
+        }
+        if let Some(id) = &write.session {
+            let session = self.sessions.entry(id.clone()).or_default();
+            if write.op == WriteOp::SessionCreate && write.outcome == WriteOutcome::Ok {
+                session.creator = Some((write.account, t));
+            }
+            if write.outcome != WriteOutcome::Refused {
+                session.members.insert(write.account);
+                self.sessions_of
+                    .entry(write.account)
+                    .or_default()
+                    .insert(id.clone());
+            }
+        }
         for (relation, made) in effects(write) {
             self.relations
                 .entry(relation)
@@ -199,11 +273,70 @@ impl Model {
         }
     }
 
+    /// Who leads `session` all through `[from, until]`, when the model is sure: its creator,
+    /// surely a member since its create was answered (leadership passes only at a leave).
+    pub fn creator_leads(&self, session: &str, from: f64, until: f64) -> Option<u64> {
+        let (creator, made) = self.sessions.get(session)?.creator?;
+        let membership = Relation::Member(creator, session.to_owned());
+        let since = self.standing(&membership, from)?.1;
+        (since <= made && self.surely_held(&membership, from, until)).then_some(creator)
+    }
+
+    /// The `max_members` of `session`, when a view of it was read.
+    pub fn seats(&self, session: &str) -> Option<u32> {
+        self.sessions.get(session)?.seats
+    }
+
+    /// Every account that ever was, or may have been, a member of `session`, in id order.
+    pub fn members(&self, session: &str) -> impl Iterator<Item = u64> + '_ {
+        self.sessions
+            .get(session)
+            .into_iter()
+            .flat_map(|s| s.members.iter().copied())
+    }
+
+    /// Whether `account` may have been in some session at a moment of `[from, until]`
+    /// (one a create of unknown outcome may have made, whose id nobody heard, included).
+    pub fn may_be_in_a_session(&self, account: u64, from: f64, until: f64) -> bool {
+        self.unnamed_since
+            .get(&account)
+            .is_some_and(|&since| since <= until)
+            || self.sessions_of.get(&account).is_some_and(|sessions| {
+                sessions
+                    .iter()
+                    .any(|s| self.may_hold(&Relation::Member(account, s.clone()), from, until))
+            })
+    }
+
+    /// How many accounts `account` may have stood in `relation(other)` with at some moment
+    /// of `[from, until]`: never fewer than at any one moment then.
+    pub fn may_count(
+        &self,
+        account: u64,
+        relation: impl Fn(u64) -> Relation,
+        from: f64,
+        until: f64,
+    ) -> usize {
+        self.partners.get(&account).map_or(0, |partners| {
+            partners
+                .iter()
+                .filter(|&&other| self.may_hold(&relation(other), from, until))
+                .count()
+        })
+    }
+
     /// Whether `relation` may have held at some moment of `[from, until]`.
     pub fn may_hold(&self, relation: &Relation, from: f64, until: f64) -> bool {
         self.relations
             .get(relation)
             .is_some_and(|spans| spans.may_hold(from, until))
+    }
+
+    /// When `relation`, surely holding at `at`, began: `(may, sure)`, the send of the write
+    /// that may have made it and the answer from which it surely held (a session's join
+    /// order, say).
+    pub fn standing(&self, relation: &Relation, at: f64) -> Option<(f64, f64)> {
+        self.relations.get(relation)?.standing(at)
     }
 
     /// Whether `relation` surely held all through `[from, until]`.
@@ -274,6 +407,9 @@ mod tests {
         assert!(!m.may_hold(&Relation::Member(6, "9".into()), 3.0, 3.0));
         assert!(m.surely_held(&member, 2.5, 7.8));
         assert!(!m.surely_held(&member, 2.5, 8.0));
+        assert_eq!(m.standing(&member, 5.0), Some((1.9, 2.0)));
+        assert_eq!(m.standing(&member, 1.95), None);
+        assert_eq!(m.standing(&member, 8.5), None);
     }
 
     #[test]

@@ -150,6 +150,8 @@ async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
         .map_err(|e| RunError::Files(e.to_string()))?;
     log.record(Event::RunStart(RunMeta::now(&plan.name, plan.seed)))
         .map_err(|e| RunError::Files(e.to_string()))?;
+    log.record(Event::FriendLimits(topology::friend_limits(&plan)))
+        .map_err(|e| RunError::Files(e.to_string()))?;
 
     let (supervisor, service_events) = Topology::supervisor(&plan, &dir).await?;
     let pids = samplers::Pids::default();

@@ -15,6 +15,7 @@ use crate::backend::docker::DockerBackend;
 use crate::backend::placed::Placed;
 use crate::backend::process::ProcessBackend;
 use crate::backend::{Command, Program};
+use crate::events::FriendLimits;
 use crate::network::{self, Cut, Network};
 use crate::plan::timeline::Peer;
 use crate::plan::{
@@ -35,6 +36,23 @@ use super::{images, RunError};
 
 /// The file every node appends its sign-in codes to; the players read it.
 pub const MAIL_LOG: &str = "mail.log";
+
+/// The friend limits the nodes of `plan` hold to: the cloud's defaults, unless the nodes'
+/// environment sets them (the variables a node reads; nothing else sets them).
+pub fn friend_limits(plan: &Plan) -> FriendLimits {
+    let defaults = anyplay_cloud::Config::default().friend_limits;
+    let env = &plan.services.nodes.env;
+    let or = |key: &str, default: u32| {
+        env.get(key)
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(default)
+    };
+    FriendLimits {
+        max_friends: or("ANYPLAY_MAX_FRIENDS", defaults.max_friends),
+        max_outgoing: or("ANYPLAY_MAX_OUTGOING", defaults.max_outgoing),
+        daily_requests_new: or("ANYPLAY_DAILY_REQUESTS_NEW", defaults.daily_requests_new),
+    }
+}
 
 /// How a player, a checker or a person reaches one node.
 #[derive(Debug, Clone)]

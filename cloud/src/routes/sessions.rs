@@ -114,6 +114,10 @@ pub async fn leave(
                     account_id: auth.account_id,
                 },
             );
+            #[cfg(feature = "seeded-defects")]
+            let new_leader = new_leader.filter(|_| {
+                !crate::defects::every(crate::defects::SeededDefect::SilentLeaderChanges, 2)
+            });
             if let Some(leader) = new_leader {
                 state.notify(
                     &remaining,

@@ -195,7 +195,13 @@ pub(super) fn decide_request(
     if f.caller_outgoing >= u64::from(limits.max_outgoing) {
         return Err(FriendError::LimitReached(LimitKind::Outgoing));
     }
-    if f.caller_is_young && f.caller_sent_today >= u64::from(limits.daily_requests_new) {
+    let daily = limits.daily_requests_new;
+    #[cfg(feature = "seeded-defects")]
+    let daily = daily
+        / (1 + u32::from(crate::defects::active(
+            crate::defects::SeededDefect::DailyLimitHalved,
+        )));
+    if f.caller_is_young && f.caller_sent_today >= u64::from(daily) {
         return Err(FriendError::LimitReached(LimitKind::Daily));
     }
     Ok(Decision::Request)

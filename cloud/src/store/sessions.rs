@@ -171,7 +171,8 @@ impl Store {
         let mut members = members_of(&mut tx, session_id).await?;
         let seats = max_members;
         #[cfg(feature = "seeded-defects")]
-        let seats = seats + i64::from(crate::defects::active(SeededDefect::SessionOneTooMany));
+        let seats = seats + i64::from(crate::defects::active(SeededDefect::SessionOneTooMany))
+            - i64::from(crate::defects::active(SeededDefect::FullASeatEarly));
         if members.len() as i64 >= seats {
             return Err(SessionError::Full);
         }
