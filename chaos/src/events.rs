@@ -47,6 +47,8 @@ pub enum Event {
     RunStart(RunMeta),
     /// The friend limits every node of the run holds to.
     FriendLimits(FriendLimits),
+    /// The per-address limits every node holds to, in a run with them on (`rate_limits`).
+    RateLimits(RateLimits),
     ServiceUp {
         service: Service,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -213,6 +215,17 @@ pub enum Event {
     Unwritten {
         records: u64,
     },
+    /// A burst past a per-address limit, from an address no player uses, its first call sent
+    /// at `sent`; `wall_ms`: its first call and last answer on the wall clock (ms since the
+    /// Unix epoch), whose minutes the cloud's windows follow.
+    LimitBurst {
+        account: u64,
+        limit: RateLimit,
+        source: std::net::IpAddr,
+        sent: f64,
+        wall_ms: (u64, u64),
+        answers: BurstAnswers,
+    },
     /// A load agent stopped answering: its `players` (numbered from `first_player`) played on
     /// unrecorded, or not at all, from here on.
     AgentLost {
@@ -225,7 +238,8 @@ pub enum Event {
 /// The id a node gives itself in its welcome (the service name, `node-1`, under chaos).
 pub use anyplay_load::wire::NodeId;
 
-pub use anyplay_load::facts::CloseCause;
+pub use anyplay_load::facts::{BurstAnswers, CloseCause, RateLimit};
+pub use anyplay_load::settings::RateLimits;
 
 /// A friend or session write and how it was answered.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -270,6 +284,9 @@ pub struct Tick {
     pub disconnects: u64,
     pub http_calls: u64,
     pub http_errors: u64,
+    /// The players' calls refused by a rate limit (429).
+    #[serde(default)]
+    pub limited: u64,
     /// `null` in a second without calls.
     pub p99_ms: Option<f64>,
     pub presence_p99_ms: Option<f64>,
@@ -592,6 +609,14 @@ impl History {
     pub fn friend_limits(&self) -> Option<FriendLimits> {
         self.iter().find_map(|(_, e)| match e {
             Event::FriendLimits(limits) => Some(*limits),
+            _ => None,
+        })
+    }
+
+    /// The per-address limits the nodes held to, in a run with them on.
+    pub fn rate_limits(&self) -> Option<RateLimits> {
+        self.iter().find_map(|(_, e)| match e {
+            Event::RateLimits(limits) => Some(*limits),
             _ => None,
         })
     }

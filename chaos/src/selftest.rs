@@ -83,6 +83,9 @@ impl Case {
             SeededDefect::PrivateCardsToFriends | SeededDefect::CardsThroughBlocks => {
                 &[checks::cards_privacy::NAME]
             }
+            SeededDefect::NoRetryAfter | SeededDefect::LenientLimits => {
+                &[checks::rate_limits::NAME]
+            }
         })
     }
 

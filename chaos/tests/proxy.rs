@@ -242,3 +242,25 @@ async fn an_unreachable_upstream_resets_the_client() {
         std::io::ErrorKind::ConnectionReset
     );
 }
+
+/// A player on a loopback address of its own reaches the node from that address, so that the
+/// node's per-address limits count it alone (`rate_limits`); one on 127.0.0.1 as before.
+#[tokio::test]
+async fn a_client_on_its_own_loopback_address_reaches_upstream_from_it() {
+    let upstream = TcpListener::bind("127.0.0.1:0").await.expect("listener");
+    let name = LinkName::new(Endpoint::Players, Endpoint::Node(1));
+    let listen: SocketAddr = ([127, 0, 0, 1], 0).into();
+    let proxy = Proxy::start(name, listen, upstream.local_addr().expect("address"))
+        .await
+        .expect("proxy");
+    for own in [[127, 64, 0, 9], [127, 0, 0, 1]] {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.bind((own, 0).into()).expect("bind");
+        let _client = socket.connect(proxy.listen_addr()).await.expect("connect");
+        let (_, from) = timeout(Duration::from_secs(10), upstream.accept())
+            .await
+            .expect("accepted in time")
+            .expect("accept");
+        assert_eq!(from.ip(), std::net::IpAddr::from(own));
+    }
+}

@@ -66,10 +66,14 @@ pub enum SeededDefect {
     FullASeatEarly,
     /// A young account may open only half its daily friend requests.
     DailyLimitHalved,
+    /// A 429 comes without its `Retry-After`.
+    NoRetryAfter,
+    /// Every second call over the per-address call limit goes through all the same.
+    LenientLimits,
 }
 
 impl SeededDefect {
-    pub const ALL: [SeededDefect; 23] = [
+    pub const ALL: [SeededDefect; 25] = [
         SeededDefect::NoCrossNodeReplace,
         SeededDefect::DropCrossNodeEvents,
         SeededDefect::UndoSessionJoin,
@@ -93,6 +97,8 @@ impl SeededDefect {
         SeededDefect::SilentLeaderChanges,
         SeededDefect::FullASeatEarly,
         SeededDefect::DailyLimitHalved,
+        SeededDefect::NoRetryAfter,
+        SeededDefect::LenientLimits,
     ];
 
     /// The flag's spelling (`skip-seq`).
@@ -121,6 +127,8 @@ impl SeededDefect {
             SeededDefect::SilentLeaderChanges => "silent-leader-changes",
             SeededDefect::FullASeatEarly => "full-a-seat-early",
             SeededDefect::DailyLimitHalved => "daily-limit-halved",
+            SeededDefect::NoRetryAfter => "no-retry-after",
+            SeededDefect::LenientLimits => "lenient-limits",
         }
     }
 

@@ -98,6 +98,10 @@ impl IntoResponse for ApiError {
             error["limit"] = limit.as_str().into();
         }
         let mut response = (self.status(), axum::Json(json!({ "error": error }))).into_response();
+        #[cfg(feature = "seeded-defects")]
+        if crate::defects::active(crate::defects::SeededDefect::NoRetryAfter) {
+            return response;
+        }
         if let ApiError::RateLimited { retry_after_s } = &self {
             response.headers_mut().insert(
                 header::RETRY_AFTER,

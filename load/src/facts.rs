@@ -166,6 +166,17 @@ pub enum Fact<T = Instant> {
         outcome: WriteOutcome,
         stale_refresh_taken: bool,
     },
+    /// A burst past one of the cloud's rate limits (`--rate-limits`), from a source address
+    /// no player uses, its first call sent at `sent`: how the cloud answered it. `wall_ms` is
+    /// when its first call went out and its last answer came, in ms since the Unix epoch: the
+    /// cloud's limit windows follow the wall clock's minutes.
+    LimitBurst {
+        limit: RateLimit,
+        source: std::net::IpAddr,
+        sent: T,
+        wall_ms: (u64, u64),
+        answers: BurstAnswers,
+    },
 }
 
 impl<T> Fact<T> {
@@ -251,6 +262,19 @@ impl<T> Fact<T> {
                 outcome,
                 stale_refresh_taken,
             },
+            Fact::LimitBurst {
+                limit,
+                source,
+                sent,
+                wall_ms,
+                answers,
+            } => Fact::LimitBurst {
+                limit,
+                source,
+                sent: f(sent),
+                wall_ms,
+                answers,
+            },
         }
     }
 }
@@ -277,6 +301,31 @@ pub struct Received {
 /// Written as a three-element array, since a read holds up to 100 of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CardSeen(pub AccountId, pub CardView, pub Option<CardRelation>);
+
+/// A per-address limit of the cloud contract that a burst goes past on purpose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateLimit {
+    /// Calls per source address per minute (the burst calls `GET /v1/me`).
+    Calls,
+    /// `POST /v1/auth/email` per source address and per email in 15 minutes (the burst asks
+    /// for one fresh email's code).
+    AuthEmail,
+}
+
+/// How the cloud answered the calls of a burst, counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BurstAnswers {
+    pub calls: u32,
+    /// Answered by the call itself (2xx, or a 4xx of its own): it passed the limit.
+    pub ok: u32,
+    /// 429 with a `Retry-After` of whole seconds.
+    pub limited: u32,
+    /// 429 without a valid `Retry-After`.
+    pub no_retry_after: u32,
+    /// A 5xx or no answer: the call may or may not have been counted.
+    pub failed: u32,
+}
 
 /// How a client saw its connection end when there was no close code to tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -132,7 +132,7 @@ impl Fleet {
         if nodes.is_empty() {
             return Err(LoadError::Refused("the target has no nodes".into()));
         }
-        let net = Net::new(source_ips).map_err(|e| LoadError::Node {
+        let net = Net::new(source_ips, players.start).map_err(|e| LoadError::Node {
             url: target.nodes[0].api.clone(),
             detail: format!("building the HTTP client: {e}"),
         })?;
@@ -167,6 +167,11 @@ impl Fleet {
             first,
             players,
         })
+    }
+
+    /// The run's number of the fleet's first player.
+    pub fn first(&self) -> usize {
+        self.first
     }
 
     pub fn players(&self) -> &[Arc<Player>] {

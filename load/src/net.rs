@@ -1,8 +1,10 @@
 //! Spreading the players' connections over loopback source addresses (`--source-ips`), so that
-//! one machine holds more players than one address's ephemeral ports allow.
+//! one machine holds more players than one address's ephemeral ports allow; or one address for
+//! each player (`--rate-limits`), so that the cloud's per-address limits count each alone.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::ops::Range;
 use std::str::FromStr;
 
 use tokio::net::{TcpSocket, TcpStream};
@@ -11,6 +13,15 @@ use crate::client::http_client;
 
 /// More addresses than this is surely a typo.
 const MAX_ADDRESSES: usize = 65_536;
+
+/// `--rate-limits`: the player numbered `i` in the run calls from 127.64.0.0 + `i`.
+const PER_PLAYER_BASE: u32 = u32::from_be_bytes([127, 64, 0, 0]);
+/// Players a run with an address each may have.
+pub const PER_PLAYER_ADDRESSES: usize = 65_536;
+/// Bursts past the limits call from 127.128.0.0 on, where no player is: each fleet (a load
+/// agent's share too) has [`BURSTS_PER_FLEET`] addresses from its first player's number on.
+const BURST_BASE: u32 = u32::from_be_bytes([127, 128, 0, 0]);
+pub const BURSTS_PER_FLEET: u64 = 64;
 
 /// Loopback source addresses, used round-robin by player index.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,17 +91,35 @@ impl SourceIps {
     pub fn addresses(&self) -> &[Ipv4Addr] {
         &self.0
     }
+
+    /// One address for each player numbered in `players` (`--rate-limits`).
+    pub fn one_per_player(players: Range<usize>) -> SourceIps {
+        SourceIps(
+            players
+                .map(|i| Ipv4Addr::from(PER_PLAYER_BASE + i as u32))
+                .collect(),
+        )
+    }
+}
+
+/// The address burst `k` of the fleet whose first player is `first` calls from: one that no
+/// player and no other burst of the run uses (`k` below [`BURSTS_PER_FLEET`]).
+pub fn burst_address(first: usize, k: u64) -> Ipv4Addr {
+    Ipv4Addr::from(BURST_BASE + (first as u64 * BURSTS_PER_FLEET + k) as u32)
 }
 
 /// The HTTP clients (one per source address) and the socket factory the players share.
 pub struct Net {
     sources: Vec<Option<IpAddr>>,
     clients: Vec<reqwest::Client>,
+    /// The number of the fleet's first player: players take the addresses in turn from it.
+    first: usize,
 }
 
 impl Net {
-    /// One client bound to each source address, or one unbound client without `--source-ips`.
-    pub fn new(source_ips: Option<&SourceIps>) -> Result<Net, reqwest::Error> {
+    /// One client bound to each source address, or one unbound client without `--source-ips`;
+    /// the player numbered `first` takes the first address.
+    pub fn new(source_ips: Option<&SourceIps>, first: usize) -> Result<Net, reqwest::Error> {
         let sources: Vec<Option<IpAddr>> = match source_ips {
             Some(ips) if !ips.0.is_empty() => {
                 ips.0.iter().map(|ip| Some(IpAddr::V4(*ip))).collect()
@@ -101,17 +130,25 @@ impl Net {
             .iter()
             .map(|ip| http_client(*ip))
             .collect::<Result<_, _>>()?;
-        Ok(Net { sources, clients })
+        Ok(Net {
+            sources,
+            clients,
+            first,
+        })
+    }
+
+    fn slot(&self, player: usize) -> usize {
+        player.wrapping_sub(self.first) % self.clients.len()
     }
 
     /// The HTTP client of player `player`.
     pub fn http(&self, player: usize) -> &reqwest::Client {
-        &self.clients[player % self.clients.len()]
+        &self.clients[self.slot(player)]
     }
 
     /// A TCP connection for player `player`'s event socket, from its source address.
     pub async fn connect(&self, player: usize, to: SocketAddr) -> std::io::Result<TcpStream> {
-        match self.sources[player % self.sources.len()] {
+        match self.sources[self.slot(player)] {
             None => TcpStream::connect(to).await,
             Some(ip) => {
                 let socket = if to.is_ipv4() {
@@ -157,7 +194,7 @@ mod tests {
             .await
             .expect("listener");
         let to = listener.local_addr().expect("address");
-        let net = Net::new(Some(&"127.0.0.2-127.0.0.3".parse().expect("range"))).expect("net");
+        let net = Net::new(Some(&"127.0.0.2-127.0.0.3".parse().expect("range")), 0).expect("net");
         for (player, expected) in [
             (0, [127, 0, 0, 2]),
             (1, [127, 0, 0, 3]),
@@ -167,5 +204,23 @@ mod tests {
             let (_, from) = listener.accept().await.expect("accept");
             assert_eq!(from.ip(), IpAddr::from(expected));
         }
+    }
+
+    #[tokio::test]
+    async fn with_an_address_each_a_share_of_a_run_calls_from_its_players_own() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("listener");
+        let to = listener.local_addr().expect("address");
+        let net = Net::new(Some(&SourceIps::one_per_player(300..302)), 300).expect("net");
+        for (player, expected) in [(300, [127, 64, 1, 44]), (301, [127, 64, 1, 45])] {
+            let _client = net.connect(player, to).await.expect("connect");
+            let (_, from) = listener.accept().await.expect("accept");
+            assert_eq!(from.ip(), IpAddr::from(expected));
+        }
+        assert_eq!(burst_address(0, 0), Ipv4Addr::new(127, 128, 0, 0));
+        assert_eq!(burst_address(300, 1), Ipv4Addr::new(127, 128, 75, 1));
+        let last = burst_address(PER_PLAYER_ADDRESSES - 1, BURSTS_PER_FLEET - 1);
+        assert!(last.is_loopback(), "{last}");
     }
 }

@@ -9,6 +9,7 @@ use crate::client::http_client;
 use crate::error::LoadError;
 use crate::fleet::Fleet;
 use crate::generator::Generator;
+use crate::net::SourceIps;
 use crate::progress::Progress;
 use crate::provenance::{self, Machine};
 use crate::report::{json, Report, ScenarioReport, SCHEMA};
@@ -64,12 +65,18 @@ impl Run {
         let metrics_http = http_client(None)
             .map_err(|e| LoadError::Refused(format!("building an HTTP client: {e}")))?;
         let before = server::scrape_all(&metrics_http, &target.nodes).await;
+        let players = settings.first_player..settings.first_player + settings.total_players();
+        // With the cloud's limits on, every player is counted alone, from an address of its own.
+        let own_addresses = settings
+            .traffic
+            .rate_limits
+            .map(|_| SourceIps::one_per_player(players.clone()));
         let fleet = Fleet::new(
             &target,
-            settings.first_player..settings.first_player + settings.total_players(),
+            players,
             settings.reconnect,
             settings.seed,
-            settings.source_ips.as_ref(),
+            own_addresses.as_ref().or(settings.source_ips.as_ref()),
         )
         .await?;
         let ctx = Ctx {

@@ -151,6 +151,18 @@ pub struct Args {
     /// node, for a few seconds (0 to 1).
     #[arg(long, default_value_t = 0.0)]
     pub second_devices: f64,
+    /// Every player calls from a loopback source address of its own, and now and then a
+    /// burst from a fresh address goes past the cloud's per-address limits on purpose (every
+    /// call past a limit must get 429 with `Retry-After`, recorded as a refusal). The cloud
+    /// must run with its real limits (in process: they are kept).
+    #[arg(long)]
+    pub rate_limits: bool,
+    /// With --rate-limits: the calls per address per minute the cloud allows.
+    #[arg(long, default_value_t = RateLimits::CONTRACT.calls_per_minute)]
+    pub rate_calls_per_minute: u32,
+    /// With --rate-limits: the sign-in emails per address and email in 15 minutes the cloud allows.
+    #[arg(long, default_value_t = RateLimits::CONTRACT.auth_email_per_15m)]
+    pub rate_auth_email: u32,
     /// Gamer-card calls per second.
     #[arg(long, default_value_t = 50.0)]
     pub cards_rate: f64,
@@ -415,6 +427,25 @@ pub struct TrafficSettings {
     pub logout_rate: f64,
     /// The share of players with a second device (0 to 1).
     pub second_devices: f64,
+    /// The cloud's per-address limits, when players call from addresses of their own and
+    /// bursts go past the limits (`--rate-limits`).
+    #[serde(default)]
+    pub rate_limits: Option<RateLimits>,
+}
+
+/// The per-address limits of the cloud contract that `--rate-limits` bursts go past.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RateLimits {
+    pub calls_per_minute: u32,
+    pub auth_email_per_15m: u32,
+}
+
+impl RateLimits {
+    /// The contract's defaults.
+    pub const CONTRACT: RateLimits = RateLimits {
+        calls_per_minute: 300,
+        auth_email_per_15m: 10,
+    };
 }
 
 /// Validated settings of a run.
@@ -527,6 +558,10 @@ impl Settings {
                 privacy_rate: args.privacy_rate,
                 logout_rate: args.logout_rate,
                 second_devices: args.second_devices,
+                rate_limits: args.rate_limits.then_some(RateLimits {
+                    calls_per_minute: args.rate_calls_per_minute,
+                    auth_email_per_15m: args.rate_auth_email,
+                }),
             },
             storm: StormSettings {
                 kind: args.storm,
@@ -637,6 +672,29 @@ impl Settings {
                     self.traffic.second_devices
                 ),
             ));
+        }
+        if let Some(limits) = self.traffic.rate_limits {
+            if self.source_ips.is_some() {
+                return Err(refuse(
+                    "--rate-limits",
+                    "gives every player a source address of its own; leave out --source-ips",
+                ));
+            }
+            if limits.calls_per_minute == 0 || limits.auth_email_per_15m == 0 {
+                return Err(refuse(
+                    "--rate-limits",
+                    "--rate-calls-per-minute and --rate-auth-email must be at least 1",
+                ));
+            }
+            if self.total_players() > crate::net::PER_PLAYER_ADDRESSES {
+                return Err(refuse(
+                    "--rate-limits",
+                    format!(
+                        "gives each player an address of its own: at most {} players",
+                        crate::net::PER_PLAYER_ADDRESSES
+                    ),
+                ));
+            }
         }
         if self.max_in_flight == 0 {
             return Err(refuse("--max-in-flight", "must be at least 1"));
@@ -751,13 +809,15 @@ fn mode(args: &Args) -> Result<Mode, SettingsError> {
         }
         return match args.nodes {
             0 => Err(refuse("--nodes", "a run needs at least 1 node")),
-            1 => Ok(Mode::InProcess { default_limits: args.default_limits }),
+            1 => Ok(Mode::InProcess {
+                default_limits: args.default_limits || args.rate_limits,
+            }),
             nodes => match (&args.database_url, &args.nats_url) {
                 (Some(database_url), Some(nats_url)) => Ok(Mode::Cluster {
                     nodes,
                     database_url: database_url.clone(),
                     nats_url: nats_url.clone(),
-                    default_limits: args.default_limits,
+                    default_limits: args.default_limits || args.rate_limits,
                 }),
                 _ => Err(refuse(
                     "--nodes",

@@ -258,6 +258,8 @@ impl OpStats {
 pub struct Second {
     pub calls: u64,
     pub errors: u64,
+    /// Calls refused by a rate limit (429): players stay within the limits, so none is right.
+    pub limited: u64,
     pub latency: Histogram<u64>,
 }
 
@@ -273,6 +275,7 @@ impl Second {
         Second {
             calls: 0,
             errors: 0,
+            limited: 0,
             latency: histogram(2),
         }
     }
@@ -281,6 +284,7 @@ impl Second {
     pub fn record_call(&mut self, latency: Duration, status: Status) {
         self.calls += 1;
         self.errors += u64::from(status.class() == CallClass::Failed);
+        self.limited += u64::from(status == Status::Http(429));
         self.latency.saturating_record(micros(latency));
     }
 
@@ -292,6 +296,7 @@ impl Second {
     fn merge(&mut self, other: &Second) {
         self.calls += other.calls;
         self.errors += other.errors;
+        self.limited += other.limited;
         add(&mut self.latency, &other.latency);
     }
 }

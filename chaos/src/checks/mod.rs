@@ -24,6 +24,7 @@ pub mod paths;
 pub mod players_back;
 pub mod presence;
 pub mod quotas;
+pub mod rate_limits;
 pub mod session_integrity;
 pub mod stale_online;
 #[cfg(test)]
@@ -185,6 +186,8 @@ pub fn run_all(history: &History, limits: &Limits, clients: &[Client]) -> Vec<Ch
         events_missing::check(history, &model, limits.events_missing),
         lost_writes::check(history, &model, limits.lost_writes, grace),
         http_errors::check(history, limits.http_error_ratio, grace),
+        // Nothing in a run may be refused by a limit but a burst past it: no room to give.
+        rate_limits::check(history, 0),
         failover::check(history, limits.failover, grace),
         stale_online::check(history, limits.stale_online),
         event_order::check(history, limits.event_order),
@@ -317,6 +320,7 @@ mod tests {
                 "events_missing",
                 "lost_writes",
                 "http_error_ratio",
+                "rate_limits",
                 "failover",
                 "stale_online",
                 "event_order",
@@ -342,6 +346,7 @@ mod tests {
                 "events_missing",
                 "lost_writes",
                 "http_error_ratio",
+                "rate_limits",
                 "stale_online",
                 "event_order",
                 "session_integrity",

@@ -147,6 +147,9 @@ pub struct Load {
     pub second_devices: f64,
     /// The share of sessions whose leader leaves before its members (0 to 1).
     pub leader_leaves_first: f64,
+    /// The nodes keep their per-address limits, every player calls from a loopback address of
+    /// its own, and bursts go past the limits on purpose.
+    pub rate_limits: bool,
     /// Load agents that play the players instead of the supervisor.
     pub agents: Option<Agents>,
 }

@@ -123,6 +123,8 @@ pub struct RawLoad {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leader_leaves_first: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limits: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub agents: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub agents_local: Option<bool>,
@@ -549,6 +551,7 @@ impl From<&Plan> for RawPlan {
                 logout_rate: Some(load.logout_rate),
                 second_devices: Some(load.second_devices),
                 leader_leaves_first: Some(load.leader_leaves_first),
+                rate_limits: load.rate_limits.then_some(true),
                 agents: load.agents.as_ref().map(|a| a.count.get()),
                 agents_local: load.agents.as_ref().map(|a| a.local),
                 nats: load.agents.as_ref().and_then(|a| a.nats.clone()),

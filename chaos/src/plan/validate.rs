@@ -72,6 +72,7 @@ fn validate_as(raw: RawPlan, src: &str, recorded: bool) -> Result<Plan, PlanErro
     };
     cx.topology(store, raw.store.is_some(), &services)?;
     let load = cx.load(raw.load, &services)?;
+    cx.limits_counted_per_player(&load, &hosts, services.nodes.count)?;
 
     let timeline_path = root.key("timeline");
     let mut timeline = Vec::with_capacity(raw.timeline.len());
@@ -513,6 +514,7 @@ impl Cx<'_> {
             logout_rate,
             second_devices,
             leader_leaves_first,
+            rate_limits: raw.rate_limits.unwrap_or(false),
             players: raw.players,
             login_rate,
             friends: raw.friends.unwrap_or(DEFAULT_FRIENDS),
@@ -522,6 +524,48 @@ impl Cx<'_> {
             cards_rate: raw.cards_rate.unwrap_or(0),
             through_proxy: raw.through_proxy.unwrap_or(false),
         })
+    }
+
+    /// `rate_limits` needs every player to reach every node from a loopback address of its
+    /// own: nodes on the supervisor's machine, and players played there.
+    fn limits_counted_per_player(
+        &self,
+        load: &Load,
+        hosts: &Hosts,
+        nodes: u32,
+    ) -> Result<(), PlanError> {
+        if !load.rate_limits {
+            return Ok(());
+        }
+        let path = KeyPath::default().key("load").key("rate_limits");
+        if let Some(n) = (1..=nodes).find(|n| hosts.kind_of(Service::Node(*n)) != HostKind::Local) {
+            return Err(self.err(
+                &path,
+                format!(
+                    "players count alone only from loopback addresses of their own, and node-{n} \
+                     is on host {} (it would see them all as the bridge's address)",
+                    hosts.of(Service::Node(n))
+                ),
+            ));
+        }
+        if load.agents.as_ref().is_some_and(|a| !a.local) {
+            return Err(self.err(
+                &path,
+                "players count alone only from loopback addresses of their own on this machine; \
+                 agents elsewhere cannot use them (set agents_local: true)"
+                    .into(),
+            ));
+        }
+        if load.players as usize > anyplay_load::net::PER_PLAYER_ADDRESSES {
+            return Err(self.err(
+                &path,
+                format!(
+                    "gives each player an address of its own: at most {} players",
+                    anyplay_load::net::PER_PLAYER_ADDRESSES
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// `agents`, `agents_local` and `nats` of the load section.
@@ -1279,6 +1323,22 @@ mod tests {
         let all_on_one = check(&on_hosts("").replace("host: [a, b]", "host: a")).unwrap();
         assert_eq!(all_on_one.hosts.of(Service::Node(2)), "a");
         assert_eq!(check(&all_on_one.to_yaml()).unwrap(), all_on_one);
+    }
+
+    #[test]
+    fn rate_limits_are_taken_only_where_players_keep_their_own_addresses() {
+        let local =
+            check("name: one\nload: {players: 10, through_proxy: true, rate_limits: true}\n")
+                .unwrap();
+        assert!(local.load.rate_limits);
+        assert_eq!(check(&local.to_yaml()).unwrap(), local);
+        let src = on_hosts("").replace(
+            "through_proxy: true}",
+            "through_proxy: true, rate_limits: true}",
+        );
+        let (line, key, message) = refused(&src);
+        assert_eq!((line, key.as_str()), (11, "load.rate_limits"));
+        assert!(message.contains("node-1 is on host a"), "{message}");
     }
 
     #[test]

@@ -3,11 +3,11 @@
 //! with a FIN when limit_data or timeout says so.
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
+use tokio::net::{TcpSocket, TcpStream};
 
 use super::counters::Counters;
 use super::fault::connection::{ConnectionFaults, Ending};
@@ -34,8 +34,9 @@ pub(crate) async fn serve(
     let open = counters.opened();
     let faults = ConnectionFaults::new(&shared, open.serial());
     let mut reset = shared.reset.subscribe();
+    let source = client.peer_addr().ok().map(|a| a.ip());
     let connected = tokio::select! {
-        connected = connect(upstream, &faults) => connected,
+        connected = connect(upstream, source, &faults) => connected,
         () = reset.fired() => return abort(client),
     };
     let mut server = match connected {
@@ -106,13 +107,30 @@ pub(crate) async fn serve(
 }
 
 /// Connects once no hold-cut keeps the connection back (a partitioned upstream must not see new
-/// connections); `None` when a drop-cut refuses it.
+/// connections); `None` when a drop-cut refuses it. A client on a loopback address of its own
+/// (a player with its own address, for the cloud's per-address limits) reaches a loopback
+/// upstream from that same address, as it would without the proxy.
 async fn connect(
     upstream: SocketAddr,
+    client: Option<IpAddr>,
     faults: &ConnectionFaults<'_>,
 ) -> io::Result<Option<TcpStream>> {
     if !faults.may_connect().await {
         return Ok(None);
     }
-    TcpStream::connect(upstream).await.map(Some)
+    match client {
+        Some(ip) if keeps_source(ip, upstream) => {
+            let socket = TcpSocket::new_v4()?;
+            socket.bind(SocketAddr::new(ip, 0))?;
+            socket.connect(upstream).await.map(Some)
+        }
+        _ => TcpStream::connect(upstream).await.map(Some),
+    }
+}
+
+/// Whether the proxy connects upstream from the client's own address: a loopback one other
+/// than 127.0.0.1 (which every unbound client has), to a loopback upstream.
+fn keeps_source(client: IpAddr, upstream: SocketAddr) -> bool {
+    let shared = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    client.is_ipv4() && client.is_loopback() && client != shared && upstream.ip().is_loopback()
 }

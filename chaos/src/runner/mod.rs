@@ -152,6 +152,10 @@ async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
         .map_err(|e| RunError::Files(e.to_string()))?;
     log.record(Event::FriendLimits(topology::friend_limits(&plan)))
         .map_err(|e| RunError::Files(e.to_string()))?;
+    if plan.load.rate_limits {
+        log.record(Event::RateLimits(topology::rate_limits(&plan)))
+            .map_err(|e| RunError::Files(e.to_string()))?;
+    }
 
     let (supervisor, service_events) = Topology::supervisor(&plan, &dir).await?;
     let pids = samplers::Pids::default();

@@ -84,6 +84,7 @@ pub fn settings(plan: &Plan, duration: Duration) -> Settings {
             privacy_rate: load.privacy_rate,
             logout_rate: load.logout_rate,
             second_devices: load.second_devices,
+            rate_limits: load.rate_limits.then(|| super::topology::rate_limits(plan)),
         },
         seed: plan.seed,
         mode: Mode::InProcess {
@@ -413,6 +414,20 @@ impl Recorder {
                 sent: seconds(sent),
                 outcome,
                 stale_refresh_taken,
+            },
+            Fact::LimitBurst {
+                limit,
+                source,
+                sent,
+                wall_ms,
+                answers,
+            } => Event::LimitBurst {
+                account,
+                limit,
+                source,
+                sent: seconds(sent),
+                wall_ms,
+                answers,
             },
         };
         self.write(at, event);

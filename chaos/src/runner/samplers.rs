@@ -150,6 +150,7 @@ pub async fn ticks(
             disconnects: second.disconnects,
             http_calls: second.calls.calls,
             http_errors: second.calls.errors,
+            limited: second.calls.limited,
             p99_ms: second.calls.p99_ms(),
             presence_p99_ms: p99_ms(&second.presence),
             nodes,

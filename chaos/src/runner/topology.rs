@@ -15,7 +15,7 @@ use crate::backend::docker::DockerBackend;
 use crate::backend::placed::Placed;
 use crate::backend::process::ProcessBackend;
 use crate::backend::{Command, Program};
-use crate::events::FriendLimits;
+use crate::events::{FriendLimits, RateLimits};
 use crate::network::{self, Cut, Network};
 use crate::plan::timeline::Peer;
 use crate::plan::{
@@ -51,6 +51,22 @@ pub fn friend_limits(plan: &Plan) -> FriendLimits {
         max_friends: or("ANYPLAY_MAX_FRIENDS", defaults.max_friends),
         max_outgoing: or("ANYPLAY_MAX_OUTGOING", defaults.max_outgoing),
         daily_requests_new: or("ANYPLAY_DAILY_REQUESTS_NEW", defaults.daily_requests_new),
+    }
+}
+
+/// The per-address limits the nodes of `plan` hold to when `rate_limits` turns them on: the
+/// cloud's defaults, unless the nodes' environment sets them.
+pub fn rate_limits(plan: &Plan) -> RateLimits {
+    let defaults = anyplay_cloud::Config::default().rate_limits;
+    let env = &plan.services.nodes.env;
+    let or = |key: &str, default: u32| {
+        env.get(key)
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(default)
+    };
+    RateLimits {
+        calls_per_minute: or("ANYPLAY_RATE_CALLS_PER_MINUTE", defaults.calls_per_minute),
+        auth_email_per_15m: or("ANYPLAY_RATE_AUTH_EMAIL", defaults.auth_email_per_15m),
     }
 }
 
@@ -395,12 +411,14 @@ impl Topology {
                     format!("{}ms", plan.services.nodes.drain_timeout.as_millis()),
                 ])
                 .args(["--db-connections".to_string(), db_connections.to_string()])
-                // Every player comes from 127.0.0.1: per-IP limits would throttle the load.
-                .arg("--no-rate-limits")
                 .cwd(dir)
                 .netns(at.netns);
             if let Some(url) = url_of.get(&Endpoint::Nats) {
                 command = command.args(["--nats-url".to_string(), url.clone()]);
+            }
+            if !plan.load.rate_limits {
+                // Every player comes from 127.0.0.1: per-IP limits would throttle the load.
+                command = command.arg("--no-rate-limits");
             }
             for (key, value) in &plan.services.nodes.env {
                 command = command.env(key.clone(), value.clone());

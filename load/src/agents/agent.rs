@@ -254,7 +254,10 @@ impl Agent {
         nodes: Vec<String>,
         facts: bool,
     ) -> Result<Held, LoadError> {
-        settings.source_ips = self.source_ips.clone();
+        // With the cloud's limits on, each player has an address of its own instead.
+        if settings.traffic.rate_limits.is_none() {
+            settings.source_ips = self.source_ips.clone();
+        }
         // A share too big for this process is refused before any of its players starts.
         if let Ok(limit) = budget::open_file_limit() {
             let devices = Devices {

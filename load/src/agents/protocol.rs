@@ -258,6 +258,8 @@ pub struct WireOp {
 pub struct WireSecond {
     pub calls: u64,
     pub errors: u64,
+    #[serde(default)]
+    pub limited: u64,
     pub latency: WireHistogram,
 }
 
@@ -327,6 +329,7 @@ impl ScenarioResult {
                 .map(|s| WireSecond {
                     calls: s.calls,
                     errors: s.errors,
+                    limited: s.limited,
                     latency: WireHistogram::encode(&s.latency),
                 })
                 .collect(),
@@ -378,6 +381,7 @@ impl ScenarioResult {
                 Ok(Second {
                     calls: s.calls,
                     errors: s.errors,
+                    limited: s.limited,
                     latency: s.latency.decode()?,
                 })
             })

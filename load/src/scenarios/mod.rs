@@ -6,6 +6,7 @@
 pub mod cards;
 pub mod friends;
 pub mod ladder;
+pub mod limits;
 pub mod login;
 pub mod mixed;
 pub mod presence;

@@ -13,7 +13,8 @@
 //! - privacy changes (`--privacy-rate`): a player makes its card public, friends-only or
 //!   private, which the gamer-card reads then show;
 //! - logouts (`--logout-rate`): a player signs out, offers the refresh token the logout
-//!   revoked, and (told by its connection's 4003) signs in again and reconnects.
+//!   revoked, and (told by its connection's 4003) signs in again and reconnects;
+//! - bursts past the cloud's per-address limits (`--rate-limits`, [`super::limits`]).
 //!
 //! Every choice is drawn from the run's seed ([`crate::choices`]).
 
@@ -29,7 +30,7 @@ use crate::choices::{self, pick, Purpose};
 use crate::facts::Device;
 use crate::fleet::Fleet;
 use crate::player::Player;
-use crate::scenarios::Ctx;
+use crate::scenarios::{limits, Ctx};
 use crate::schedule::{self, Outcome, Plan};
 use crate::sync::lock;
 use crate::wire::{FriendStatus, Privacy};
@@ -56,6 +57,7 @@ pub struct Driven {
     pub blocks: Outcome,
     pub privacy_changes: Outcome,
     pub logouts: Outcome,
+    pub limit_bursts: usize,
 }
 
 /// Pairs with a write in flight: one at a time per pair, so that each pair's history has an
@@ -68,17 +70,18 @@ fn take_pair(busy: &Busy, a: usize, b: usize) -> Option<(usize, usize)> {
     lock(busy).insert(pair).then_some(pair)
 }
 
-/// Runs the six kinds of traffic at their settings' rates for `duration`.
+/// Runs the seven kinds of traffic at their settings' rates for `duration`.
 pub async fn drive(ctx: &Ctx, duration: Duration) -> Driven {
     let traffic = &ctx.settings.traffic;
     let busy = Busy::default();
-    let (friend_ops, churn, second_devices, blocks, privacy_changes, logouts) = tokio::join!(
+    let (friend_ops, churn, second_devices, blocks, privacy_changes, logouts, limit_bursts) = tokio::join!(
         friend_writes(ctx, traffic.friend_rate, duration, busy.clone()),
         churn(ctx, traffic.churn_rate, duration),
         second_devices(ctx, traffic.second_devices, duration),
         blocks(ctx, traffic.block_rate, duration, busy),
         privacy_changes(ctx, traffic.privacy_rate, duration),
         logouts(ctx, traffic.logout_rate, duration),
+        limits::bursts(ctx, traffic.rate_limits, duration),
     );
     Driven {
         friend_ops,
@@ -87,6 +90,7 @@ pub async fn drive(ctx: &Ctx, duration: Duration) -> Driven {
         blocks,
         privacy_changes,
         logouts,
+        limit_bursts,
     }
 }
 
