@@ -197,6 +197,11 @@ mod tests {
         check(&events.into_iter().collect(), 0)
     }
 
+    /// One burst at 5 s, judged.
+    fn one(limit: RateLimit, wall_ms: (u64, u64), answers: BurstAnswers) -> CheckResult {
+        judge(vec![burst(5.0, limit, wall_ms, answers)])
+    }
+
     #[test]
     fn bursts_refused_past_their_limits_with_retry_after_pass() {
         let result = judge(vec![
@@ -222,61 +227,31 @@ mod tests {
 
     #[test]
     fn a_limit_that_lets_too_many_by_fails() {
-        let result = judge(vec![burst(
-            5.0,
-            RateLimit::Calls,
-            IN_A_MINUTE,
-            answers(320, 0, 0, 0),
-        )]);
+        let result = one(RateLimit::Calls, IN_A_MINUTE, answers(320, 0, 0, 0));
         assert_eq!(result.result, Verdict::Fail);
         assert!(
             result.detail.contains("320 of 320 calls passed"),
             "{}",
             result.detail
         );
-        let twice = judge(vec![burst(
-            5.0,
-            RateLimit::Calls,
-            OVER_AN_EDGE,
-            answers(620, 0, 0, 0),
-        )]);
+        let twice = one(RateLimit::Calls, OVER_AN_EDGE, answers(620, 0, 0, 0));
         assert_eq!(twice.result, Verdict::Fail, "{}", twice.detail);
-        let emails = judge(vec![burst(
-            5.0,
-            RateLimit::AuthEmail,
-            IN_A_MINUTE,
-            answers(14, 0, 0, 0),
-        )]);
+        let emails = one(RateLimit::AuthEmail, IN_A_MINUTE, answers(14, 0, 0, 0));
         assert_eq!(emails.result, Verdict::Fail, "{}", emails.detail);
     }
 
     #[test]
     fn a_limit_that_refuses_too_early_fails_when_every_call_was_answered() {
-        let early = judge(vec![burst(
-            5.0,
-            RateLimit::Calls,
-            IN_A_MINUTE,
-            answers(150, 170, 0, 0),
-        )]);
+        let early = one(RateLimit::Calls, IN_A_MINUTE, answers(150, 170, 0, 0));
         assert_eq!(early.result, Verdict::Fail);
         assert!(early.detail.contains("only 150 of 320"), "{}", early.detail);
-        let lost = judge(vec![burst(
-            5.0,
-            RateLimit::Calls,
-            IN_A_MINUTE,
-            answers(150, 160, 0, 10),
-        )]);
+        let lost = one(RateLimit::Calls, IN_A_MINUTE, answers(150, 160, 0, 10));
         assert_eq!(lost.result, Verdict::Pass, "{}", lost.detail);
     }
 
     #[test]
     fn a_429_without_retry_after_fails_even_under_a_clock_fault() {
-        let result = judge(vec![burst(
-            5.0,
-            RateLimit::Calls,
-            IN_A_MINUTE,
-            answers(300, 19, 1, 0),
-        )]);
+        let result = one(RateLimit::Calls, IN_A_MINUTE, answers(300, 19, 1, 0));
         assert_eq!(result.result, Verdict::Fail);
         assert!(
             result.detail.contains("1 429s without Retry-After"),

@@ -37,16 +37,21 @@ use super::{images, RunError};
 /// The file every node appends its sign-in codes to; the players read it.
 pub const MAIL_LOG: &str = "mail.log";
 
-/// The friend limits the nodes of `plan` hold to: the cloud's defaults, unless the nodes'
-/// environment sets them (the variables a node reads; nothing else sets them).
+/// A limit the nodes of `plan` hold to: `default` (the cloud's), unless the nodes' environment
+/// sets `key` (the variable a node reads; nothing else sets it).
+fn node_limit(plan: &Plan, key: &str, default: u32) -> u32 {
+    plan.services
+        .nodes
+        .env
+        .get(key)
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+/// The friend limits the nodes of `plan` hold to.
 pub fn friend_limits(plan: &Plan) -> FriendLimits {
     let defaults = anyplay_cloud::Config::default().friend_limits;
-    let env = &plan.services.nodes.env;
-    let or = |key: &str, default: u32| {
-        env.get(key)
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(default)
-    };
+    let or = |key, default| node_limit(plan, key, default);
     FriendLimits {
         max_friends: or("ANYPLAY_MAX_FRIENDS", defaults.max_friends),
         max_outgoing: or("ANYPLAY_MAX_OUTGOING", defaults.max_outgoing),
@@ -54,16 +59,10 @@ pub fn friend_limits(plan: &Plan) -> FriendLimits {
     }
 }
 
-/// The per-address limits the nodes of `plan` hold to when `rate_limits` turns them on: the
-/// cloud's defaults, unless the nodes' environment sets them.
+/// The per-address limits the nodes of `plan` hold to when `rate_limits` turns them on.
 pub fn rate_limits(plan: &Plan) -> RateLimits {
     let defaults = anyplay_cloud::Config::default().rate_limits;
-    let env = &plan.services.nodes.env;
-    let or = |key: &str, default: u32| {
-        env.get(key)
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(default)
-    };
+    let or = |key, default| node_limit(plan, key, default);
     RateLimits {
         calls_per_minute: or("ANYPLAY_RATE_CALLS_PER_MINUTE", defaults.calls_per_minute),
         auth_email_per_15m: or("ANYPLAY_RATE_AUTH_EMAIL", defaults.auth_email_per_15m),
