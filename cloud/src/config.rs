@@ -434,6 +434,11 @@ impl Config {
         if self.outbound_queue == 0 || self.bus_queue == 0 || self.http.max_connections == 0 {
             return bad("outbound_queue, bus_queue and max_connections must be at least 1");
         }
+        let limits = &self.rate_limits;
+        if limits.enabled && (limits.auth_email_per_15m == 0 || limits.calls_per_minute == 0) {
+            // Zero would refuse every call; lifting the limits is its own flag.
+            return bad("rate_auth_email and rate_calls_per_minute must be at least 1 (--no-rate-limits lifts them)");
+        }
         if [
             self.ws_write_timeout,
             self.http.header_timeout,
@@ -484,6 +489,20 @@ mod tests {
         assert_eq!(config.node_id, "flag");
         assert_eq!(config.db_connections, 3);
         assert_eq!(config.drain_timeout, Duration::from_secs(2));
+    }
+
+    /// `--rate-auth-email 0` used to start a node that panicked on every sign-in.
+    #[test]
+    fn a_rate_limit_of_zero_is_refused_unless_the_limits_are_lifted() {
+        for flag in ["--rate-auth-email", "--rate-calls-per-minute"] {
+            let refused = Args::parse_from(["anyplay-cloud", flag, "0"]).into_config();
+            assert!(
+                matches!(&refused, Err(ConfigError::Invalid(m)) if m.contains("at least 1")),
+                "{flag}: {refused:?}"
+            );
+            let lifted = Args::parse_from(["anyplay-cloud", flag, "0", "--no-rate-limits"]);
+            assert!(lifted.into_config().is_ok(), "{flag} with --no-rate-limits");
+        }
     }
 
     #[test]

@@ -74,7 +74,8 @@ pub fn bearer(parts: &Parts) -> Option<&str> {
         .filter(|t| !t.is_empty())
 }
 
-/// The peer's IP address, for per-IP rate limits.
+/// The source a per-IP rate limit counts: the peer's IPv4 address, or its IPv6 address's
+/// /64 ([`crate::ratelimit::source_of`]).
 #[derive(Debug, Clone, Copy)]
 pub struct ClientIp(pub IpAddr);
 
@@ -85,7 +86,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
         parts
             .extensions
             .get::<ConnectInfo<SocketAddr>>()
-            .map(|ConnectInfo(addr)| ClientIp(addr.ip()))
+            .map(|ConnectInfo(addr)| ClientIp(crate::ratelimit::source_of(addr.ip())))
             .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("no ConnectInfo on the request")))
     }
 }

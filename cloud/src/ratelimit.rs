@@ -6,11 +6,24 @@
 //! challenges in the store.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::store::{now_ms, Backend, Store, StoreResult};
+
+/// What a per-source limit counts for a peer: its IPv4 address (an IPv4-mapped IPv6 address
+/// too), or the /64 of its IPv6 address, the block one subscriber gets, so that one host
+/// cannot take a fresh allowance with each of its 2^64 addresses.
+pub fn source_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !((1u128 << 64) - 1))),
+        },
+    }
+}
 
 pub enum RateLimiter {
     Memory(MemoryWindows),
@@ -92,6 +105,25 @@ impl MemoryWindows {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ipv6_source_counts_by_its_64_and_a_mapped_ipv4_as_itself() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff:1:2:3".parse().unwrap();
+        let other: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(source_of(a), source_of(b));
+        assert_eq!(source_of(a), "2001:db8:1:2::".parse::<IpAddr>().unwrap());
+        assert_ne!(source_of(a), source_of(other));
+        let mapped: IpAddr = "::ffff:127.0.0.9".parse().unwrap();
+        assert_eq!(source_of(mapped), IpAddr::from([127, 0, 0, 9]));
+        let v4: IpAddr = [127, 64, 0, 1].into();
+        assert_eq!(source_of(v4), v4);
+        // One window for the whole /64.
+        let limiter = MemoryWindows::new(1, Duration::from_secs(60));
+        let t0 = Instant::now();
+        assert!(limiter.check(source_of(a), t0).is_ok());
+        assert!(limiter.check(source_of(b), t0).is_err());
+    }
 
     #[test]
     fn the_window_refills() {

@@ -282,9 +282,15 @@ async fn serve(state: AppState, public: TcpListener, ops: TcpListener) -> Result
         tracing::warn!("drain timeout: stopping with calls or sockets still open");
     }
     // The records of our connections go now rather than at lease expiry, so
-    // friends see the players leave at once.
-    if let Err(e) = presence::clear_own_records(&state).await {
-        tracing::warn!(error = %e, "could not clear this node's connection records");
+    // friends see the players leave at once; a store that hangs has until the
+    // deadline, after which the leases expire them instead.
+    let clear_wait = deadline.saturating_duration_since(Instant::now()) + STORE_GRACE;
+    match tokio::time::timeout(clear_wait, presence::clear_own_records(&state)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "could not clear this node's connection records"),
+        Err(_) => tracing::warn!(
+            "drain: the store did not answer; the leases will expire this node's records"
+        ),
     }
     // Those offline events, and the ones of the sockets closed above, may still
     // wait in the bus's queue: they go out before the store closes.
@@ -304,10 +310,19 @@ async fn serve(state: AppState, public: TcpListener, ops: TcpListener) -> Result
     })
     .await;
     drop(upkeep);
-    state.store.close().await;
+    // Closing waits for the pool's connections: a hung store must not hold the exit.
+    if tokio::time::timeout(STORE_GRACE, state.store.close())
+        .await
+        .is_err()
+    {
+        tracing::warn!("drain: the store's connections did not close in time");
+    }
     tracing::info!(node = %state.config.node_id, "drained");
     Ok(())
 }
+
+/// How long a drain gives the store past its deadline, for each step that needs it.
+const STORE_GRACE: Duration = Duration::from_millis(500);
 
 /// Refuses new calls while draining, and applies the per-IP limit.
 async fn guard(State(state): State<AppState>, ip: ClientIp, req: Request, next: Next) -> Response {

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use axum::extract::rejection::QueryRejection;
 use axum::extract::ws::{WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
@@ -37,9 +38,10 @@ const TRANSPORT_LIMIT: usize = 64 * 1024;
 pub async fn upgrade(
     State(state): State<AppState>,
     headers: HeaderMap,
-    Query(query): Query<TokenQuery>,
+    query: Result<Query<TokenQuery>, QueryRejection>,
     ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> ApiResult<Response> {
+    let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let from_header = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())

@@ -96,7 +96,10 @@ impl Store {
                 .await?;
                 if rows.len() >= limit as usize {
                     // The window frees up when its oldest entry ages out.
-                    let oldest: i64 = rows[0].try_get("created_at")?;
+                    let oldest: i64 = match rows.first() {
+                        Some(row) => row.try_get("created_at")?,
+                        None => now,
+                    };
                     let wait = (oldest + AUTH_EMAIL_WINDOW_MS - now).max(1000);
                     return Ok(ChallengeIssue::Limited(Duration::from_millis(wait as u64)));
                 }

@@ -180,6 +180,20 @@ async fn bad_ids_tokens_and_paths(topology: Topology) {
     );
     let (s, v) = node.call(Method::GET, "/v1/nothing/here", t, None).await;
     assert_eq!((s, code(&v)), (StatusCode::NOT_FOUND, Some("not_found")));
+    // A query the event path cannot read gets the contract's JSON error, not axum's text.
+    let (s, v) = raw(
+        node,
+        Method::GET,
+        "/v1/events?token=a&token=b",
+        None,
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(
+        (s, code(&v)),
+        (StatusCode::BAD_REQUEST, Some("bad_request")),
+        "{v}"
+    );
 }
 
 /// In a pair the calls alternate between the nodes: the contract has limits

@@ -290,3 +290,38 @@ async fn a_store_out_of_reach_of_every_node_keeps_the_connections() {
         "ann's connection ended while no node could reach the store: {closed:?}"
     );
 }
+
+/// Issue 30: a drain whose store hung waited on it for good (clearing the node's records,
+/// then closing the pool); chaos hid it by SIGKILLing after the drain timeout. The node now
+/// gives the store until its deadline and exits 0 all the same; the leases expire its records.
+#[tokio::test]
+async fn a_drain_ends_in_time_when_the_store_hangs() {
+    let postgres = std::env::var("ANYPLAY_TEST_POSTGRES_URL").unwrap_or_default();
+    let proxy = TcpProxy::start(address_of(&postgres)).await;
+    let mut cloud = TestCloud::pair_builder()
+        .database_url_of(|i, url| {
+            if i == 0 {
+                via(url, proxy.addr)
+            } else {
+                url.to_string()
+            }
+        })
+        .start(&["--drain-timeout", "2s"])
+        .await;
+    let ann = cloud.signup("ann").await;
+    let (_ann_ev, _) = cloud.node(0).connect(&ann).await;
+
+    proxy.pause();
+    let node = cloud.node_mut(0);
+    node.signal(nix::sys::signal::Signal::SIGTERM);
+    let stopped = Instant::now();
+    // The drain timeout, and room for a busy machine: a hang would never end.
+    let status = node.exit_status(Duration::from_secs(15)).await;
+    assert_eq!(status.code(), Some(0), "log:\n{}", node.log());
+    assert!(
+        stopped.elapsed() < Duration::from_secs(15),
+        "exited {:?} after SIGTERM",
+        stopped.elapsed()
+    );
+    proxy.resume();
+}
