@@ -53,6 +53,10 @@ pub enum Command {
         /// Also write the checks as JUnit XML to this file.
         #[arg(long, value_name = "FILE")]
         junit: Option<PathBuf>,
+        /// Run the recorded plan's `clients` commands too: a run directory is data from
+        /// wherever it came, and those are shell commands (refused without this).
+        #[arg(long)]
+        trust_plan: bool,
     },
     /// Compare run B with run A (run directories or report.json files): exit 1 when B fails
     /// a check that A passed, 2 when either cannot be read.
@@ -287,9 +291,9 @@ pub fn up(path: &Path, overrides: Overrides) -> anyhow::Result<Outcome> {
 }
 
 /// `rerun DIR`: the recorded plan and seed, again.
-pub fn rerun(dir: &Path, junit: Option<&Path>) -> anyhow::Result<Outcome> {
+pub fn rerun(dir: &Path, junit: Option<&Path>, trust_plan: bool) -> anyhow::Result<Outcome> {
     raise_fd_limit();
-    finished(runtime()?.block_on(runner::rerun(dir)), junit)
+    finished(runtime()?.block_on(runner::rerun(dir, trust_plan)), junit)
 }
 
 /// `selftest`: exit 0 only when the clean run passed and every defect was caught.

@@ -448,7 +448,7 @@ struct Writer {
 impl EventLog {
     /// Creates (or truncates) the log at `path`; `t` counts seconds from `zero`.
     pub fn create(path: &Path, zero: Instant) -> Result<EventLog, EventsError> {
-        let file = File::create(path).map_err(|source| EventsError::Open {
+        let file = crate::run_files::create(path).map_err(|source| EventsError::Open {
             path: path.to_owned(),
             source,
         })?;

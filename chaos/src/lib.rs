@@ -20,6 +20,7 @@ pub mod network;
 pub mod plan;
 pub mod proxy;
 pub mod report;
+pub mod run_files;
 pub mod runner;
 #[cfg(feature = "seeded-defects")]
 pub mod selftest;

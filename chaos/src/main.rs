@@ -42,7 +42,11 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
             junit,
         } => cli::run(&plan, out, overrides, junit.as_deref()),
         Command::Up { plan, overrides } => cli::up(&plan, overrides),
-        Command::Rerun { dir, junit } => cli::rerun(&dir, junit.as_deref()),
+        Command::Rerun {
+            dir,
+            junit,
+            trust_plan,
+        } => cli::rerun(&dir, junit.as_deref(), trust_plan),
         Command::Compare { a, b } => cli::compare(&a, &b),
         #[cfg(feature = "seeded-defects")]
         Command::Selftest { cases, out, jobs } => cli::selftest(cases, out, jobs),

@@ -268,6 +268,35 @@ fn report_dir_writes_a_self_contained_html_page() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The supervisor runs as root and `report DIR` takes anybody's directory: a report file
+/// there that is a symlink is refused, not followed, and its target is left as it was.
+#[test]
+fn report_dir_writes_through_no_symlink() {
+    let dir = scratch("symlink");
+    std::fs::write(
+        dir.join("plan.yaml"),
+        "name: tiny\nload: {players: 2, through_proxy: true}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("events.jsonl"),
+        r#"{"t":1.0,"kind":"load_tick","online":2,"welcomes":2,"disconnects":0,"http_calls":5,"http_errors":0,"p99_ms":2.0,"presence_p99_ms":null,"nodes":{}}"#.to_owned() + "\n",
+    )
+    .unwrap();
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("report.json")).unwrap();
+    let output = chaos(&[Path::new("report"), &dir]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("report.json"),
+        "{}",
+        text(&output.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn a_run_with_junit_writes_the_checks_and_report_html() {
     let dir = scratch("junit");

@@ -1,6 +1,6 @@
 //! A service's log file: appended across restarts, each start marked with a header line.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 
 use time::format_description::well_known::Rfc3339;
@@ -18,11 +18,7 @@ pub(crate) fn open_log(command: &Command, name: &str) -> Result<File, BackendErr
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(error)?;
     }
-    let mut file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(error)?;
+    let mut file = crate::run_files::append(path).map_err(error)?;
     let now = OffsetDateTime::now_utc()
         .format(&Rfc3339)
         .unwrap_or_else(|_| "now".to_owned());

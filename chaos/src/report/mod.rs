@@ -61,7 +61,7 @@ pub fn render_dir(dir: &Path) -> Result<Report, ReportError> {
     let Judged { report, history } = judge_dir(dir)?;
     let write = |name: &str, text: String| {
         let path = dir.join(name);
-        std::fs::write(&path, text).map_err(|source| ReportError::Write { path, source })
+        crate::run_files::write(&path, text).map_err(|source| ReportError::Write { path, source })
     };
     // Plain data: serializing it cannot fail.
     write(

@@ -21,13 +21,25 @@ pub struct Running {
     leader: Leader,
 }
 
-/// The command line of `client` with its placeholders filled.
-fn command_line(client: &Client, urls: &str, out: &Path) -> String {
-    client
+/// The command line of `client` with its placeholders filled, a value with anything but
+/// plain path and address characters quoted for the shell: a run directory named `$(…)` or
+/// with a space is a path, not more of the command. Plain values go in as they are, so a plan
+/// that quotes its placeholders itself keeps working.
+fn command_line(client: &Client, urls: &str, out: &Path) -> Result<String, String> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_./:,@+=-".contains(c);
+    let quoted = |value: &str| {
+        if !value.is_empty() && value.chars().all(plain) {
+            return Ok(value.to_owned());
+        }
+        shlex::try_quote(value)
+            .map(|q| q.into_owned())
+            .map_err(|e| format!("{value:?} cannot be given to the shell: {e}"))
+    };
+    Ok(client
         .cmd
-        .replace("{urls}", urls)
-        .replace("{name}", &client.name)
-        .replace("{out}", &out.display().to_string())
+        .replace("{urls}", &quoted(urls)?)
+        .replace("{name}", &quoted(&client.name)?)
+        .replace("{out}", &quoted(&out.display().to_string())?))
 }
 
 /// Starts every client; one that cannot start is recorded as a failed exit at once.
@@ -40,12 +52,14 @@ pub fn start(clients: &[Client], dir: &Path, nodes: &[NodeAddrs], log: &EventLog
     let mut running = Vec::new();
     for client in clients {
         let out = dir.join("clients").join(&client.name);
-        let command = Command::new("/bin/sh", log_path(dir, &client.name))
-            .args(["-c".to_owned(), command_line(client, &urls, &out)])
-            .cwd(dir);
-        let started = std::fs::create_dir_all(&out)
-            .map_err(|e| format!("{}: {e}", out.display()))
-            .and_then(|()| process::spawn(&command, &client.name).map_err(|e| e.to_string()));
+        let started = command_line(client, &urls, &out).and_then(|line| {
+            let command = Command::new("/bin/sh", log_path(dir, &client.name))
+                .args(["-c".to_owned(), line])
+                .cwd(dir);
+            std::fs::create_dir_all(&out)
+                .map_err(|e| format!("{}: {e}", out.display()))
+                .and_then(|()| process::spawn(&command, &client.name).map_err(|e| e.to_string()))
+        });
         match started {
             Ok(leader) => running.push(Running {
                 name: client.name.clone(),
@@ -152,8 +166,16 @@ mod tests {
                 &client,
                 "http://a,http://b",
                 Path::new("/r/clients/headless-1")
-            ),
+            )
+            .unwrap(),
             "./c --server http://a,http://b --name headless-1 --out /r/clients/headless-1"
+        );
+        // A run directory given with --out is a path, whatever it is called.
+        let line = command_line(&client, "http://a", Path::new("/r/$(touch x) y")).unwrap();
+        assert!(line.ends_with("--out '/r/$(touch x) y'"), "{line}");
+        assert_eq!(
+            shlex::split(&line).unwrap().last().map(String::as_str),
+            Some("/r/$(touch x) y")
         );
     }
 }

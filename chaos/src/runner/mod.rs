@@ -52,6 +52,11 @@ pub enum RunError {
     Sockets(#[from] anyplay_load::budget::TooManySockets),
     #[error("the report: {0}")]
     Report(#[from] report::ReportError),
+    #[error(
+        "{plan} runs client commands through /bin/sh ({commands}); a run directory may come \
+         from anywhere: read it, then rerun with --trust-plan to run them"
+    )]
+    Untrusted { plan: String, commands: String },
 }
 
 /// What `run` was asked.
@@ -121,7 +126,7 @@ fn prepare(options: RunOptions) -> Result<(Plan, PathBuf), RunError> {
     // Services run in the run directory: every path handed to them must be absolute.
     let dir = dir.canonicalize().map_err(files(&dir))?;
     let plan_file = dir.join(PLAN_FILE);
-    std::fs::write(&plan_file, plan.to_yaml()).map_err(files(&plan_file))?;
+    crate::run_files::write(&plan_file, plan.to_yaml()).map_err(files(&plan_file))?;
     Ok((plan, dir))
 }
 
@@ -318,7 +323,7 @@ async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
     let load_file = dir.join(LOAD_REPORT_FILE);
     let text =
         serde_json::to_string_pretty(&load_report).map_err(|e| RunError::Files(e.to_string()))?;
-    std::fs::write(&load_file, text).map_err(files(&load_file))?;
+    crate::run_files::write(&load_file, text).map_err(files(&load_file))?;
     let report = report::render_dir(&dir)?;
     if let Some(shortfall) = report.login_shortfall() {
         println!("Load: {shortfall}.\n");
@@ -471,9 +476,26 @@ pub fn up(options: RunOptions) -> LocalBoxFuture<'static, Result<(), RunError>> 
 }
 
 /// `rerun DIR`: the plan and seed recorded in DIR, again, into a new directory. Boxed, as `run`.
-pub fn rerun<'a>(dir: &'a Path) -> LocalBoxFuture<'a, Result<Finished, RunError>> {
+/// `rerun DIR`: the recorded plan's `clients` are shell commands, run only when `trust_plan`
+/// says the directory is as trusted as a plan one wrote.
+pub fn rerun<'a>(
+    dir: &'a Path,
+    trust_plan: bool,
+) -> LocalBoxFuture<'a, Result<Finished, RunError>> {
     Box::pin(async move {
-        let plan = Plan::load(&dir.join(PLAN_FILE))?;
+        let path = dir.join(PLAN_FILE);
+        let plan = Plan::load(&path)?;
+        if !trust_plan && !plan.clients.is_empty() {
+            let commands: Vec<String> = plan
+                .clients
+                .iter()
+                .map(|c| format!("{}: {}", c.name, c.cmd))
+                .collect();
+            return Err(RunError::Untrusted {
+                plan: path.display().to_string(),
+                commands: commands.join("; "),
+            });
+        }
         // The recorded plan has the backend and images of that run already.
         run(RunOptions {
             plan,

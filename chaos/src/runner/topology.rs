@@ -326,7 +326,7 @@ impl Topology {
         }
 
         let mail_log = dir.join(MAIL_LOG);
-        std::fs::File::create(&mail_log)
+        crate::run_files::create(&mail_log)
             .map_err(|e| RunError::Topology(format!("{}: {e}", mail_log.display())))?;
         for n in 1..=nodes {
             let service = Service::Node(n);
