@@ -112,7 +112,7 @@ async fn serve(state: AppState, account_id: i64, socket: WebSocket, _open: Socke
             return;
         }
     };
-    let came_online = registered.previous.is_none();
+    let mut came_online = registered.previous.is_none();
     let previous = registered.previous.filter(|p| p.node != node);
     #[cfg(feature = "seeded-defects")]
     let previous = previous.filter(|_| !crate::defects::active(SeededDefect::NoCrossNodeReplace));
@@ -131,6 +131,10 @@ async fn serve(state: AppState, account_id: i64, socket: WebSocket, _open: Socke
             // taken and closes the old connection with 4001: the welcome waits for it.
             tokio::time::sleep(renewal_seen(&previous, &state.config)).await;
         }
+        // A node that is gone or out of reach may have died between recording its
+        // connection and welcoming it, after friends heard the account leave: whether they
+        // heard it come back is unknown, so they hear it now (once more is harmless).
+        came_online |= answer != RemoteClose::Done;
     }
     state.hub.established(account_id, &connection_id);
     state.metrics.connections_open.inc();

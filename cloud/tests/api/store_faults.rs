@@ -325,3 +325,46 @@ async fn a_drain_ends_in_time_when_the_store_hangs() {
     );
     proxy.resume();
 }
+
+/// A node that died between recording a connection and welcoming it left a live record of an
+/// account whose friends had heard it go offline. The account's next connection, elsewhere,
+/// found that record, took itself for a replacement and told nobody it was back: friends saw
+/// it offline while it played (a self-test run's events_missing, "online … (never)"). A
+/// replacement on a node that is gone now says the account is online.
+#[tokio::test]
+async fn a_record_left_by_a_dead_node_does_not_keep_a_return_unannounced() {
+    let cloud = TestCloud::pair(&[]).await;
+    let ann = cloud.signup("ann").await;
+    let bob = cloud.signup("bob").await;
+    cloud.befriend(&ann, &bob).await;
+    let b = cloud.node(1);
+    let (mut bob_ev, _) = b.connect(&bob).await;
+    // A node that no longer exists recorded ann's connection a moment ago.
+    let mut sql = cloud.sql().await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    sqlx::query(
+        "INSERT INTO connections (account_id, connection_id, node, since, lease_until) \
+         VALUES ($1, 'ghost', 'node-gone', $2, $3)",
+    )
+    .bind(ann.id)
+    .bind(now)
+    .bind(now + 10_000)
+    .execute(&mut sql)
+    .await
+    .unwrap();
+    let (_ann_ev, _) = b.connect(&ann).await;
+    let e = tokio::time::timeout(Duration::from_secs(5), async {
+        loop {
+            let e = bob_ev.next_of("presence").await;
+            if e["account_id"] == ann.id {
+                return e;
+            }
+        }
+    })
+    .await
+    .expect("bob hears that ann is online");
+    assert_eq!(e["online"], true, "{e}");
+}
