@@ -73,6 +73,8 @@ pub struct HttpLimits {
     pub header_timeout: Duration,
     /// Time without a byte either way, on a connection not upgraded to a WebSocket.
     pub idle_timeout: Duration,
+    /// Time a request body has to arrive whole, once its head is in.
+    pub body_timeout: Duration,
     /// Open connections on the public listener, event sockets included; more are closed at once.
     pub max_connections: usize,
 }
@@ -138,6 +140,7 @@ impl Default for Config {
             http: HttpLimits {
                 header_timeout: Duration::from_secs(20),
                 idle_timeout: Duration::from_secs(60),
+                body_timeout: Duration::from_secs(10),
                 max_connections: 50_000,
             },
             bus_queue: 4096,
@@ -304,6 +307,11 @@ pub struct Args {
     #[serde(deserialize_with = "optional_duration")]
     pub http_header_timeout: Option<Duration>,
 
+    /// Time a request body has to arrive whole once its head is in; a body that trickles in answers 408 [default: 10s].
+    #[arg(long, env = "ANYPLAY_HTTP_BODY_TIMEOUT", value_parser = duration::parse)]
+    #[serde(deserialize_with = "optional_duration")]
+    pub http_body_timeout: Option<Duration>,
+
     /// Time an HTTP connection (not an event socket) may pass without a byte either way [default: 60s].
     #[arg(long, env = "ANYPLAY_HTTP_IDLE_TIMEOUT", value_parser = duration::parse)]
     #[serde(deserialize_with = "optional_duration")]
@@ -344,7 +352,7 @@ impl Args {
             db_idle_in_transaction_timeout, admin_token, access_token_ttl,
             no_rate_limits, rate_auth_email, rate_calls_per_minute, max_friends, max_outgoing,
             daily_requests_new, ping_interval, outbound_queue, ws_write_timeout,
-            http_header_timeout, http_idle_timeout, max_connections, bus_queue)
+            http_header_timeout, http_body_timeout, http_idle_timeout, max_connections, bus_queue)
     }
 
     fn read_file(path: &Path) -> Result<Args, ConfigError> {
@@ -412,6 +420,7 @@ impl Args {
             http: HttpLimits {
                 header_timeout: args.http_header_timeout.unwrap_or(d.http.header_timeout),
                 idle_timeout: args.http_idle_timeout.unwrap_or(d.http.idle_timeout),
+                body_timeout: args.http_body_timeout.unwrap_or(d.http.body_timeout),
                 max_connections: args.max_connections.unwrap_or(d.http.max_connections),
             },
             bus_queue: args.bus_queue.unwrap_or(d.bus_queue),
@@ -442,12 +451,13 @@ impl Config {
         if [
             self.ws_write_timeout,
             self.http.header_timeout,
+            self.http.body_timeout,
             self.http.idle_timeout,
         ]
         .iter()
         .any(Duration::is_zero)
         {
-            return bad("ws_write_timeout, http_header_timeout and http_idle_timeout must be longer than zero");
+            return bad("ws_write_timeout, http_header_timeout, http_body_timeout and http_idle_timeout must be longer than zero");
         }
         if self.ping_interval.is_zero() || self.access_token_ttl.is_zero() {
             return bad("ping_interval and access_token_ttl must be longer than zero");

@@ -16,18 +16,31 @@ use crate::state::AppState;
 pub const MAX_BODY: usize = 16 * 1024;
 
 /// `axum::Json`, but a malformed body gets the contract's `400 bad_request`
-/// (and an oversized one `413 too_large`) instead of axum's plain-text rejection.
+/// (and an oversized one `413 too_large`) instead of axum's plain-text rejection, and a body
+/// that does not arrive whole within the node's body timeout `408 request_timeout`: one that
+/// trickles in a byte at a time would otherwise hold its connection for good.
 pub struct Json<T>(pub T);
 
-impl<T, S> FromRequest<S> for Json<T>
+impl<T> FromRequest<AppState> for Json<T>
 where
     T: DeserializeOwned,
-    S: Send + Sync,
 {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        match axum::Json::<T>::from_request(req, state).await {
+    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+        let deadline = state.config.http.body_timeout;
+        let read = tokio::time::timeout(deadline, axum::Json::<T>::from_request(req, state));
+        let Ok(read) = read.await else {
+            return Err(ApiError::rule(
+                axum::http::StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                format!(
+                    "the request body did not arrive within {}s",
+                    deadline.as_secs_f64()
+                ),
+            ));
+        };
+        match read {
             Ok(axum::Json(v)) => Ok(Json(v)),
             Err(JsonRejection::BytesRejection(e))
                 if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE =>

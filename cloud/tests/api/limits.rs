@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::support::{raw, TestCloud, Topology};
 
@@ -112,4 +112,52 @@ async fn connections_over_the_cap_are_closed_at_once_and_the_others_keep_working
             "the freed place was never given again"
         );
     }
+}
+
+/// Issue 30: a body that trickles in a byte at a time made progress, so neither the head's
+/// deadline nor the idle timeout ended it, and it held its connection for good. The body has a
+/// deadline of its own: the call answers 408 `request_timeout` and the connection closes.
+#[tokio::test]
+async fn a_body_that_trickles_in_is_cut_off_at_its_deadline() {
+    let cloud = TestCloud::start(Topology::Single, &["--http-body-timeout", "1s"]).await;
+    let mut stream = raw::connect(cloud.node(0)).await;
+    stream
+        .write_all(
+            b"POST /v1/auth/email HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+              Content-Length: 16000\r\n\r\n{",
+        )
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 512];
+    while started.elapsed() < Duration::from_secs(8) {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        match tokio::time::timeout(Duration::from_millis(1), stream.read(&mut chunk)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => answer.extend_from_slice(&chunk[..n]),
+            Err(_) => {}
+        }
+        if stream.write_all(b" ").await.is_err() {
+            break;
+        }
+    }
+    // What was answered before the close.
+    while let Ok(Ok(n)) =
+        tokio::time::timeout(Duration::from_millis(500), stream.read(&mut chunk)).await
+    {
+        if n == 0 {
+            break;
+        }
+        answer.extend_from_slice(&chunk[..n]);
+    }
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "a body trickled in for 8 s and the connection is still open; heard {answer:?}"
+    );
+    assert!(
+        answer.starts_with("HTTP/1.1 408") && answer.contains("\"request_timeout\""),
+        "{answer}"
+    );
 }
