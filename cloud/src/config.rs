@@ -97,6 +97,8 @@ pub struct Config {
     pub friend_limits: FriendLimits,
     pub ping_interval: Duration,
     pub outbound_queue: usize,
+    /// An event socket's kernel send buffer, in bytes (the kernel doubles it).
+    pub event_send_buffer: usize,
     /// Longest a write to an event socket may take before the client counts as stalled.
     pub ws_write_timeout: Duration,
     pub http: HttpLimits,
@@ -136,6 +138,7 @@ impl Default for Config {
             },
             ping_interval: Duration::from_secs(20),
             outbound_queue: 256,
+            event_send_buffer: 8 * 1024,
             ws_write_timeout: Duration::from_secs(5),
             http: HttpLimits {
                 header_timeout: Duration::from_secs(20),
@@ -297,6 +300,10 @@ pub struct Args {
     #[arg(long, env = "ANYPLAY_OUTBOUND_QUEUE")]
     pub outbound_queue: Option<usize>,
 
+    /// An event socket's kernel send buffer in bytes, so that a reader that falls behind fills the outbound queue instead of megabytes the kernel would buffer; 0 leaves it to the kernel [default: 8192].
+    #[arg(long, env = "ANYPLAY_EVENT_SEND_BUFFER")]
+    pub event_send_buffer: Option<usize>,
+
     /// Longest a write to an event socket may take; a client that stops reading is then dropped as a slow consumer [default: 5s].
     #[arg(long, env = "ANYPLAY_WS_WRITE_TIMEOUT", value_parser = duration::parse)]
     #[serde(deserialize_with = "optional_duration")]
@@ -351,7 +358,7 @@ impl Args {
             mail_log, drain_timeout, db_connections, db_lock_timeout, db_statement_timeout,
             db_idle_in_transaction_timeout, admin_token, access_token_ttl,
             no_rate_limits, rate_auth_email, rate_calls_per_minute, max_friends, max_outgoing,
-            daily_requests_new, ping_interval, outbound_queue, ws_write_timeout,
+            daily_requests_new, ping_interval, outbound_queue, event_send_buffer, ws_write_timeout,
             http_header_timeout, http_body_timeout, http_idle_timeout, max_connections, bus_queue)
     }
 
@@ -416,6 +423,7 @@ impl Args {
             },
             ping_interval: args.ping_interval.unwrap_or(d.ping_interval),
             outbound_queue: args.outbound_queue.unwrap_or(d.outbound_queue),
+            event_send_buffer: args.event_send_buffer.unwrap_or(d.event_send_buffer),
             ws_write_timeout: args.ws_write_timeout.unwrap_or(d.ws_write_timeout),
             http: HttpLimits {
                 header_timeout: args.http_header_timeout.unwrap_or(d.http.header_timeout),

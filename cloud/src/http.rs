@@ -4,12 +4,15 @@
 //! timeout while a request or its response makes no progress. HTTP/1.1 only.
 //!
 //! A connection's place under the cap travels with its socket, so an event
-//! WebSocket upgraded from it keeps the place until it closes.
+//! WebSocket upgraded from it keeps the place until it closes. A handler may
+//! bound the socket's kernel send buffer ([`SendBuffer`]): the event route does,
+//! so that a reader that falls behind fills the outbound queue, not megabytes of
+//! kernel buffer the queue's bound knows nothing of.
 
 use std::io;
 use std::net::SocketAddr;
 use std::pin::{pin, Pin};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -87,8 +90,10 @@ async fn connection(
     _done: watch::Receiver<()>,
 ) {
     let activity = io.activity.clone();
+    let send_buffer = SendBuffer(io.send_buffer.clone());
     let service = app.map_request(move |mut req: axum::http::Request<Incoming>| {
         req.extensions_mut().insert(ConnectInfo(remote));
+        req.extensions_mut().insert(send_buffer.clone());
         req
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
@@ -139,11 +144,25 @@ impl Activity {
     }
 }
 
+/// A request's handle on its connection's kernel send buffer (a request extension).
+#[derive(Clone)]
+pub struct SendBuffer(Arc<AtomicUsize>);
+
+impl SendBuffer {
+    /// Bounds the connection's send buffer to `bytes` (the kernel doubles it) from its next
+    /// write on, which for an upgrade is the `101` itself.
+    pub fn limit(&self, bytes: usize) {
+        self.0.store(bytes, Ordering::Relaxed);
+    }
+}
+
 /// A connection's socket, with its place under the cap and its open count,
 /// both given back when it closes (after an upgrade, when the WebSocket does).
 struct Tracked {
     stream: TcpStream,
     activity: Arc<Activity>,
+    /// A send buffer size a handler asked for, not applied yet (0: none).
+    send_buffer: Arc<AtomicUsize>,
     _place: OwnedSemaphorePermit,
     _open: Held,
 }
@@ -156,6 +175,7 @@ impl Tracked {
                 base: Instant::now(),
                 last_ns: AtomicU64::new(0),
             }),
+            send_buffer: Arc::default(),
             _place: place,
             _open: open,
         }
@@ -172,6 +192,21 @@ impl Tracked {
             }
         }
         poll
+    }
+
+    /// Applies a send buffer size a handler asked for. Best effort: a socket that refuses
+    /// keeps the kernel's autotuned buffer.
+    fn bound_send_buffer(&self) {
+        let bytes = self.send_buffer.swap(0, Ordering::Relaxed);
+        if bytes > 0 {
+            if let Err(e) = nix::sys::socket::setsockopt(
+                &self.stream,
+                nix::sys::socket::sockopt::SndBuf,
+                &bytes,
+            ) {
+                tracing::debug!(error = %e, "could not bound a socket's send buffer");
+            }
+        }
     }
 }
 
@@ -196,6 +231,7 @@ impl AsyncWrite for Tracked {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        this.bound_send_buffer();
         let poll = Pin::new(&mut this.stream).poll_write(cx, buf);
         this.moved(poll, |n| *n > 0)
     }
@@ -206,6 +242,7 @@ impl AsyncWrite for Tracked {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        this.bound_send_buffer();
         let poll = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
         this.moved(poll, |n| *n > 0)
     }

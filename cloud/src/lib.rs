@@ -27,7 +27,7 @@ pub mod error;
 pub mod events;
 pub mod extract;
 pub mod fence;
-mod http;
+pub(crate) mod http;
 pub mod mail;
 pub mod metrics;
 pub mod ports;

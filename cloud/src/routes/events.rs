@@ -9,6 +9,7 @@ use axum::extract::ws::{WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
+use axum::Extension;
 use rand::RngCore;
 use serde::Deserialize;
 use serde_json::json;
@@ -21,6 +22,7 @@ use crate::drain::SocketGuard;
 use crate::error::{ApiError, ApiResult};
 use crate::events::connection::{self, Ended};
 use crate::events::CloseCode;
+use crate::http::SendBuffer;
 use crate::metrics::CloseLabels;
 use crate::presence;
 use crate::state::AppState;
@@ -39,6 +41,7 @@ pub async fn upgrade(
     State(state): State<AppState>,
     headers: HeaderMap,
     query: Result<Query<TokenQuery>, QueryRejection>,
+    send_buffer: Option<Extension<SendBuffer>>,
     ws: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> ApiResult<Response> {
     let Query(query) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
@@ -58,6 +61,9 @@ pub async fn upgrade(
     // Counted from here, while this call is still in flight: a drain that sees
     // no call and no socket has no upgrade pending either.
     let open = state.drain.socket_opened();
+    if let Some(Extension(send_buffer)) = send_buffer {
+        send_buffer.limit(state.config.event_send_buffer);
+    }
     Ok(ws
         // Thousands of mostly idle sockets: small buffers (axum's default read buffer is 128 KiB each).
         .read_buffer_size(4 * 1024)

@@ -282,6 +282,38 @@ async fn a_client_that_stops_reading_is_dropped_as_a_slow_consumer() {
     assert_eq!(node.metric("anyplay_event_connections_open").await, 0.0);
 }
 
+/// A reader that falls behind must meet the outbound queue's bound: the node's event
+/// sockets bound their kernel send buffer, which Linux otherwise grows to megabytes (some
+/// 20,000 events) before a write blocks and the queue starts to fill.
+#[tokio::test]
+async fn a_slow_reader_is_closed_1013_once_its_queue_and_small_buffers_are_full() {
+    let cloud = TestCloud::start(Topology::Single, &["--ping-interval", "60s"]).await;
+    let (_ann, mut ws, pushers) = a_stalled_reader(&cloud).await;
+    let node = cloud.node(0);
+    let read = async {
+        let mut events = 0usize;
+        loop {
+            let frame = ws.frame().await.expect("events, then a close");
+            match frame.opcode {
+                0x1 => events += 1,
+                0x8 => {
+                    return (
+                        events,
+                        u16::from_be_bytes([frame.payload[0], frame.payload[1]]),
+                    )
+                }
+                _ => {}
+            }
+            // 50 events a second, far slower than four friends change.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let ((events, code), ()) = tokio::join!(read, push_presence(node, &pushers, 1, 500));
+    assert_eq!(code, 1013);
+    // The queue (256) and what the bounded buffers hold of these events, with room.
+    assert!(events < 256 + 500, "{events} events read before the 1013");
+}
+
 async fn the_event_socket_needs_a_valid_token(topology: Topology) {
     let cloud = TestCloud::start(topology, &[]).await;
     let ann = cloud.signup("ann").await;
