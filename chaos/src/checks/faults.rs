@@ -206,9 +206,17 @@ pub fn hits(history: &History, faults: &[Fault], grace: f64) -> (Vec<Vec<Hit>>, 
     let mut per_fault: Vec<Vec<Hit>> = vec![Vec::new(); faults.len()];
     let mut unexplained = 0;
     for (i, record) in records.iter().enumerate() {
-        let Event::PlayerLost { account, node, .. } = &record.event else {
+        let Event::PlayerLost {
+            account,
+            node,
+            reason,
+        } = &record.event
+        else {
             continue;
         };
+        if lost_by_the_player(reason) {
+            continue;
+        }
         let owner = faults
             .iter()
             .enumerate()
@@ -247,6 +255,13 @@ pub fn hits(history: &History, faults: &[Fault], grace: f64) -> (Vec<Vec<Hit>>, 
         }
     }
     (per_fault, unexplained)
+}
+
+/// Whether a loss's reason is the player's own doing, never a fault's: a 4003 ends a session
+/// the player signed out of, a 1013 a connection it read too slowly (`slow_readers`). Such a
+/// loss in a fault's window is not the fault's hit, and its return is no measure of the fault.
+fn lost_by_the_player(reason: &str) -> bool {
+    matches!(reason, "closed 4003" | "closed 1013")
 }
 
 /// Seconds from their node's going out until 50/90/95/99/100 % of a fault's players were back
@@ -479,6 +494,19 @@ mod tests {
             events.push((10.0 + account as f64, back(account, "node-1")));
         }
         events.push((99.0, lost(11, "node-1")));
+        // Signed out, or read too slowly, in the fault's window: not the fault's doing.
+        for (account, code) in [(12, 4003), (13, 1013)] {
+            let reason = format!("closed {code}");
+            events.push((
+                12.0,
+                Event::PlayerLost {
+                    account,
+                    node: "node-1".into(),
+                    reason,
+                },
+            ));
+            events.push((19.0, back(account, "node-1")));
+        }
         let history: History = events.into_iter().collect();
         let faults = faults(&history);
         let (hits, unexplained) = hits(&history, &faults, 5.0);
