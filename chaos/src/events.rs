@@ -226,6 +226,16 @@ pub enum Event {
         wall_ms: (u64, u64),
         answers: BurstAnswers,
     },
+    /// `account` read its own connection slowly from `from` to `until` (log seconds), while
+    /// its friends `senders` changed activity `flood` times in all, far faster than it read
+    /// (`slow_readers`): the cloud's outbound queue for it must fill and close it with 1013.
+    SlowReading {
+        account: u64,
+        senders: Vec<u64>,
+        from: f64,
+        until: f64,
+        flood: u32,
+    },
     /// A load agent stopped answering: its `players` (numbered from `first_player`) played on
     /// unrecorded, or not at all, from here on.
     AgentLost {

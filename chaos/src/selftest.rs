@@ -86,6 +86,7 @@ impl Case {
             SeededDefect::NoRetryAfter | SeededDefect::LenientLimits => {
                 &[checks::rate_limits::NAME]
             }
+            SeededDefect::SlowConsumersKept => &[checks::slow_consumers::NAME],
         })
     }
 

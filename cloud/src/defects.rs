@@ -70,10 +70,13 @@ pub enum SeededDefect {
     NoRetryAfter,
     /// Every second call over the per-address call limit goes through all the same.
     LenientLimits,
+    /// A full outbound queue drops the event and keeps its connection, instead of closing
+    /// it as a slow consumer (1013).
+    SlowConsumersKept,
 }
 
 impl SeededDefect {
-    pub const ALL: [SeededDefect; 25] = [
+    pub const ALL: [SeededDefect; 26] = [
         SeededDefect::NoCrossNodeReplace,
         SeededDefect::DropCrossNodeEvents,
         SeededDefect::UndoSessionJoin,
@@ -99,6 +102,7 @@ impl SeededDefect {
         SeededDefect::DailyLimitHalved,
         SeededDefect::NoRetryAfter,
         SeededDefect::LenientLimits,
+        SeededDefect::SlowConsumersKept,
     ];
 
     /// The flag's spelling (`skip-seq`).
@@ -129,6 +133,7 @@ impl SeededDefect {
             SeededDefect::DailyLimitHalved => "daily-limit-halved",
             SeededDefect::NoRetryAfter => "no-retry-after",
             SeededDefect::LenientLimits => "lenient-limits",
+            SeededDefect::SlowConsumersKept => "slow-consumers-kept",
         }
     }
 

@@ -42,6 +42,8 @@ pub enum Purpose {
     Privacy,
     /// Logout `index`: whose.
     Logouts,
+    /// Slow reader `index`: who reads slowly, which friend floods it.
+    SlowReaders,
 }
 
 impl Purpose {
@@ -60,6 +62,7 @@ impl Purpose {
             Purpose::Blocks => [11, 0],
             Purpose::Privacy => [12, 0],
             Purpose::Logouts => [13, 0],
+            Purpose::SlowReaders => [14, 0],
         }
     }
 }

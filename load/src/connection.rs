@@ -32,6 +32,11 @@ const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
 /// gigabytes across thousands of players, and even 4 KiB was a fifth of an idle player's
 /// memory. A larger frame still arrives whole: the buffer grows to fit it.
 const READ_BUFFER: usize = 1024;
+/// A slow reader's pause after each event it reads (`--slow-readers`): 50 events a second,
+/// far fewer than its friends' flood brings, yet enough that the cloud's every write to it
+/// finishes within its write timeout and what the sockets hold for it is read within a ping
+/// interval, so its 1013 reaches it.
+const SLOW_READ_PAUSE: Duration = Duration::from_millis(20);
 /// The ping interval a welcome that names none implies (the contract's default).
 const DEFAULT_PING_INTERVAL_S: u64 = 20;
 
@@ -252,7 +257,7 @@ async fn attempt(
         async move { player.resync(conn).await }
     });
     report_first(first, FirstAttempt::Welcomed { resync });
-    let ended = serve(player, conn, &mut ws, silence, signals).await;
+    let ended = serve(player, device, conn, &mut ws, silence, signals).await;
     let (code, cause) = match &ended {
         Ended::Lost(brk) => brk.as_close(),
         _ if *signals.shutdown.borrow() => (None, CloseCause::Shutdown),
@@ -285,6 +290,7 @@ async fn welcome(ws: &mut Socket) -> Result<ServerMessage, Option<u16>> {
 /// told to leave, or the fleet shuts down.
 async fn serve(
     player: &Player,
+    device: Device,
     conn: ConnId,
     ws: &mut Socket,
     silence: Duration,
@@ -305,7 +311,12 @@ async fn serve(
             message = tokio::time::timeout(silence, ws.next()) => match message {
                 // Heard nothing, not even a ping: the connection is dead to this client.
                 Err(_) => return Ended::Lost(Break::Silent),
-                Ok(Some(Ok(Message::Text(text)))) => player.on_message(conn, &text),
+                Ok(Some(Ok(Message::Text(text)))) => {
+                    player.on_message(conn, &text);
+                    if device == Device::Primary && player.reads_slowly() {
+                        tokio::time::sleep(SLOW_READ_PAUSE).await;
+                    }
+                }
                 // A close frame without a code is the protocol's 1005 "no status".
                 Ok(Some(Ok(Message::Close(frame)))) => {
                     return Ended::Lost(Break::Closed(frame.map_or(1005, |f| u16::from(f.code))))

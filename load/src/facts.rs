@@ -177,6 +177,15 @@ pub enum Fact<T = Instant> {
         wall_ms: (u64, u64),
         answers: BurstAnswers,
     },
+    /// The player read its own device's connection slowly (`--slow-readers`) from `from`
+    /// until `until` (its connection ended, or it gave up waiting for that), while `senders`,
+    /// friends of it, changed their activity `flood` times in all, far faster than it read.
+    SlowReading {
+        senders: Vec<AccountId>,
+        from: T,
+        until: T,
+        flood: u32,
+    },
 }
 
 impl<T> Fact<T> {
@@ -274,6 +283,17 @@ impl<T> Fact<T> {
                 sent: f(sent),
                 wall_ms,
                 answers,
+            },
+            Fact::SlowReading {
+                senders,
+                from,
+                until,
+                flood,
+            } => Fact::SlowReading {
+                senders,
+                from: f(from),
+                until: f(until),
+                flood,
             },
         }
     }

@@ -22,6 +22,15 @@ pub const PER_PLAYER_ADDRESSES: usize = 65_536;
 /// agent's share too) has [`BURSTS_PER_FLEET`] addresses from its first player's number on.
 const BURST_BASE: u32 = u32::from_be_bytes([127, 128, 0, 0]);
 pub const BURSTS_PER_FLEET: u64 = 64;
+/// A slow reader's flood (`--slow-readers` with `--rate-limits`) calls from 127.160.0.0 on:
+/// [`FLOODS_PER_FLEET`] floods a fleet, [`FLOOD_ADDRESSES`] addresses a flood, so that none of
+/// them goes past the call limit.
+const FLOOD_BASE: u32 = u32::from_be_bytes([127, 160, 0, 0]);
+pub const FLOODS_PER_FLEET: u64 = 64;
+pub const FLOOD_ADDRESSES: u64 = 16;
+/// An event socket's receive buffer (the kernel doubles it): events are small, and a player
+/// that reads slowly must leave them in the cloud's outbound queue, not in its own kernel.
+const EVENT_RECV_BUFFER: u32 = 4 * 1024;
 
 /// Loopback source addresses, used round-robin by player index.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,6 +117,14 @@ pub fn burst_address(first: usize, k: u64) -> Ipv4Addr {
     Ipv4Addr::from(BURST_BASE + (first as u64 * BURSTS_PER_FLEET + k) as u32)
 }
 
+/// The `j`-th address (below [`FLOOD_ADDRESSES`]) of flood `k` (below [`FLOODS_PER_FLEET`]) of the
+/// fleet whose first player is `first`.
+pub fn flood_address(first: usize, k: u64, j: u64) -> Ipv4Addr {
+    Ipv4Addr::from(
+        FLOOD_BASE + ((first as u64 * FLOODS_PER_FLEET + k) * FLOOD_ADDRESSES + j) as u32,
+    )
+}
+
 /// The HTTP clients (one per source address) and the socket factory the players share.
 pub struct Net {
     sources: Vec<Option<IpAddr>>,
@@ -148,18 +165,17 @@ impl Net {
 
     /// A TCP connection for player `player`'s event socket, from its source address.
     pub async fn connect(&self, player: usize, to: SocketAddr) -> std::io::Result<TcpStream> {
-        match self.sources[self.slot(player)] {
-            None => TcpStream::connect(to).await,
-            Some(ip) => {
-                let socket = if to.is_ipv4() {
-                    TcpSocket::new_v4()?
-                } else {
-                    TcpSocket::new_v6()?
-                };
-                socket.bind(SocketAddr::new(ip, 0))?;
-                socket.connect(to).await
-            }
+        let socket = if to.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        // Before connecting: the window is offered at the handshake.
+        socket.set_recv_buffer_size(EVENT_RECV_BUFFER)?;
+        if let Some(ip) = self.sources[self.slot(player)] {
+            socket.bind(SocketAddr::new(ip, 0))?;
         }
+        socket.connect(to).await
     }
 }
 

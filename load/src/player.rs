@@ -111,6 +111,8 @@ pub struct Player {
     last_version: AtomicU64,
     /// Taken while the player is in a scenario's session, so two sessions never pick it at once.
     reserved: AtomicBool,
+    /// Its own device's connection reads slowly (`--slow-readers`).
+    reading_slowly: AtomicBool,
     connection: Mutex<Option<Task>>,
     second: Mutex<Option<Task>>,
 }
@@ -135,6 +137,7 @@ impl Player {
             inbox: Mutex::new(HashMap::new()),
             last_version: AtomicU64::new(0),
             reserved: AtomicBool::new(false),
+            reading_slowly: AtomicBool::new(false),
             connection: Mutex::new(None),
             second: Mutex::new(None),
         }
@@ -217,6 +220,15 @@ impl Player {
 
     pub(crate) fn release(&self) {
         self.reserved.store(false, Ordering::Release);
+    }
+
+    /// Whether its own device's connection reads slowly from now on.
+    pub(crate) fn read_slowly(&self, slowly: bool) {
+        self.reading_slowly.store(slowly, Ordering::Release);
+    }
+
+    pub(crate) fn reads_slowly(&self) -> bool {
+        self.reading_slowly.load(Ordering::Acquire)
     }
 
     fn api(&self) -> Api<'_> {
@@ -732,10 +744,21 @@ impl Player {
 
     /// A new activity whose version is its send time (µs since the epoch, strictly increasing).
     pub async fn set_presence(&self, activity: &str, since: Instant) -> Result<u64, ClientError> {
+        self.set_presence_via(self.shared.net.http(self.index), activity, since)
+            .await
+    }
+
+    /// [`Player::set_presence`] through `http` (bound to another source address).
+    pub(crate) async fn set_presence_via(
+        &self,
+        http: &reqwest::Client,
+        activity: &str,
+        since: Instant,
+    ) -> Result<u64, ClientError> {
         let version = self.next_version();
         let node_index = self.node();
         let sent = Instant::now();
-        let api = self.api();
+        let api = Api::new(http, &self.shared.nodes[node_index].endpoint.api);
         self.authed(Op::PresenceSet, since, |token| async move {
             api.presence_set(&token, activity, version).await
         })

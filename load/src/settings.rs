@@ -151,6 +151,11 @@ pub struct Args {
     /// node, for a few seconds (0 to 1).
     #[arg(long, default_value_t = 0.0)]
     pub second_devices: f64,
+    /// The share of the players that, once in the run, read their event socket so slowly
+    /// while a friend floods them with activity changes that the cloud's outbound queue fills:
+    /// each must be closed with 1013 and come back with a resync (0 to 1).
+    #[arg(long, default_value_t = 0.0)]
+    pub slow_readers: f64,
     /// Every player calls from a loopback source address of its own, and now and then a
     /// burst from a fresh address goes past the cloud's per-address limits on purpose (every
     /// call past a limit must get 429 with `Retry-After`, recorded as a refusal). The cloud
@@ -427,6 +432,9 @@ pub struct TrafficSettings {
     pub logout_rate: f64,
     /// The share of players with a second device (0 to 1).
     pub second_devices: f64,
+    /// The share of players that read slowly once, flooded by a friend (0 to 1).
+    #[serde(default)]
+    pub slow_readers: f64,
     /// The cloud's per-address limits, when players call from addresses of their own and
     /// bursts go past the limits (`--rate-limits`).
     #[serde(default)]
@@ -558,6 +566,7 @@ impl Settings {
                 privacy_rate: args.privacy_rate,
                 logout_rate: args.logout_rate,
                 second_devices: args.second_devices,
+                slow_readers: args.slow_readers,
                 rate_limits: args.rate_limits.then_some(RateLimits {
                     calls_per_minute: args.rate_calls_per_minute,
                     auth_email_per_15m: args.rate_auth_email,
@@ -655,24 +664,19 @@ impl Settings {
         optional_rate("--block-rate", self.traffic.block_rate)?;
         optional_rate("--privacy-rate", self.traffic.privacy_rate)?;
         optional_rate("--logout-rate", self.traffic.logout_rate)?;
-        if !(0.0..=1.0).contains(&self.sessions.leader_leaves_first) {
-            return Err(refuse(
-                "--leader-leaves-first",
-                format!(
-                    "must be a share from 0 to 1, got {}",
-                    self.sessions.leader_leaves_first
-                ),
-            ));
-        }
-        if !(0.0..=1.0).contains(&self.traffic.second_devices) {
-            return Err(refuse(
-                "--second-devices",
-                format!(
-                    "must be a share from 0 to 1, got {}",
-                    self.traffic.second_devices
-                ),
-            ));
-        }
+        let share = |flag, share: f64| {
+            if (0.0..=1.0).contains(&share) {
+                Ok(())
+            } else {
+                Err(refuse(
+                    flag,
+                    format!("must be a share from 0 to 1, got {share}"),
+                ))
+            }
+        };
+        share("--leader-leaves-first", self.sessions.leader_leaves_first)?;
+        share("--second-devices", self.traffic.second_devices)?;
+        share("--slow-readers", self.traffic.slow_readers)?;
         if let Some(limits) = self.traffic.rate_limits {
             if self.source_ips.is_some() {
                 return Err(refuse(

@@ -17,6 +17,8 @@ pub struct Conn {
     pub opened: f64,
     pub welcomed: f64,
     pub closed: Option<Close>,
+    /// When its player read it slowly on purpose (`slow_readers`): from, until.
+    pub slowed: Vec<(f64, f64)>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -43,6 +45,17 @@ impl Conn {
         self.closed
             .as_ref()
             .is_some_and(|c| c.code == Some(REPLACED))
+    }
+
+    /// When a delivery owed by `by` on this connection, sent at `sent`, is owed once its
+    /// reader's slow spells are counted: a spell slows what crosses it, as a fault that
+    /// slows does, so what it held is owed the window after it ended.
+    pub fn owed_by(&self, sent: f64, by: f64, window: f64) -> f64 {
+        self.slowed
+            .iter()
+            .filter(|&&(from, until)| from <= by && until >= sent)
+            .map(|&(_, until)| until + window)
+            .fold(by, f64::max)
     }
 }
 
@@ -75,6 +88,7 @@ impl Conns {
                             opened: *opened,
                             welcomed: t,
                             closed: None,
+                            slowed: Vec::new(),
                         },
                     );
                     conns.by_account.entry(*account).or_default().push(*conn);
@@ -90,10 +104,31 @@ impl Conns {
                         });
                     }
                 }
+                // Recorded when it ended, after the connection it slowed.
+                Event::SlowReading {
+                    account,
+                    from,
+                    until,
+                    ..
+                } => {
+                    if let Some(id) = conns.own_device_at(*account, *from) {
+                        if let Some(c) = conns.by_id.get_mut(&id) {
+                            c.slowed.push((*from, *until));
+                        }
+                    }
+                }
                 _ => {}
             }
         }
         conns
+    }
+
+    /// The account's own device's connection up at `t` (a slow reader reads on that one).
+    pub fn own_device_at(&self, account: u64, t: f64) -> Option<u64> {
+        self.of_account(account)
+            .filter(|c| c.device == 1 && c.up_at(t))
+            .last()
+            .map(|c| c.id)
     }
 
     pub fn get(&self, id: u64) -> Option<&Conn> {
@@ -132,5 +167,48 @@ impl Conns {
     /// The account's first connection welcomed after `t`.
     pub fn next_after(&self, account: u64, t: f64) -> Option<&Conn> {
         self.of_account(account).find(|c| c.welcomed > t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::NodeId;
+
+    #[test]
+    fn a_slow_spell_makes_what_it_held_owed_a_window_after_it() {
+        let history: History = [
+            (
+                1.0,
+                Event::Welcome {
+                    account: 1,
+                    conn: 7,
+                    node: NodeId("node-1".into()),
+                    device: 1,
+                    opened: 0.9,
+                },
+            ),
+            (
+                9.0,
+                Event::SlowReading {
+                    account: 1,
+                    senders: vec![2],
+                    from: 4.0,
+                    until: 9.0,
+                    flood: 2000,
+                },
+            ),
+        ]
+        .into_iter()
+        .collect();
+        let conns = Conns::of(&history);
+        let conn = conns.get(7).expect("the connection");
+        assert_eq!(conn.slowed, [(4.0, 9.0)]);
+        // Sent before the spell and owed within it, or sent in it: owed 3 s after it.
+        assert_eq!(conn.owed_by(2.0, 5.0, 3.0), 12.0);
+        assert_eq!(conn.owed_by(6.0, 9.0, 3.0), 12.0);
+        // Owed before it began, or sent after it: as before.
+        assert_eq!(conn.owed_by(0.0, 3.0, 3.0), 3.0);
+        assert_eq!(conn.owed_by(9.5, 12.5, 3.0), 12.5);
     }
 }

@@ -9,8 +9,10 @@
 //! - 1001 (draining), 1012 (restarting): a `stop`, `restart` or `rolling` of that node was
 //!   under way.
 //! - 1011 (store out of reach): a fault on the node's way to its store.
-//! - 1013 (slow consumer): a fault on the connection's path that slows it (the cloud's
-//!   outbound queue fills while the link crawls).
+//! - 1013 (slow consumer): its player read it slowly on purpose then (`slow_readers`), or a
+//!   fault on the connection's path slows it (the cloud's outbound queue fills while the link
+//!   crawls). A slow reader starved of time may also be dropped without a close frame
+//!   ([`slow_consumers::explains`]).
 //! - No close frame, a frame without a code (unanswered pings), or silence: a fault on the
 //!   connection's path (players, its node, the link between them). Silence is noticed up
 //!   to the client's liveness limit later.
@@ -27,6 +29,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::conns::{Conn, Conns, REPLACED};
 use super::faults::{faults, Fault};
 use super::paths::{self, Hop};
+use super::slow_consumers::{self, Seen, Spell};
 use super::{some, CheckResult, Quantity};
 use crate::events::{CloseCause, Event, History, WriteOutcome};
 use crate::plan::ActionKind;
@@ -67,6 +70,8 @@ struct Reasons<'a> {
     conns: &'a Conns,
     faults: &'a [Fault],
     logouts: &'a HashMap<u64, Vec<(f64, f64)>>,
+    /// Each connection's slow spells.
+    slow: &'a HashMap<u64, Vec<(Spell, Seen)>>,
     grace: f64,
 }
 
@@ -76,12 +81,19 @@ fn explained(conn: &Conn, reasons: &Reasons<'_>) -> bool {
         conns,
         faults,
         logouts,
+        slow,
         grace,
     } = *reasons;
     let Some(close) = conn.closed.as_ref() else {
         return true;
     };
     let t = close.t;
+    if slow
+        .get(&conn.id)
+        .is_some_and(|spells| slow_consumers::explains(spells, t, close.code, close.cause))
+    {
+        return true;
+    }
     let on = |path: &[Hop<'_>], after: f64| paths::excuse(faults, path, t, after).is_some();
     let connection = paths::connection(&conn.node);
     match (close.cause, close.code) {
@@ -143,10 +155,12 @@ pub fn check(history: &History, limit: u64, grace: f64) -> CheckResult {
     }
     let faults = faults(history);
     let logouts = logouts(history);
+    let slow = slow_consumers::by_conn(history, &conns);
     let reasons = Reasons {
         conns: &conns,
         faults: &faults,
         logouts: &logouts,
+        slow: &slow,
         grace,
     };
     // Per label: (closes, unexplained).
@@ -397,6 +411,50 @@ mod tests {
         ];
         signed_out.extend(action(10.0, 18.0, ActionKind::Cpu, "node-1"));
         assert_eq!(judge(signed_out).result, Verdict::Fail);
+    }
+
+    #[test]
+    fn a_1013_needs_its_reader_reading_slowly_then() {
+        let spell = |from, until| {
+            (
+                until,
+                Event::SlowReading {
+                    account: 1,
+                    senders: vec![2],
+                    from,
+                    until,
+                    flood: 2000,
+                },
+            )
+        };
+        let slow = vec![
+            welcome(1.0, 1, 1, "node-1"),
+            closed(6.0, 1, 1, Some(1013), CloseFrame),
+            spell(2.0, 6.0),
+        ];
+        assert_eq!(judge(slow).result, Verdict::Pass);
+        // The spell was over long before: a healthy reader closed as a slow consumer.
+        let after = vec![
+            welcome(1.0, 1, 1, "node-1"),
+            spell(2.0, 3.0),
+            closed(9.0, 1, 1, Some(1013), CloseFrame),
+        ];
+        assert_eq!(judge(after).result, Verdict::Fail);
+        // Another account's spell explains nothing of this one.
+        let other = vec![
+            welcome(1.0, 1, 1, "node-1"),
+            welcome(1.0, 3, 3, "node-1"),
+            closed(6.0, 3, 3, Some(1013), CloseFrame),
+            spell(2.0, 6.0),
+        ];
+        assert_eq!(judge(other).result, Verdict::Fail);
+        // A reader never behind, dropped without a close frame in its spell: no reason.
+        let dropped = vec![
+            welcome(1.0, 1, 1, "node-1"),
+            closed(6.0, 1, 1, None, NoCloseFrame),
+            spell(2.0, 6.0),
+        ];
+        assert_eq!(judge(dropped).result, Verdict::Fail);
     }
 
     #[test]

@@ -407,7 +407,8 @@ fn judge_state(
             &going_online::path(change.node, &conn.node),
             change.at,
             change.at + DELIVERY_WINDOW,
-        );
+        )
+        .slowed_on(conn, change.at);
         if owed.by > end {
             tally.tail += 1;
             continue;
@@ -508,7 +509,8 @@ fn judge(j: &Judged<'_>, cx: &Context<'_>, tally: &mut Tally) {
         &paths::delivery(sender, &conn.node),
         w.sent,
         j.t + DELIVERY_WINDOW,
-    );
+    )
+    .slowed_on(conn, w.sent);
     // Answered just before its node's SIGKILL: the fan-out to other nodes follows the
     // answer and dies with it.
     let dies = sender != conn.node

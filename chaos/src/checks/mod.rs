@@ -26,6 +26,7 @@ pub mod presence;
 pub mod quotas;
 pub mod rate_limits;
 pub mod session_integrity;
+pub mod slow_consumers;
 pub mod stale_online;
 #[cfg(test)]
 mod testing;
@@ -194,6 +195,8 @@ pub fn run_all(history: &History, limits: &Limits, clients: &[Client]) -> Vec<Ch
         session_integrity::check(history, limits.session_integrity),
         unexpected::check(history, &model, limits.unexpected_events),
         disconnects::check(history, limits.unexplained_disconnects, grace),
+        // A reader far behind is closed 1013 by the contract: no room to give.
+        slow_consumers::check(history, 0),
         cards_privacy::check(history, &model, limits.cards_privacy),
     ];
     // A history with a hole (a lost agent's players went on unrecorded, records that could
@@ -327,6 +330,7 @@ mod tests {
                 "session_integrity",
                 "unexpected_events",
                 "unexplained_disconnects",
+                "slow_consumers",
                 "cards_privacy",
                 "client:c"
             ]

@@ -13,6 +13,7 @@
 //! (latency, bandwidth, slicer, slow_close, cpu, pause, memory, clock, disk_full): what it
 //! slows is owed by the fault's end plus the usual window, never excused.
 
+use super::conns::Conn;
 use super::faults::{self, Fault};
 use super::presence::DELIVERY_WINDOW;
 use crate::plan::ActionKind;
@@ -170,6 +171,15 @@ impl Owed {
             f.loses() && from <= by && until >= sent
         });
         Owed { by, lost }
+    }
+
+    /// Owed later when the recipient read `conn` slowly on purpose meanwhile
+    /// ([`Conn::owed_by`]).
+    pub fn slowed_on(self, conn: &Conn, sent: f64) -> Owed {
+        Owed {
+            by: conn.owed_by(sent, self.by, DELIVERY_WINDOW),
+            ..self
+        }
     }
 }
 

@@ -174,7 +174,8 @@ pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
                 continue;
             };
             let path = paths::delivery(&change.node, &conn.node);
-            let owed = Owed::on(&faults, &path, change.sent, change.window_end());
+            let owed = Owed::on(&faults, &path, change.sent, change.window_end())
+                .slowed_on(conn, change.sent);
             let e = owed.by;
             match bond(model, a, b, s, e) {
                 Bond::NotFriends => continue,

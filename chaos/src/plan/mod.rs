@@ -145,6 +145,9 @@ pub struct Load {
     pub logout_rate: f64,
     /// The share of players that also open a second device (0 to 1).
     pub second_devices: f64,
+    /// The share of players that read slowly once, flooded by a friend, until the cloud
+    /// closes them as slow consumers (0 to 1).
+    pub slow_readers: f64,
     /// The share of sessions whose leader leaves before its members (0 to 1).
     pub leader_leaves_first: f64,
     /// The nodes keep their per-address limits, every player calls from a loopback address of

@@ -121,6 +121,8 @@ pub struct RawLoad {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub second_devices: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub slow_readers: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub leader_leaves_first: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate_limits: Option<bool>,
@@ -550,6 +552,7 @@ impl From<&Plan> for RawPlan {
                 privacy_rate: Some(load.privacy_rate),
                 logout_rate: Some(load.logout_rate),
                 second_devices: Some(load.second_devices),
+                slow_readers: Some(load.slow_readers),
                 leader_leaves_first: Some(load.leader_leaves_first),
                 rate_limits: load.rate_limits.then_some(true),
                 agents: load.agents.as_ref().map(|a| a.count.get()),

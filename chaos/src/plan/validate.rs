@@ -503,6 +503,7 @@ impl Cx<'_> {
             share => Ok(share.unwrap_or(0.0)),
         };
         let second_devices = share(raw.second_devices, "second_devices")?;
+        let slow_readers = share(raw.slow_readers, "slow_readers")?;
         let leader_leaves_first = share(raw.leader_leaves_first, "leader_leaves_first")?;
         let agents = self.agents(&raw, services, &path)?;
         Ok(Load {
@@ -513,6 +514,7 @@ impl Cx<'_> {
             privacy_rate,
             logout_rate,
             second_devices,
+            slow_readers,
             leader_leaves_first,
             rate_limits: raw.rate_limits.unwrap_or(false),
             players: raw.players,

@@ -6,6 +6,7 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
+use nix::sys::socket::sockopt;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpSocket, TcpStream};
 
@@ -14,6 +15,41 @@ use super::fault::connection::{ConnectionFaults, Ending};
 use super::fault::reset::abort;
 use super::fault::Faults;
 use super::link::{self, Direction};
+use super::{Endpoint, LinkName};
+
+/// The kernel buffers of a link's sockets. A players link bounds the buffers that carry a node's
+/// events to a player (towards the player, and from the node) as the node bounds its own event
+/// sockets' send buffers: a player that reads slowly must fill the node's outbound queue, as it
+/// would without the proxy, not megabytes the proxy's sockets would buffer on its behalf. Other
+/// links keep the kernel's autotuned buffers, for their throughput.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Buffers {
+    Autotuned,
+    /// Bytes asked of the kernel (which doubles them) for each bounded buffer.
+    Bounded(u32),
+}
+
+impl Buffers {
+    /// As much as the node's default event send buffer.
+    const PLAYERS: u32 = 8 * 1024;
+
+    pub(crate) fn of(link: LinkName) -> Buffers {
+        if link.touches(Endpoint::Players) {
+            Buffers::Bounded(Self::PLAYERS)
+        } else {
+            Buffers::Autotuned
+        }
+    }
+
+    /// The largest read at once with no fault set: a bounded link holds no more than its
+    /// buffers in hand either.
+    fn largest_read(self) -> usize {
+        match self {
+            Buffers::Autotuned => link::STRAIGHT_CHUNK,
+            Buffers::Bounded(bytes) => bytes as usize,
+        }
+    }
+}
 
 /// How a joined connection ended.
 enum Outcome {
@@ -28,6 +64,7 @@ enum Outcome {
 pub(crate) async fn serve(
     client: TcpStream,
     upstream: SocketAddr,
+    buffers: Buffers,
     shared: Arc<Faults>,
     counters: Arc<Counters>,
 ) {
@@ -36,7 +73,7 @@ pub(crate) async fn serve(
     let mut reset = shared.reset.subscribe();
     let source = client.peer_addr().ok().map(|a| a.ip());
     let connected = tokio::select! {
-        connected = connect(upstream, source, &faults) => connected,
+        connected = connect(upstream, source, buffers, &faults) => connected,
         () = reset.fired() => return abort(client),
     };
     let mut server = match connected {
@@ -52,6 +89,12 @@ pub(crate) async fn serve(
         }
     };
     let mut client = client;
+    if let Buffers::Bounded(bytes) = buffers {
+        let bytes = bytes as usize;
+        if let Err(error) = nix::sys::socket::setsockopt(&client, sockopt::SndBuf, &bytes) {
+            tracing::debug!(%error, "proxy: could not bound a send buffer");
+        }
+    }
     // Chunks go out as they come; Nagle would add delays no fault asked for.
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
@@ -65,6 +108,7 @@ pub(crate) async fn serve(
                     Direction::Upstream,
                     client_read,
                     server_write,
+                    buffers.largest_read(),
                     &faults,
                     &counters
                 ),
@@ -72,6 +116,7 @@ pub(crate) async fn serve(
                     Direction::Downstream,
                     server_read,
                     client_write,
+                    buffers.largest_read(),
                     &faults,
                     &counters
                 ),
@@ -113,19 +158,25 @@ pub(crate) async fn serve(
 async fn connect(
     upstream: SocketAddr,
     client: Option<IpAddr>,
+    buffers: Buffers,
     faults: &ConnectionFaults<'_>,
 ) -> io::Result<Option<TcpStream>> {
     if !faults.may_connect().await {
         return Ok(None);
     }
-    match client {
-        Some(ip) if keeps_source(ip, upstream) => {
-            let socket = TcpSocket::new_v4()?;
-            socket.bind(SocketAddr::new(ip, 0))?;
-            socket.connect(upstream).await.map(Some)
-        }
-        _ => TcpStream::connect(upstream).await.map(Some),
+    let socket = if upstream.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    // Before connecting: the window the upstream sees is set at the handshake.
+    if let Buffers::Bounded(bytes) = buffers {
+        socket.set_recv_buffer_size(bytes)?;
     }
+    if let Some(ip) = client.filter(|ip| keeps_source(*ip, upstream)) {
+        socket.bind(SocketAddr::new(ip, 0))?;
+    }
+    socket.connect(upstream).await.map(Some)
 }
 
 /// Whether the proxy connects upstream from the client's own address: a loopback one other

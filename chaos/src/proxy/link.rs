@@ -23,7 +23,7 @@ const CHUNK: usize = 16 * 1024;
 const STRAIGHT_FIRST: usize = 4 * 1024;
 /// Largest read at once with no fault set: a read that fills the buffer doubles it up to
 /// this, so a bulk stream soon makes few system calls.
-const STRAIGHT_CHUNK: usize = 64 * 1024;
+pub(crate) const STRAIGHT_CHUNK: usize = 64 * 1024;
 /// Chunks read but not yet written (held by latency); then the reader waits, and TCP pushes back.
 const IN_FLIGHT: usize = 64;
 
@@ -36,11 +36,13 @@ pub enum Direction {
     Downstream,
 }
 
-/// Forwards `from` to `to` until `from` ends (then `to` is shut down for writing) or either fails.
+/// Forwards `from` to `to` until `from` ends (then `to` is shut down for writing) or either fails;
+/// with no fault set, reading at most `largest` bytes at once.
 pub(crate) async fn run<R, W>(
     direction: Direction,
     mut from: R,
     mut to: W,
+    largest: usize,
     faults: &ConnectionFaults<'_>,
     counters: &Counters,
 ) -> io::Result<()>
@@ -48,7 +50,7 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    if straight(direction, &mut from, &mut to, faults, counters).await? {
+    if straight(direction, &mut from, &mut to, largest, faults, counters).await? {
         return Ok(());
     }
     let (chunks, mut queued) = mpsc::channel::<(Instant, Vec<u8>)>(IN_FLIGHT);
@@ -99,6 +101,7 @@ async fn straight<R, W>(
     direction: Direction,
     from: &mut R,
     to: &mut W,
+    largest: usize,
     faults: &ConnectionFaults<'_>,
     counters: &Counters,
 ) -> io::Result<bool>
@@ -120,8 +123,8 @@ where
         }
         to.write_all(&buf[..read]).await?;
         counters.forwarded(direction, read);
-        if read == buf.len() && buf.len() < STRAIGHT_CHUNK {
-            buf.resize(buf.len() * 2, 0);
+        if read == buf.len() && buf.len() < largest {
+            buf.resize((buf.len() * 2).min(largest), 0);
         }
     }
     Ok(false)
@@ -295,7 +298,14 @@ mod tests {
         };
         let mut received = Vec::new();
         let (linked, (), read) = tokio::join!(
-            run(Direction::Upstream, from, to, &connection, &counters),
+            run(
+                Direction::Upstream,
+                from,
+                to,
+                STRAIGHT_CHUNK,
+                &connection,
+                &counters
+            ),
             feeding,
             server.read_to_end(&mut received),
         );
@@ -318,9 +328,16 @@ mod tests {
         client.write_all(&pattern(total)).await.expect("write");
         drop(client);
         let mut to = Recorder::default();
-        run(Direction::Upstream, from, &mut to, &connection, &counters)
-            .await
-            .expect("link");
+        run(
+            Direction::Upstream,
+            from,
+            &mut to,
+            STRAIGHT_CHUNK,
+            &connection,
+            &counters,
+        )
+        .await
+        .expect("link");
         assert_eq!(to.bytes(), pattern(total));
         assert!(to.shut);
         let sizes: Vec<usize> = to.writes.iter().map(|(_, w)| w.len()).collect();
@@ -348,7 +365,14 @@ mod tests {
             faults.clear(LinkFaultKind::Latency);
             assert_eq!(receive(&mut server, 4).await, b"late");
         };
-        let link = run(Direction::Upstream, from, to, &connection, &counters);
+        let link = run(
+            Direction::Upstream,
+            from,
+            to,
+            STRAIGHT_CHUNK,
+            &connection,
+            &counters,
+        );
         alongside(link, test).await;
     }
 
@@ -366,7 +390,14 @@ mod tests {
             faults.clear(LinkFaultKind::Cut);
             assert_eq!(receive(&mut server, 4).await, b"held");
         };
-        let link = run(Direction::Upstream, from, to, &connection, &counters);
+        let link = run(
+            Direction::Upstream,
+            from,
+            to,
+            STRAIGHT_CHUNK,
+            &connection,
+            &counters,
+        );
         alongside(link, test).await;
     }
 
@@ -386,6 +417,7 @@ mod tests {
                         Direction::Upstream,
                         client_read,
                         server_write,
+                        STRAIGHT_CHUNK,
                         &connection,
                         &counters
                     ),
@@ -393,6 +425,7 @@ mod tests {
                         Direction::Downstream,
                         server_read,
                         client_write,
+                        STRAIGHT_CHUNK,
                         &connection,
                         &counters
                     ),
@@ -449,7 +482,14 @@ mod tests {
             client.write_all(b"kept").await.expect("write");
             assert_eq!(receive(&mut server, 4).await, b"kept");
         };
-        let link = run(Direction::Upstream, from, to, &connection, &counters);
+        let link = run(
+            Direction::Upstream,
+            from,
+            to,
+            STRAIGHT_CHUNK,
+            &connection,
+            &counters,
+        );
         alongside(link, test).await;
     }
 
@@ -481,7 +521,14 @@ mod tests {
             assert!(received == sent, "every byte, in order");
             in_window
         };
-        let link = run(Direction::Upstream, from, to, &connection, &counters);
+        let link = run(
+            Direction::Upstream,
+            from,
+            to,
+            STRAIGHT_CHUNK,
+            &connection,
+            &counters,
+        );
         let (linked, in_window) = tokio::join!(link, test);
         linked.expect("link");
         in_window
@@ -515,6 +562,7 @@ mod tests {
             Direction::Upstream,
             &sent[..],
             &mut recorder,
+            STRAIGHT_CHUNK,
             &connection,
             &counters,
         )
@@ -553,6 +601,7 @@ mod tests {
             Direction::Upstream,
             &sent[..],
             &mut recorder,
+            STRAIGHT_CHUNK,
             &connection,
             &counters,
         );
@@ -582,7 +631,14 @@ mod tests {
             faults.clear(LinkFaultKind::Timeout);
             assert_eq!(receive(&mut server, 4).await, b"held");
         };
-        let link = run(Direction::Upstream, from, to, &connection, &counters);
+        let link = run(
+            Direction::Upstream,
+            from,
+            to,
+            STRAIGHT_CHUNK,
+            &connection,
+            &counters,
+        );
         alongside(link, test).await;
     }
 
@@ -619,7 +675,14 @@ mod tests {
                 started.elapsed()
             );
         };
-        let link = run(Direction::Upstream, &b"bye"[..], to, &connection, &counters);
+        let link = run(
+            Direction::Upstream,
+            &b"bye"[..],
+            to,
+            STRAIGHT_CHUNK,
+            &connection,
+            &counters,
+        );
         let (linked, ()) = tokio::join!(link, test);
         linked.expect("link");
     }

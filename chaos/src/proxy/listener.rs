@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
 
 use super::connection;
+use super::connection::Buffers;
 use super::counters::{Counters, Stats};
 use super::fault::{Faults, LinkFault, LinkFaultKind, Toxicity, Ways};
 use super::{LinkName, ProxyError};
@@ -42,9 +43,11 @@ impl Proxy {
         let listen = listener.local_addr().map_err(bind_error)?;
         let faults = Arc::new(Faults::new());
         let counters = Arc::new(Counters::default());
+        let buffers = Buffers::of(name);
         let accepting = tokio::spawn(accept(
             listener,
             upstream,
+            buffers,
             Arc::clone(&faults),
             Arc::clone(&counters),
         ));
@@ -112,6 +115,7 @@ impl Drop for Proxy {
 async fn accept(
     listener: TcpListener,
     upstream: SocketAddr,
+    buffers: Buffers,
     faults: Arc<Faults>,
     counters: Arc<Counters>,
 ) {
@@ -123,6 +127,7 @@ async fn accept(
                     connections.spawn(connection::serve(
                         client,
                         upstream,
+                        buffers,
                         Arc::clone(&faults),
                         Arc::clone(&counters),
                     ));

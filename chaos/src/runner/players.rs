@@ -84,6 +84,7 @@ pub fn settings(plan: &Plan, duration: Duration) -> Settings {
             privacy_rate: load.privacy_rate,
             logout_rate: load.logout_rate,
             second_devices: load.second_devices,
+            slow_readers: load.slow_readers,
             rate_limits: load.rate_limits.then(|| super::topology::rate_limits(plan)),
         },
         seed: plan.seed,
@@ -428,6 +429,18 @@ impl Recorder {
                 sent: seconds(sent),
                 wall_ms,
                 answers,
+            },
+            Fact::SlowReading {
+                senders,
+                from,
+                until,
+                flood,
+            } => Event::SlowReading {
+                account,
+                senders: senders.into_iter().map(|a| a.0).collect(),
+                from: seconds(from),
+                until: seconds(until),
+                flood,
             },
         };
         self.write(at, event);

@@ -195,6 +195,10 @@ impl Hub {
             }
             // Counted as a slow consumer when the connection ends (it may also stall).
             Err(mpsc::error::TrySendError::Full(_)) => {
+                #[cfg(feature = "seeded-defects")]
+                if crate::defects::active(crate::defects::SeededDefect::SlowConsumersKept) {
+                    return false;
+                }
                 handle.close(CloseCode::SlowConsumer);
                 false
             }

@@ -11,6 +11,7 @@ pub mod login;
 pub mod mixed;
 pub mod presence;
 pub mod sessions;
+pub mod slow_readers;
 pub mod storm;
 pub mod traffic;
 

@@ -14,7 +14,9 @@
 //!   private, which the gamer-card reads then show;
 //! - logouts (`--logout-rate`): a player signs out, offers the refresh token the logout
 //!   revoked, and (told by its connection's 4003) signs in again and reconnects;
-//! - bursts past the cloud's per-address limits (`--rate-limits`, [`super::limits`]).
+//! - bursts past the cloud's per-address limits (`--rate-limits`, [`super::limits`]);
+//! - slow readers flooded by a friend until the cloud closes them 1013 (`--slow-readers`,
+//!   [`super::slow_readers`]).
 //!
 //! Every choice is drawn from the run's seed ([`crate::choices`]).
 
@@ -30,7 +32,7 @@ use crate::choices::{self, pick, Purpose};
 use crate::facts::Device;
 use crate::fleet::Fleet;
 use crate::player::Player;
-use crate::scenarios::{limits, Ctx};
+use crate::scenarios::{limits, slow_readers, Ctx};
 use crate::schedule::{self, Outcome, Plan};
 use crate::sync::lock;
 use crate::wire::{FriendStatus, Privacy};
@@ -58,6 +60,7 @@ pub struct Driven {
     pub privacy_changes: Outcome,
     pub logouts: Outcome,
     pub limit_bursts: usize,
+    pub slow_readers: usize,
 }
 
 /// Pairs with a write in flight: one at a time per pair, so that each pair's history has an
@@ -70,18 +73,26 @@ fn take_pair(busy: &Busy, a: usize, b: usize) -> Option<(usize, usize)> {
     lock(busy).insert(pair).then_some(pair)
 }
 
-/// Runs the seven kinds of traffic at their settings' rates for `duration`.
+/// Runs the eight kinds of traffic at their settings' rates for `duration`.
 pub async fn drive(ctx: &Ctx, duration: Duration) -> Driven {
     let traffic = &ctx.settings.traffic;
     let busy = Busy::default();
-    let (friend_ops, churn, second_devices, blocks, privacy_changes, logouts, limit_bursts) = tokio::join!(
-        friend_writes(ctx, traffic.friend_rate, duration, busy.clone()),
-        churn(ctx, traffic.churn_rate, duration),
-        second_devices(ctx, traffic.second_devices, duration),
-        blocks(ctx, traffic.block_rate, duration, busy),
-        privacy_changes(ctx, traffic.privacy_rate, duration),
-        logouts(ctx, traffic.logout_rate, duration),
-        limits::bursts(ctx, traffic.rate_limits, duration),
+    let (
+        (friend_ops, churn, second_devices, blocks, privacy_changes, logouts, limit_bursts),
+        slow_readers,
+    ) = tokio::join!(
+        async {
+            tokio::join!(
+                friend_writes(ctx, traffic.friend_rate, duration, busy.clone()),
+                churn(ctx, traffic.churn_rate, duration),
+                second_devices(ctx, traffic.second_devices, duration),
+                blocks(ctx, traffic.block_rate, duration, busy),
+                privacy_changes(ctx, traffic.privacy_rate, duration),
+                logouts(ctx, traffic.logout_rate, duration),
+                limits::bursts(ctx, traffic.rate_limits, duration),
+            )
+        },
+        slow_readers::spells(ctx, traffic.slow_readers, duration),
     );
     Driven {
         friend_ops,
@@ -91,6 +102,7 @@ pub async fn drive(ctx: &Ctx, duration: Duration) -> Driven {
         privacy_changes,
         logouts,
         limit_bursts,
+        slow_readers,
     }
 }
 

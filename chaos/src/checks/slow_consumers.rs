@@ -1,0 +1,397 @@
+//! slow_consumers: a player that reads its connection slowly while a friend floods it
+//! (`slow_readers`) must be closed with 1013 once it fell behind by more than the cloud can
+//! hold for it (cloud-api: "a connection whose queue is full is a slow consumer: it is closed
+//! with 1013"); the events it missed are then owed by its resync ([`super::conns::Conn::owed_by`]).
+//!
+//! A spell is judged on the reader's own-device connection up when it began. How far behind
+//! the reader fell is counted from the history alone: the flood's acknowledged changes minus
+//! the events the connection received, at each moment until it closed. Once the reader was
+//! [`QUEUE`] + [`SOCKETS`] events behind, the connection must end with 1013 within
+//! [`CLOSE_DUE`]. A reader starved of time by a loaded machine (a pause of [`STARVED`]
+//! between two reads while behind) may instead be dropped as stalled, without a close frame,
+//! as the cloud drops a reader that stopped reading. A spell with a fault on its connection's
+//! path in that time is not judged: the fault's own rules judge that connection.
+
+use std::collections::HashMap;
+
+use super::conns::{Conn, Conns};
+use super::faults::{faults, fmt_num, Fault};
+use super::paths;
+use super::{not_judged, some, CheckResult, Quantity};
+use crate::events::{CloseCause, Event, History};
+
+pub const NAME: &str = "slow_consumers";
+
+/// The cloud contract's outbound queue per connection (events).
+pub const QUEUE: u64 = 256;
+/// Events that may be on their way to a reader beside its queue: the node's bounded event
+/// send buffer, the players link's proxy and the reader's receive buffer hold about 250 of
+/// the flood's events, and a busy bus between the nodes holds some more.
+pub const SOCKETS: u64 = 750;
+/// A pause this long between two reads of a reader that was behind: it was starved of time,
+/// not slow by design (it reads every 20 ms).
+pub const STARVED: f64 = 2.0;
+/// How long after its spell ended a spell's close may be recorded.
+const CLOSE_AFTER: f64 = 1.0;
+/// How long after a reader fell that far behind its 1013 may come: the close waits behind
+/// what the sockets hold for the reader (about 250 events, 5 s at its 50 a second), and the
+/// reader falls that far behind only after its queue was full.
+pub const CLOSE_DUE: f64 = 10.0;
+/// The slow consumer's close code.
+pub const SLOW_CONSUMER: u16 = 1013;
+
+/// One slow spell as the history shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spell {
+    pub account: u64,
+    pub senders: Vec<u64>,
+    pub from: f64,
+    pub until: f64,
+}
+
+/// What a spell's connection lived through.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Seen {
+    /// The most events it was behind while up.
+    pub behind: u64,
+    /// When it was first more than [`QUEUE`] + [`SOCKETS`] behind.
+    pub overrun: Option<f64>,
+    /// It was ever more than [`QUEUE`] behind: its queue may have been full.
+    pub filled: bool,
+    /// A pause of [`STARVED`] between two reads while behind.
+    pub starved: bool,
+}
+
+/// Every spell of the run.
+pub fn spells(history: &History) -> Vec<Spell> {
+    history
+        .iter()
+        .filter_map(|(_, event)| match event {
+            Event::SlowReading {
+                account,
+                senders,
+                from,
+                until,
+                ..
+            } => Some(Spell {
+                account: *account,
+                senders: senders.clone(),
+                from: *from,
+                until: *until,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// How far behind `conn` fell in `spell`, and whether its reader was starved.
+pub fn seen(history: &History, spell: &Spell, conn: &Conn) -> Seen {
+    let end = conn
+        .closed
+        .as_ref()
+        .map_or(spell.until, |c| c.t.min(spell.until));
+    let (mut behind, mut most, mut starved) = (0i64, 0i64, false);
+    let mut overrun = None;
+    let mut last_read = spell.from;
+    for (t, event) in history.iter() {
+        if t < spell.from || t > end {
+            continue;
+        }
+        match event {
+            Event::PresenceChange { account, .. } if spell.senders.contains(account) => behind += 1,
+            Event::Received { conn: c, .. } if *c == conn.id => {
+                starved |= behind > 0 && t - last_read >= STARVED;
+                last_read = t;
+                behind -= 1;
+            }
+            _ => {}
+        }
+        most = most.max(behind);
+        if overrun.is_none() && behind > (QUEUE + SOCKETS) as i64 {
+            overrun = Some(t);
+        }
+    }
+    starved |= behind > 0 && end - last_read >= STARVED;
+    Seen {
+        behind: most.max(0) as u64,
+        overrun,
+        filled: most > QUEUE as i64,
+        starved,
+    }
+}
+
+/// Each connection's spells (by connection id), with what it lived through.
+pub fn by_conn(history: &History, conns: &Conns) -> HashMap<u64, Vec<(Spell, Seen)>> {
+    let mut by_conn: HashMap<u64, Vec<(Spell, Seen)>> = HashMap::new();
+    for spell in spells(history) {
+        let Some(conn) = conns
+            .own_device_at(spell.account, spell.from)
+            .and_then(|id| conns.get(id))
+        else {
+            continue;
+        };
+        let seen = seen(history, &spell, conn);
+        by_conn.entry(conn.id).or_default().push((spell, seen));
+    }
+    by_conn
+}
+
+/// Whether a close at `t` ended one of `spells` with a reason for `unexplained_disconnects`: a
+/// 1013 in a spell; or, of a reader starved of time or behind by more than its queue, an end
+/// without a close frame or code (a stalled write, or pings answered too late behind what was
+/// queued for it). Whether the end was the 1013 the contract asks is `slow_consumers`' to judge.
+pub fn explains(spells: &[(Spell, Seen)], t: f64, code: Option<u16>, cause: CloseCause) -> bool {
+    spells.iter().any(|(spell, seen)| {
+        let within = spell.from <= t && t <= spell.until + CLOSE_AFTER;
+        let slow_close = cause == CloseCause::CloseFrame && code == Some(SLOW_CONSUMER);
+        let dropped = code.is_none() && (seen.starved || seen.filled);
+        within && (slow_close || dropped)
+    })
+}
+
+fn on_a_faulted_path(faults: &[Fault], conn: &Conn, from: f64, until: f64) -> bool {
+    let path = paths::connection(&conn.node);
+    faults
+        .iter()
+        .any(|f| f.on_path(&path) && f.start <= until && f.end + f.aftermath() >= from)
+}
+
+/// How one spell ended, as the check counts it.
+enum Judged {
+    Closed,
+    Stalled,
+    WithinBounds,
+    NoConnection,
+    Faulted,
+    Failed(String),
+}
+
+fn judge(history: &History, conns: &Conns, faults: &[Fault], spell: &Spell) -> (Judged, u64) {
+    let Some(conn) = conns
+        .own_device_at(spell.account, spell.from)
+        .and_then(|id| conns.get(id))
+    else {
+        return (Judged::NoConnection, 0);
+    };
+    let seen = seen(history, spell, conn);
+    let close = conn.closed.as_ref();
+    if close.is_some_and(|c| {
+        c.cause == CloseCause::CloseFrame
+            && c.code == Some(SLOW_CONSUMER)
+            && c.t <= spell.until + CLOSE_AFTER
+    }) {
+        return (Judged::Closed, seen.behind);
+    }
+    let Some(overrun) = seen.overrun else {
+        return (Judged::WithinBounds, seen.behind);
+    };
+    let due = overrun + CLOSE_DUE;
+    if on_a_faulted_path(faults, conn, spell.from, due) {
+        return (Judged::Faulted, seen.behind);
+    }
+    let judged = match close.filter(|c| c.t <= due) {
+        Some(c) if seen.starved && c.cause != CloseCause::CloseFrame => Judged::Stalled,
+        close => Judged::Failed(format!(
+            "account {} {} {}s after it was {} events behind (at most {}{})",
+            spell.account,
+            match close {
+                Some(_) => "ended otherwise than 1013",
+                None => "not closed",
+            },
+            fmt_num(CLOSE_DUE),
+            QUEUE + SOCKETS,
+            seen.behind,
+            if seen.starved { ", starved" } else { "" },
+        )),
+    };
+    (judged, seen.behind)
+}
+
+pub fn check(history: &History, limit: u64) -> CheckResult {
+    let limit_q = Quantity::Count(limit);
+    let spells = spells(history);
+    if spells.is_empty() {
+        return CheckResult::not_applicable(NAME, limit_q, "no player read slowly in this run");
+    }
+    let conns = Conns::of(history);
+    let faults = faults(history);
+    let (mut closed, mut stalled, mut within_bounds) = (0u64, 0u64, 0u64);
+    let (mut no_conn, mut faulted) = (0u64, 0u64);
+    let mut most_behind = 0;
+    let mut failures = Vec::new();
+    for spell in &spells {
+        let (judged, behind) = judge(history, &conns, &faults, spell);
+        most_behind = most_behind.max(behind);
+        match judged {
+            Judged::Closed => closed += 1,
+            Judged::Stalled => stalled += 1,
+            Judged::WithinBounds => within_bounds += 1,
+            Judged::NoConnection => no_conn += 1,
+            Judged::Faulted => faulted += 1,
+            Judged::Failed(why) => failures.push(why),
+        }
+    }
+    let mut detail = format!(
+        "{} slow spells judged: {closed} closed 1013, {stalled} dropped while starved, \
+         {within_bounds} never past {} events behind; the most behind {most_behind}",
+        spells.len() as u64 - no_conn - faulted,
+        QUEUE + SOCKETS,
+    );
+    detail.push_str(&not_judged([
+        (no_conn, "spells without a connection up at their start"),
+        (faulted, "spells with a fault on their connection's path"),
+    ]));
+    if !failures.is_empty() {
+        detail.push_str(&format!("; {}", some(&failures, 5)));
+    }
+    CheckResult::count(NAME, limit, failures.len() as u64, detail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::Verdict;
+    use crate::events::{NodeId, Record};
+
+    fn welcome(account: u64, conn: u64) -> Event {
+        Event::Welcome {
+            account,
+            conn,
+            node: NodeId("node-1".into()),
+            device: 1,
+            opened: 0.0,
+        }
+    }
+
+    fn closed(account: u64, conn: u64, code: Option<u16>, cause: CloseCause) -> Event {
+        Event::Closed {
+            account,
+            conn,
+            code,
+            cause,
+        }
+    }
+
+    fn change(account: u64, t: f64) -> Event {
+        Event::PresenceChange {
+            account,
+            version: (t * 1000.0) as u64,
+            sent: t,
+            node: NodeId("node-1".into()),
+        }
+    }
+
+    fn received(account: u64, conn: u64, from: u64) -> Event {
+        Event::Received {
+            account,
+            conn,
+            seq: None,
+            event: "presence".into(),
+            from: Some(from),
+            version: Some(1),
+            online: Some(true),
+            session: None,
+        }
+    }
+
+    fn spell(from: f64, until: f64) -> Event {
+        Event::SlowReading {
+            account: 1,
+            senders: vec![2],
+            from,
+            until,
+            flood: 2000,
+        }
+    }
+
+    /// Reader 1 on connection 10, flooded by 2 with `flood` changes from 1 s, a change every
+    /// ms, reading one event every `read_every` s; then `end`.
+    fn flooded(flood: u64, read_every: f64, end: Option<(f64, Event)>) -> History {
+        let mut events = vec![(0.5, welcome(1, 10)), (0.5, welcome(2, 20))];
+        events.extend(
+            (0..flood).map(|i| (1.0 + i as f64 * 0.001, change(2, 1.0 + i as f64 * 0.001))),
+        );
+        let until = end.as_ref().map_or(8.0, |(t, _)| *t);
+        let mut t = 1.0;
+        while t < until {
+            events.push((t, received(1, 10, 2)));
+            t += read_every;
+        }
+        events.extend(end);
+        events.push((until, spell(1.0, until)));
+        let mut records: Vec<Record> = events
+            .into_iter()
+            .map(|(t, event)| Record { t, event })
+            .collect();
+        records.sort_by(|a, b| a.t.total_cmp(&b.t));
+        records.into_iter().map(|r| (r.t, r.event)).collect()
+    }
+
+    #[test]
+    fn a_reader_far_behind_closed_1013_passes() {
+        let history = flooded(
+            2000,
+            0.02,
+            Some((5.0, closed(1, 10, Some(1013), CloseCause::CloseFrame))),
+        );
+        let result = check(&history, 0);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        assert!(result.detail.contains("1 closed 1013"), "{}", result.detail);
+    }
+
+    #[test]
+    fn a_reader_far_behind_never_closed_fails() {
+        // A cloud whose queue never fills (or drops events silently) keeps it open.
+        let result = check(&flooded(2000, 0.02, None), 0);
+        assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
+        assert!(result.detail.contains("not closed"), "{}", result.detail);
+    }
+
+    #[test]
+    fn a_reader_far_behind_dropped_without_1013_fails_unless_it_was_starved() {
+        let drop = || Some((5.0, closed(1, 10, None, CloseCause::NoCloseFrame)));
+        let result = check(&flooded(2000, 0.02, drop()), 0);
+        assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
+        // Reading every 3 s: starved, and the cloud may drop it as stalled.
+        let result = check(&flooded(2000, 3.0, drop()), 0);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+    }
+
+    #[test]
+    fn a_reader_never_far_behind_owes_no_close() {
+        let result = check(&flooded(300, 0.02, None), 0);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        assert!(result.detail.contains("1 never past"), "{}", result.detail);
+    }
+
+    #[test]
+    fn a_1013_is_explained_only_in_a_spell() {
+        let history = flooded(
+            2000,
+            0.02,
+            Some((5.0, closed(1, 10, Some(1013), CloseCause::CloseFrame))),
+        );
+        let conns = Conns::of(&history);
+        let spells = by_conn(&history, &conns);
+        let of_10 = &spells[&10];
+        assert!(explains(of_10, 5.0, Some(1013), CloseCause::CloseFrame));
+        assert!(!explains(of_10, 9.5, Some(1013), CloseCause::CloseFrame));
+        // Dropped while more than its queue behind: its pings waited behind the flood.
+        assert!(explains(of_10, 5.0, None, CloseCause::NoCloseFrame));
+        let calm = flooded(
+            100,
+            0.02,
+            Some((5.0, closed(1, 10, None, CloseCause::NoCloseFrame))),
+        );
+        let calm = by_conn(&calm, &Conns::of(&calm));
+        assert!(!explains(&calm[&10], 5.0, None, CloseCause::NoCloseFrame));
+    }
+
+    #[test]
+    fn no_spell_is_nothing_to_judge() {
+        let history: History = [(0.5, welcome(1, 10))].into_iter().collect();
+        let result = check(&history, 0);
+        assert_eq!(result.result, Verdict::Pass);
+        assert!(result.detail.contains("no player read slowly"));
+    }
+}

@@ -1,0 +1,155 @@
+//! Slow readers (`--slow-readers`): now and then a player reads its own connection slowly
+//! while a few of its friends change activity, together far faster than the player reads. The cloud's outbound queue for that connection fills, and the cloud must close
+//! it with 1013; the player then reconnects by the rule and resyncs. Each spell is one fact of
+//! the reader ([`Fact::SlowReading`]), which the chaos checks judge: the 1013 is owed, and the
+//! events that queued meanwhile are owed late, or by the resync.
+//!
+//! The share of the players is how many spells run, spread over the run, one at a time.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use futures_util::future::join_all;
+
+use crate::choices::{self, pick, Purpose};
+use crate::client::http_client;
+use crate::facts::Fact;
+use crate::net::{flood_address, FLOODS_PER_FLEET, FLOOD_ADDRESSES};
+use crate::player::Player;
+use crate::scenarios::Ctx;
+
+/// Activity changes of a flood at most: many times what the cloud's queue (256 events) and
+/// the sockets between it and the reader hold, so that a reader this slow surely overflows it.
+pub const FLOOD: u32 = 3_000;
+/// Friends that flood a reader at once, each with its share of [`FLOOD`]: one friend's
+/// changes one after the other come too slowly from a node on PostgreSQL.
+const SENDERS: usize = 4;
+/// Each sender's pace: together far above what a slow reader takes (50 a second), yet a
+/// small share of what one SQLite node writes, so the players beside it play on.
+const FLOOD_EVERY: Duration = Duration::from_millis(10);
+/// How long the reader waits, after the flood, for the cloud to close it.
+const CLOSE_WAIT: Duration = Duration::from_secs(15);
+/// Time a spell may take (flood, close, reconnect): none starts later than this before the end.
+const SPELL: Duration = Duration::from_secs(25);
+/// Readers tried for one spell before it is given up.
+const TRIES: usize = 32;
+
+/// Runs `share` × players spells (at least one when `share` is above 0), their starts evenly
+/// spread over `duration` (a spell may overlap the next); how many ran.
+pub async fn spells(ctx: &Ctx, share: f64, duration: Duration) -> usize {
+    if share <= 0.0 {
+        return 0;
+    }
+    let players = ctx.fleet.players();
+    let count = ((share * players.len() as f64).ceil() as usize).min(FLOODS_PER_FLEET as usize);
+    let room = duration.saturating_sub(SPELL);
+    let start = tokio::time::Instant::now();
+    let ran = join_all((0..count).map(|k| async move {
+        let at = room.mul_f64((k as f64 + 0.5) / count as f64);
+        tokio::time::sleep_until(start + at).await;
+        spell(ctx, k as u64).await
+    }))
+    .await;
+    ran.into_iter().filter(|ran| *ran).count()
+}
+
+/// One spell, numbered `k`: false when no online reader with an online friend was free.
+async fn spell(ctx: &Ctx, k: u64) -> bool {
+    let players = ctx.fleet.players();
+    let Some((reader, senders)) = flooders(ctx, k) else {
+        return false;
+    };
+    let reader = &players[reader];
+    let senders: Vec<&Player> = senders.iter().map(|&i| players[i].as_ref()).collect();
+    // With the limits on, from addresses of the flood's own, each kept under the call limit.
+    let own: Vec<reqwest::Client> = match ctx.settings.traffic.rate_limits {
+        Some(_) => (0..FLOOD_ADDRESSES)
+            .filter_map(|j| {
+                http_client(Some(IpAddr::V4(flood_address(ctx.fleet.first(), k, j)))).ok()
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let (_, conn_events) = reader.connection_state();
+    let still_connected = || reader.connection_state() == (true, conn_events);
+    reader.read_slowly(true);
+    let from = Instant::now();
+    let per_sender = FLOOD / senders.len() as u32;
+    let acked = join_all(senders.iter().enumerate().map(|(s, sender)| {
+        let own = &own;
+        let still_connected = &still_connected;
+        async move {
+            let mut acked = 0;
+            let mut pace = tokio::time::interval(FLOOD_EVERY);
+            pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            for i in 0..per_sender {
+                pace.tick().await;
+                if !still_connected() {
+                    break;
+                }
+                let call = s * per_sender as usize + i as usize;
+                let via = match own.is_empty() {
+                    true => sender.shared().net.http(sender.index),
+                    false => &own[call % own.len()],
+                };
+                let activity = format!("flood {i}");
+                acked += u32::from(
+                    sender
+                        .set_presence_via(via, &activity, Instant::now())
+                        .await
+                        .is_ok(),
+                );
+            }
+            acked
+        }
+    }))
+    .await;
+    let waited = Instant::now();
+    while still_connected() && waited.elapsed() < CLOSE_WAIT {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    reader.read_slowly(false);
+    reader.emit(Fact::SlowReading {
+        senders: senders.iter().filter_map(|s| s.account()).collect(),
+        from,
+        until: Instant::now(),
+        flood: acked.iter().sum(),
+    });
+    reader.release();
+    for sender in senders {
+        sender.release();
+    }
+    true
+}
+
+/// Spell `k`'s reader and up to [`SENDERS`] of its friends that flood it (indices into the
+/// fleet), all reserved.
+fn flooders(ctx: &Ctx, k: u64) -> Option<(usize, Vec<usize>)> {
+    let players = ctx.fleet.players();
+    let by_account: HashMap<_, usize> = players
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| Some((p.account()?, i)))
+        .collect();
+    let mut rng = choices::stream(ctx.settings.seed, Purpose::SlowReaders, k);
+    for _ in 0..TRIES {
+        let reader = pick(&mut rng, players.len())?;
+        let candidate = &players[reader];
+        if !candidate.is_online() || !candidate.try_reserve() {
+            continue;
+        }
+        let senders: Vec<usize> = candidate
+            .friends()
+            .iter()
+            .filter_map(|a| by_account.get(a).copied())
+            .filter(|&i| i != reader && players[i].is_online() && players[i].try_reserve())
+            .take(SENDERS)
+            .collect();
+        if !senders.is_empty() {
+            return Some((reader, senders));
+        }
+        candidate.release();
+    }
+    None
+}
