@@ -77,6 +77,9 @@ pub struct HttpLimits {
     pub body_timeout: Duration,
     /// Open connections on the public listener, event sockets included; more are closed at once.
     pub max_connections: usize,
+    /// Open connections one source address (an IPv6 /64) may hold; more from it are closed at
+    /// once. `None`: no cap of its own.
+    pub max_connections_per_ip: Option<usize>,
 }
 
 /// Everything a node needs to run.
@@ -145,6 +148,7 @@ impl Default for Config {
                 idle_timeout: Duration::from_secs(60),
                 body_timeout: Duration::from_secs(10),
                 max_connections: 50_000,
+                max_connections_per_ip: Some(256),
             },
             bus_queue: 4096,
             lease_renew: Duration::from_secs(3),
@@ -328,6 +332,10 @@ pub struct Args {
     #[arg(long, env = "ANYPLAY_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
 
+    /// Open connections one source address (IPv6: one /64) may hold; more from it are closed at once [default: 256; none with --no-rate-limits].
+    #[arg(long, env = "ANYPLAY_MAX_CONNECTIONS_PER_IP")]
+    pub max_connections_per_ip: Option<usize>,
+
     /// Events for other nodes that may queue while NATS is slow or away; more are shed (counted) [default: 4096].
     #[arg(long, env = "ANYPLAY_BUS_QUEUE")]
     pub bus_queue: Option<usize>,
@@ -359,7 +367,8 @@ impl Args {
             db_idle_in_transaction_timeout, admin_token, access_token_ttl,
             no_rate_limits, rate_auth_email, rate_calls_per_minute, max_friends, max_outgoing,
             daily_requests_new, ping_interval, outbound_queue, event_send_buffer, ws_write_timeout,
-            http_header_timeout, http_body_timeout, http_idle_timeout, max_connections, bus_queue)
+            http_header_timeout, http_body_timeout, http_idle_timeout, max_connections,
+            max_connections_per_ip, bus_queue)
     }
 
     fn read_file(path: &Path) -> Result<Args, ConfigError> {
@@ -430,6 +439,12 @@ impl Args {
                 idle_timeout: args.http_idle_timeout.unwrap_or(d.http.idle_timeout),
                 body_timeout: args.http_body_timeout.unwrap_or(d.http.body_timeout),
                 max_connections: args.max_connections.unwrap_or(d.http.max_connections),
+                // A load test from one address lifts the per-address limits, this one with them.
+                max_connections_per_ip: match args.max_connections_per_ip {
+                    Some(n) => Some(n),
+                    None if args.no_rate_limits.unwrap_or(false) => None,
+                    None => d.http.max_connections_per_ip,
+                },
             },
             bus_queue: args.bus_queue.unwrap_or(d.bus_queue),
             lease_renew: d.lease_renew,
@@ -448,8 +463,14 @@ impl Config {
         if self.db_connections == 0 {
             return bad("db_connections must be at least 1");
         }
-        if self.outbound_queue == 0 || self.bus_queue == 0 || self.http.max_connections == 0 {
-            return bad("outbound_queue, bus_queue and max_connections must be at least 1");
+        if self.outbound_queue == 0
+            || self.bus_queue == 0
+            || self.http.max_connections == 0
+            || self.http.max_connections_per_ip == Some(0)
+        {
+            return bad(
+                "outbound_queue, bus_queue, max_connections and max_connections_per_ip must be at least 1",
+            );
         }
         let limits = &self.rate_limits;
         if limits.enabled && (limits.auth_email_per_15m == 0 || limits.calls_per_minute == 0) {
@@ -521,6 +542,22 @@ mod tests {
             let lifted = Args::parse_from(["anyplay-cloud", flag, "0", "--no-rate-limits"]);
             assert!(lifted.into_config().is_ok(), "{flag} with --no-rate-limits");
         }
+    }
+
+    #[test]
+    fn the_per_address_connection_cap_goes_with_the_per_address_limits() {
+        let config = |flags: &[&str]| {
+            let args = ["anyplay-cloud"].iter().chain(flags).copied();
+            Args::parse_from(args).into_config()
+        };
+        let cap = |flags: &[&str]| config(flags).unwrap().http.max_connections_per_ip;
+        assert_eq!(cap(&[]), Some(256));
+        assert_eq!(cap(&["--no-rate-limits"]), None);
+        assert_eq!(
+            cap(&["--no-rate-limits", "--max-connections-per-ip", "9"]),
+            Some(9)
+        );
+        assert!(config(&["--max-connections-per-ip", "0"]).is_err());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Serving a listener's TCP connections with the limits `axum::serve` lacks: a
-//! cap on open connections (one over it is closed at once), a deadline for each
+//! cap on open connections, in all and per source address (one over it is closed
+//! at once), a deadline for each
 //! request head (slowloris, silent or idle keep-alive clients), and an idle
 //! timeout while a request or its response makes no progress. HTTP/1.1 only.
 //!
@@ -9,11 +10,12 @@
 //! so that a reader that falls behind fills the outbound queue, not megabytes of
 //! kernel buffer the queue's bound knows nothing of.
 
+use std::collections::HashMap;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::{pin, Pin};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
 use axum::extract::ConnectInfo;
@@ -40,6 +42,7 @@ pub async fn serve(
     mut stop: watch::Receiver<bool>,
 ) {
     let places = Arc::new(Semaphore::new(limits.max_connections));
+    let sources = Sources::default();
     // Each connection task holds a receiver; all dropped means all done.
     let (done_tx, done_rx) = watch::channel(());
     loop {
@@ -61,8 +64,12 @@ pub async fn serve(
             // Dropped at once: the client sees its connection closed.
             continue;
         };
+        let Some(source) = sources.take(remote.ip(), limits.max_connections_per_ip) else {
+            metrics.refused_per_ip.inc();
+            continue;
+        };
         let _ = stream.set_nodelay(true);
-        let io = Tracked::new(stream, place, Held::new(&metrics.open));
+        let io = Tracked::new(stream, place, source, Held::new(&metrics.open));
         tokio::spawn(connection(
             io,
             remote,
@@ -144,6 +151,49 @@ impl Activity {
     }
 }
 
+/// The connections open per source address (an IPv6 /64), for the per-address cap.
+#[derive(Clone, Default)]
+struct Sources(Arc<Mutex<HashMap<IpAddr, usize>>>);
+
+/// One connection's count under its source address, given back when it closes.
+struct SourcePlace {
+    sources: Sources,
+    source: IpAddr,
+}
+
+impl Sources {
+    /// A place for one more connection from `ip`, unless its source holds `max` already.
+    fn take(&self, ip: IpAddr, max: Option<usize>) -> Option<SourcePlace> {
+        let source = crate::ratelimit::source_of(ip);
+        let mut open = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let count = open.entry(source).or_default();
+        if max.is_some_and(|max| *count >= max) {
+            return None;
+        }
+        *count += 1;
+        Some(SourcePlace {
+            sources: self.clone(),
+            source,
+        })
+    }
+}
+
+impl Drop for SourcePlace {
+    fn drop(&mut self) {
+        let mut open = self
+            .sources
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = open.get_mut(&self.source) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.source);
+            }
+        }
+    }
+}
+
 /// A request's handle on its connection's kernel send buffer (a request extension).
 #[derive(Clone)]
 pub struct SendBuffer(Arc<AtomicUsize>);
@@ -164,11 +214,17 @@ struct Tracked {
     /// A send buffer size a handler asked for, not applied yet (0: none).
     send_buffer: Arc<AtomicUsize>,
     _place: OwnedSemaphorePermit,
+    _source: SourcePlace,
     _open: Held,
 }
 
 impl Tracked {
-    fn new(stream: TcpStream, place: OwnedSemaphorePermit, open: Held) -> Tracked {
+    fn new(
+        stream: TcpStream,
+        place: OwnedSemaphorePermit,
+        source: SourcePlace,
+        open: Held,
+    ) -> Tracked {
         Tracked {
             stream,
             activity: Arc::new(Activity {
@@ -177,6 +233,7 @@ impl Tracked {
             }),
             send_buffer: Arc::default(),
             _place: place,
+            _source: source,
             _open: open,
         }
     }

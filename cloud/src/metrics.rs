@@ -56,6 +56,8 @@ pub struct ConnectionMetrics {
     pub open: Gauge,
     /// Closed at once because the listener held its maximum.
     pub refused: Counter,
+    /// Closed at once because their source address held its maximum.
+    pub refused_per_ip: Counter,
 }
 
 /// Figures about the bus between nodes.
@@ -163,6 +165,11 @@ impl Default for Metrics {
             "http_connections_refused",
             "Connections closed at once because the public listener held its maximum",
             m.http_connections.refused.clone(),
+        );
+        r.register(
+            "http_connections_refused_per_ip",
+            "Connections closed at once because their source address (an IPv6 /64) held its maximum",
+            m.http_connections.refused_per_ip.clone(),
         );
         r.register(
             "store_pool_size",

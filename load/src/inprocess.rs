@@ -93,6 +93,10 @@ impl InProcess {
                     ..Config::default()
                 };
                 config.rate_limits.enabled = default_limits;
+                if !default_limits {
+                    // Every player calls from this one address, as with --no-rate-limits.
+                    config.http.max_connections_per_ip = None;
+                }
                 let node = Node::start(config)
                     .await
                     .map_err(|e| LoadError::InProcess(format!("in-process node {}: {e}", i + 1)))?;

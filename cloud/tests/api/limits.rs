@@ -161,3 +161,62 @@ async fn a_body_that_trickles_in_is_cut_off_at_its_deadline() {
         "{answer}"
     );
 }
+
+/// Issue 30: one address could hold every connection slot the node has. 1,000 connections
+/// that trickle a body from one address: the node holds at most its per-address cap
+/// (`--max-connections-per-ip`, 256 by default), closes the rest at once, and still welcomes
+/// a player from another address within a second.
+#[tokio::test]
+async fn one_address_holds_at_most_its_cap_and_others_still_get_in() {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    let cloud = TestCloud::start_limited(Topology::Single, &[]).await;
+    let node = cloud.node(0);
+    let ann = cloud.signup("ann").await;
+    let head = "POST /v1/auth/email HTTP/1.1\r\nHost: x\r\ncontent-type: application/json\r\n\
+                content-length: 16000\r\n\r\n{";
+    let slow = futures_util::future::join_all((0..1000).map(|_| async {
+        let mut stream = raw::connect(node).await;
+        let _ = stream.write_all(head.as_bytes()).await;
+        let closed = raw::closed_within(&mut stream, Duration::from_millis(500)).await;
+        (stream, closed)
+    }))
+    .await;
+    let held = slow.iter().filter(|(_, closed)| !closed).count();
+    assert!(held <= 256, "one address holds {held} connections");
+    assert!(
+        held >= 200,
+        "only {held} of one address's connections were kept"
+    );
+    assert!(
+        node.metric("anyplay_http_connections_refused_per_ip_total")
+            .await
+            >= 700.0
+    );
+
+    // Another address still gets in at once.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+    let started = Instant::now();
+    let tcp = socket
+        .connect(raw::public_addr(node))
+        .await
+        .expect("connect");
+    let url = format!(
+        "ws://{}/v1/events?token={}",
+        raw::public_addr(node),
+        ann.access
+    );
+    let (mut ws, _) = tokio_tungstenite::client_async(url.into_client_request().unwrap(), tcp)
+        .await
+        .expect("the upgrade");
+    let welcome = ws.next().await.expect("a frame").expect("a welcome");
+    assert!(welcome.to_text().unwrap().contains("\"welcome\""));
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "welcomed after {:?}",
+        started.elapsed()
+    );
+    drop(slow);
+}
