@@ -49,6 +49,9 @@ for n in $(seq 1 "$nodes"); do
     readyz+=("http://127.0.0.1:$ops/readyz")
     node_flags+=(--url "http://127.0.0.1:$api" --metrics-url "http://127.0.0.1:$ops/metrics" --pid "$!")
 done
+# Coordinator and agents share a secret: every message between them is sealed with it.
+ANYPLAY_LOAD_SECRET=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+export ANYPLAY_LOAD_SECRET
 agent_pids=()
 for n in $(seq 1 "$agents"); do
     "$bin/anyplay-load" agent --nats "$ANYPLAY_TEST_NATS_URL" --name "agent-$n" \

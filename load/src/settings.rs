@@ -244,6 +244,9 @@ pub struct Args {
     /// The NATS server the load agents listen on (with `--agents`).
     #[arg(long)]
     pub nats: Option<String>,
+    /// With `--agents`: the secret shared with the agents (else ANYPLAY_LOAD_SECRET).
+    #[arg(long)]
+    pub secret_file: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -267,6 +270,81 @@ pub struct AgentArgs {
     /// Loopback source addresses for this agent's players, e.g. 127.0.0.2-127.0.0.40.
     #[arg(long)]
     pub source_ips: Option<SourceIps>,
+    /// The secret this agent shares with its coordinators (else ANYPLAY_LOAD_SECRET): every
+    /// message between them is sealed with it; without it the agent does not start.
+    #[arg(long)]
+    pub secret_file: Option<PathBuf>,
+    /// A target this agent may play against: an address range (`10.0.0.0/8`) or a host name;
+    /// repeatable. An offer of nodes outside them is refused [default: 127.0.0.0/8].
+    #[arg(long = "allow-target", default_value = "127.0.0.0/8")]
+    pub allow_targets: Vec<AllowedTarget>,
+}
+
+/// What an agent may play against (`--allow-target`): an address range, or a host name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AllowedTarget {
+    Range { net: std::net::IpAddr, prefix: u8 },
+    Host(String),
+}
+
+impl std::str::FromStr for AllowedTarget {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (addr, prefix) = match s.split_once('/') {
+            Some((addr, prefix)) => (addr, Some(prefix)),
+            None => (s, None),
+        };
+        match addr.parse::<std::net::IpAddr>() {
+            Ok(net) => {
+                let bits = if net.is_ipv4() { 32 } else { 128 };
+                let prefix = match prefix {
+                    None => bits,
+                    Some(p) => p
+                        .parse::<u8>()
+                        .ok()
+                        .filter(|p| *p <= bits)
+                        .ok_or_else(|| format!("{s:?}: a prefix of 0 to {bits} bits"))?,
+                };
+                Ok(AllowedTarget::Range { net, prefix })
+            }
+            Err(_) if prefix.is_none() && !s.is_empty() && !s.contains(char::is_whitespace) => {
+                Ok(AllowedTarget::Host(s.to_ascii_lowercase()))
+            }
+            Err(_) => Err(format!("{s:?} is neither an address range nor a host name")),
+        }
+    }
+}
+
+impl AllowedTarget {
+    /// Whether the host of a node's URL (an address, or a name as written) is allowed.
+    pub fn allows(&self, host: &url::Host<&str>) -> bool {
+        match (self, host) {
+            (AllowedTarget::Host(name), url::Host::Domain(d)) => name.eq_ignore_ascii_case(d),
+            (AllowedTarget::Range { net, prefix }, url::Host::Ipv4(ip)) => {
+                in_range(*net, *prefix, std::net::IpAddr::V4(*ip))
+            }
+            (AllowedTarget::Range { net, prefix }, url::Host::Ipv6(ip)) => {
+                in_range(*net, *prefix, std::net::IpAddr::V6(*ip))
+            }
+            _ => false,
+        }
+    }
+}
+
+fn in_range(net: std::net::IpAddr, prefix: u8, ip: std::net::IpAddr) -> bool {
+    use std::net::IpAddr;
+    match (net, ip) {
+        (IpAddr::V4(n), IpAddr::V4(i)) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
+            u32::from(n) & mask == u32::from(i) & mask
+        }
+        (IpAddr::V6(n), IpAddr::V6(i)) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(prefix)).unwrap_or(0);
+            u128::from(n) & mask == u128::from(i) & mask
+        }
+        _ => false,
+    }
 }
 
 /// A run spread over load agents (`--agents N --nats URL`).
@@ -274,6 +352,8 @@ pub struct AgentArgs {
 pub struct AgentsSettings {
     pub count: usize,
     pub nats_url: String,
+    /// Shared with the agents: every message is sealed with it.
+    pub secret: crate::agents::seal::Secret,
 }
 
 /// The agents `args` ask for, if any, checked against the run's `settings`.
@@ -317,7 +397,13 @@ pub fn agents(args: &Args, settings: &Settings) -> Result<Option<AgentsSettings>
             ),
         ));
     }
-    Ok(Some(AgentsSettings { count, nats_url }))
+    let secret = crate::agents::seal::Secret::load(args.secret_file.as_deref())
+        .map_err(|e| refuse("--secret-file", e.to_string()))?;
+    Ok(Some(AgentsSettings {
+        count,
+        nats_url,
+        secret,
+    }))
 }
 
 /// Where the cloud comes from.
@@ -1062,13 +1148,44 @@ mod tests {
             "1000",
         ]));
         assert_eq!(e.expect_err("refused").flag, "--agents");
+        let secret = std::env::temp_dir().join(format!("anyplay-secret-{}", std::process::id()));
+        std::fs::write(&secret, "sixteen bytes or more\n").expect("a secret file");
+        let secret_flag: &'static str = secret.display().to_string().leak();
         assert_eq!(
-            spread(&with(&["--agents", "3", "--nats", "nats://x"])),
+            spread(&with(&[
+                "--agents",
+                "3",
+                "--nats",
+                "nats://x",
+                "--secret-file",
+                secret_flag
+            ])),
             Ok(Some(AgentsSettings {
                 count: 3,
-                nats_url: "nats://x".into()
+                nats_url: "nats://x".into(),
+                secret: crate::agents::seal::Secret::new(b"sixteen bytes or more".to_vec())
+                    .expect("a secret"),
             }))
         );
+        std::fs::write(&secret, "short").expect("a secret file");
+        let short = spread(&with(&[
+            "--agents",
+            "3",
+            "--nats",
+            "nats://x",
+            "--secret-file",
+            secret_flag,
+        ]));
+        assert_eq!(short.expect_err("refused").flag, "--secret-file");
+        let _ = std::fs::remove_file(&secret);
+        // An agent's allowed targets: ranges and names.
+        let allowed: AllowedTarget = "10.0.0.0/8".parse().expect("a range");
+        assert!(allowed.allows(&url::Host::Ipv4("10.9.8.7".parse().unwrap())));
+        assert!(!allowed.allows(&url::Host::Ipv4("11.0.0.1".parse().unwrap())));
+        assert!(!allowed.allows(&url::Host::Domain("10.0.0.1.example")));
+        let named: AllowedTarget = "Game.Example".parse().expect("a name");
+        assert!(named.allows(&url::Host::Domain("game.example")));
+        assert!("10.0.0.0/33".parse::<AllowedTarget>().is_err());
         // The agent's own flags are a subcommand's.
         let args = Args::try_parse_from([
             "anyplay-load",

@@ -14,6 +14,7 @@ use serde_json::Value;
 use sqlx::migrate::MigrateDatabase;
 
 use anyplay_load::agents::protocol::{self, Event, Phase, ScenarioResult};
+use anyplay_load::agents::seal::{self, Secret};
 use anyplay_load::agents::Coordinator;
 use anyplay_load::stats::ms;
 
@@ -23,6 +24,16 @@ use crate::support::{check_contract_fields, services, temp_path, Services};
 /// Idle agents take any coordinator's offer, so the two tests' agents must not meet on the
 /// one NATS: they run one after the other.
 static ONE_RUN_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The secret the tests' coordinators and agents share.
+const SECRET: &str = "the tests' shared secret, not a real one";
+
+/// A file holding [`SECRET`], for the coordinator's `--secret-file`.
+fn secret_file() -> PathBuf {
+    let path = temp_path("agents-secret");
+    std::fs::write(&path, SECRET).expect("the secret file");
+    path
+}
 
 /// Two nodes on a database of their own, appending codes to one mail log.
 struct Cluster {
@@ -78,9 +89,16 @@ struct Agent {
 
 impl Agent {
     fn start(nats: &str, name: &str) -> Agent {
+        Agent::start_with(nats, name, &[])
+    }
+
+    /// With more flags of its own.
+    fn start_with(nats: &str, name: &str, flags: &[&str]) -> Agent {
         let log = temp_path(&format!("agent-{name}.log"));
         let child = tokio::process::Command::new(LOAD)
             .args(["agent", "--nats", nats, "--name", name])
+            .args(flags)
+            .env(seal::SECRET_ENV, SECRET)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).expect("the agent's log"))
             .kill_on_drop(true)
@@ -90,6 +108,15 @@ impl Agent {
             name: name.to_string(),
             child,
             log,
+        }
+    }
+
+    /// Waits until it listens for offers.
+    async fn listening(&self) {
+        let waited = std::time::Instant::now();
+        while !self.log().contains("waiting for work") {
+            assert!(waited.elapsed() < Duration::from_secs(30), "{}", self.log());
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
@@ -124,8 +151,8 @@ impl Overheard {
                     .next()
                     .unwrap_or("")
                     .to_string();
-                if let Ok(Event::PhaseDone { phase, results }) = protocol::decode(&message.payload)
-                {
+                let body = seal::unverified_body(&message.payload).unwrap_or_default();
+                if let Ok(Event::PhaseDone { phase, results }) = protocol::decode(body) {
                     sink.0
                         .lock()
                         .expect("not poisoned")
@@ -177,6 +204,10 @@ fn read_report(path: &Path) -> Value {
 fn args(flags: &[&str], cluster: &Cluster, nats: &str, json: &Path) -> Vec<String> {
     let mut args: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
     args.extend(["--agents", "3", "--nats", nats].map(String::from));
+    args.extend([
+        "--secret-file".to_string(),
+        secret_file().display().to_string(),
+    ]);
     args.extend(cluster.flags());
     args.extend(["--json".to_string(), json.display().to_string()]);
     args
@@ -419,10 +450,83 @@ async fn too_few_agents_is_an_error_that_says_who_answered() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let recruited = Coordinator::recruit(&services.nats_url, None, 2, Duration::from_secs(3)).await;
+    let secret = Secret::new(SECRET.into()).expect("the tests' secret");
+    let recruited =
+        Coordinator::recruit(&services.nats_url, None, 2, Duration::from_secs(3), &secret).await;
     let e = recruited.err().expect("one agent is not two");
     assert!(
         e.to_string().contains("1 of 2 load agents answered") && e.to_string().contains("only"),
         "{e}"
     );
+}
+
+/// Issue 30: an agent obeyed anyone on its NATS. It now needs the secret to start at all.
+#[tokio::test]
+async fn an_agent_without_the_secret_does_not_start() {
+    let services = services();
+    let out = tokio::process::Command::new(LOAD)
+        .args(["agent", "--nats", &services.nats_url, "--name", "nosecret"])
+        .env_remove(seal::SECRET_ENV)
+        .output()
+        .await
+        .expect("anyplay-load agent runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no secret"), "{stderr}");
+}
+
+/// A coordinator that lacks the agents' secret recruits nobody, and each agent says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coordinator_without_the_secret_recruits_nobody() {
+    let _alone = ONE_RUN_AT_A_TIME.lock().await;
+    let services = services();
+    let agent = Agent::start(&services.nats_url, "guarded");
+    agent.listening().await;
+    let wrong = Secret::new(b"somebody else's secret".to_vec()).expect("a secret");
+    let recruited =
+        Coordinator::recruit(&services.nats_url, None, 1, Duration::from_secs(3), &wrong).await;
+    let e = recruited.err().expect("nobody answers");
+    assert!(e.to_string().contains("0 of 1 load agents answered"), "{e}");
+    assert!(agent.log().contains("ignored an offer"), "{}", agent.log());
+    // With the secret, the same agent answers.
+    let right = Secret::new(SECRET.into()).expect("the tests' secret");
+    let recruited =
+        Coordinator::recruit(&services.nats_url, None, 1, Duration::from_secs(10), &right).await;
+    assert!(recruited.is_ok(), "{:?}", recruited.err());
+}
+
+/// An agent plays only against the targets its own command line allows, whoever offers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_refuses_a_target_outside_its_allowlist() {
+    let _alone = ONE_RUN_AT_A_TIME.lock().await;
+    let services = services();
+    let cluster = Cluster::start(&services, "allow").await;
+    let agent = Agent::start_with(
+        &services.nats_url,
+        "fenced",
+        &["--allow-target", "127.0.0.2/32"],
+    );
+    agent.listening().await;
+    let mut args: Vec<String> = [
+        "--players",
+        "4",
+        "--friends",
+        "2",
+        "--rate",
+        "50",
+        "--scenarios",
+        "login",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.extend(["--agents", "1", "--nats", &services.nats_url].map(String::from));
+    args.extend([
+        "--secret-file".to_string(),
+        secret_file().display().to_string(),
+    ]);
+    args.extend(cluster.flags());
+    let out = load(&args).await;
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("allow-target"), "{}", text(&out));
+    assert!(agent.log().contains("refused"), "{}", agent.log());
 }

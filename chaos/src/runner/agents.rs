@@ -12,6 +12,8 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::backend::process::ProcessBackend;
+use anyplay_load::agents::seal::SECRET_ENV;
+
 use crate::backend::Command;
 use crate::events::{Event, EventLog};
 use crate::supervisor::services::log_path;
@@ -28,6 +30,18 @@ pub struct LocalAgents {
     exits: JoinHandle<()>,
 }
 
+/// The hosts of the run's `nodes` (public URLs), for the agents' `--allow-target`.
+fn allowed(nodes: &[String]) -> Vec<String> {
+    let mut hosts: Vec<String> = nodes
+        .iter()
+        .filter_map(|n| reqwest::Url::parse(n).ok()?.host_str().map(str::to_owned))
+        .map(|h| h.trim_start_matches('[').trim_end_matches(']').to_owned())
+        .collect();
+    hosts.sort();
+    hosts.dedup();
+    hosts
+}
+
 /// Agent `n`'s players' source addresses: `127.1.n.1` to `127.1.n.250`.
 fn source_ips(n: u32) -> String {
     format!("127.1.{n}.1-127.1.{n}.250")
@@ -35,9 +49,13 @@ fn source_ips(n: u32) -> String {
 
 impl LocalAgents {
     /// Starts `count` agents waiting for work on `nats_url`, each logging to `logs/agent-N.log`.
+    /// They share `secret` (as text) with the run's coordinator, and play against the run's
+    /// `nodes` (their public URLs) only.
     pub async fn start(
         count: u32,
         nats_url: &str,
+        secret: &str,
+        nodes: &[String],
         dir: &Path,
         log: &EventLog,
     ) -> Result<LocalAgents, RunError> {
@@ -49,10 +67,14 @@ impl LocalAgents {
         let agents = LocalAgents { supervisor, exits };
         for n in 1..=count {
             let name = format!("agent-{n}");
-            let command = Command::new(&program, log_path(dir, &name))
+            let mut command = Command::new(&program, log_path(dir, &name))
                 .args(["agent", "--nats", nats_url, "--name", &name])
                 .args(["--source-ips", &source_ips(n)])
+                .env(SECRET_ENV, secret)
                 .cwd(dir);
+            for host in allowed(nodes) {
+                command = command.args(["--allow-target", &host]);
+            }
             let started = async {
                 let agent = agents
                     .supervisor

@@ -26,6 +26,8 @@ use tokio::task::JoinHandle;
 use crate::events::{Event, EventLog};
 use crate::plan::Plan;
 
+use anyplay_load::agents::seal::Secret;
+
 use super::agents::LocalAgents;
 use super::players::FINAL_READS_LIMIT;
 use super::RunError;
@@ -75,13 +77,26 @@ impl Load {
             .or(nats_url)
             .ok_or_else(|| RunError::Topology("load agents need a NATS: the plan has none".into()))?
             .to_owned();
-        let local = match agents.local {
-            true => Some(LocalAgents::start(agents.count.get(), &nats_url, dir, log).await?),
-            false => None,
+        // Agents the run starts share a fresh secret with it; agents found on another NATS
+        // share the one in the supervisor's environment.
+        let (secret, local) = match agents.local {
+            true => {
+                let (secret, text) = Secret::fresh();
+                let nodes: Vec<String> = target.nodes.iter().map(|n| n.api.clone()).collect();
+                let count = agents.count.get();
+                let local = LocalAgents::start(count, &nats_url, &text, &nodes, dir, log).await?;
+                (secret, Some(local))
+            }
+            false => {
+                let secret = Secret::load(None)
+                    .map_err(|e| RunError::Topology(format!("load.agents on {nats_url}: {e}")))?;
+                (secret, None)
+            }
         };
         let wanted = AgentsSettings {
             count: agents.count.get() as usize,
             nats_url,
+            secret,
         };
         let spinner = Progress::stderr().spinner("agents");
         let started = Session::start(settings, &target, &wanted, true, &spinner).await;

@@ -14,6 +14,7 @@ use tokio::task::JoinHandle;
 use crate::agents::codes::NatsCodes;
 use crate::agents::protocol::{self, Answer, Event, Finished, Offer, Phase, Reply, Request};
 use crate::agents::protocol::{ScenarioResult, WireHistogram};
+use crate::agents::seal::{self, Channel, Key, Numbers, Replays, Secret};
 use crate::agents::{health, AgentsError};
 use crate::budget::{self, Devices, Holder};
 use crate::error::LoadError;
@@ -26,7 +27,7 @@ use crate::report::ScenarioReport;
 use crate::runner::{self, Run};
 use crate::scenarios::traffic::{self, Driven};
 use crate::scenarios::{mixed, Ctx};
-use crate::settings::{AgentArgs, Settings};
+use crate::settings::{AgentArgs, AllowedTarget, Settings};
 use crate::sync::lock;
 use crate::target::{NodeEndpoint, Target};
 
@@ -68,6 +69,8 @@ fn name(args: &AgentArgs) -> Result<String, AgentsError> {
 pub fn serve(args: AgentArgs) -> BoxFuture<'static, Result<(), AgentsError>> {
     Box::pin(async move {
         let name = name(&args)?;
+        // Nobody without the secret may give this agent work: it does not start without it.
+        let secret = Secret::load(args.secret_file.as_deref())?;
         let client = super::connect(&args.nats, &name).await?;
         let mut offers = client
             .subscribe(protocol::ANY_OFFER)
@@ -77,22 +80,34 @@ pub fn serve(args: AgentArgs) -> BoxFuture<'static, Result<(), AgentsError>> {
             "anyplay-load agent {name:?}: waiting for work on {}",
             args.nats
         );
+        let mut ignored = None;
         while let Some(message) = offers.next().await {
-            let (Ok(offer), Some(reply)) = (
-                protocol::decode::<Offer>(&message.payload),
-                message.reply.clone(),
-            ) else {
+            let Some(reply) = message.reply.clone() else {
                 continue;
             };
-            if !protocol::is_token(&offer.run) {
-                continue;
-            }
+            let offer = match open_offer(&secret, &message) {
+                Ok(offer) => offer,
+                Err(why) => {
+                    // Coordinators offer again every second: say it once per run.
+                    let run = message.subject.to_string();
+                    if ignored.as_ref() != Some(&run) {
+                        eprintln!("anyplay-load agent {name:?}: ignored an offer on {run}: {why}");
+                        ignored = Some(run);
+                    }
+                    continue;
+                }
+            };
             // Listening before answering, so that the assignment cannot come first.
             let mut inbox = client
                 .subscribe(protocol::to_agent(&offer.run, &name))
                 .await
                 .map_err(|e| AgentsError::nats(&args.nats, &e))?;
-            let answer = protocol::encode(&Answer { name: name.clone() });
+            let nonce = seal::nonce();
+            let answer = protocol::encode(&Answer {
+                name: name.clone(),
+                nonce: nonce.clone(),
+            });
+            let answer = secret.run_key(&offer.run).seal(Channel::Answer, 1, &answer);
             if let Err(e) = client.publish(reply, answer.into()).await {
                 tracing::warn!("answering the offer of run {}: {e}", offer.run);
                 continue;
@@ -102,6 +117,13 @@ pub fn serve(args: AgentArgs) -> BoxFuture<'static, Result<(), AgentsError>> {
                 run: offer.run.clone(),
                 name: name.clone(),
                 source_ips: args.source_ips.clone(),
+                allow_targets: args.allow_targets.clone(),
+                session: Arc::new(AgentSession {
+                    key: secret.session_key(&offer.run, &name, &nonce),
+                    requests: Replays::default(),
+                    events: Numbers::default(),
+                    codes: Numbers::default(),
+                }),
             };
             agent.play(&mut inbox).await;
             let _ = inbox.unsubscribe().await;
@@ -112,12 +134,50 @@ pub fn serve(args: AgentArgs) -> BoxFuture<'static, Result<(), AgentsError>> {
     })
 }
 
+/// An offer sealed with `secret` for the run its subject names, and not older than
+/// [`seal::OFFER_AGE`] by this agent's clock.
+fn open_offer(secret: &Secret, message: &async_nats::Message) -> Result<Offer, String> {
+    let run = protocol::offer_run(message.subject.as_str()).ok_or("not a run's offer subject")?;
+    let (_, body) = secret
+        .run_key(run)
+        .open(Channel::Offer, &message.payload)
+        .map_err(|e| e.to_string())?;
+    let offer: Offer = protocol::decode(body).map_err(|e| e.to_string())?;
+    if offer.run != run {
+        return Err(format!(
+            "an offer of run {:?} on run {run}'s subject",
+            offer.run
+        ));
+    }
+    let age = unix_micros().abs_diff(offer.at_us);
+    if age > seal::OFFER_AGE.as_micros() as u64 {
+        return Err(format!(
+            "an offer {} s away from this agent's clock",
+            age / 1_000_000
+        ));
+    }
+    Ok(offer)
+}
+
 /// An agent within one run.
 struct Agent {
     client: async_nats::Client,
     run: String,
     name: String,
     source_ips: Option<SourceIps>,
+    allow_targets: Vec<AllowedTarget>,
+    session: Arc<AgentSession>,
+}
+
+/// The key of an agent's session with its coordinator, and the numbers of its channels.
+pub(crate) struct AgentSession {
+    pub key: Key,
+    /// The coordinator's requests taken so far.
+    requests: Replays,
+    /// The events sent so far.
+    events: Numbers,
+    /// The code requests sent so far.
+    pub codes: Numbers,
 }
 
 /// The run an agent holds.
@@ -180,15 +240,29 @@ impl Agent {
             let Some(reply_to) = message.reply.clone() else {
                 continue;
             };
-            let (reply, done) = match protocol::decode::<Request>(&message.payload) {
+            let session = &self.session;
+            let opened = session
+                .key
+                .open(Channel::Request, &message.payload)
+                .and_then(|(seq, body)| session.requests.take(seq).map(|()| (seq, body)));
+            let (seq, body) = match opened {
+                Ok(opened) => opened,
+                Err(e) => {
+                    eprintln!(
+                        "anyplay-load agent {:?}: run {}: ignored a request: {e}",
+                        self.name, self.run
+                    );
+                    continue;
+                }
+            };
+            let (reply, done) = match protocol::decode::<Request>(body) {
                 Ok(request) => self.answer(request, &mut held).await,
                 Err(e) => (refused(e), false),
             };
-            if let Err(e) = self
-                .client
-                .publish(reply_to, protocol::encode(&reply).into())
-                .await
-            {
+            let reply = session
+                .key
+                .seal(Channel::Reply, seq, &protocol::encode(&reply));
+            if let Err(e) = self.client.publish(reply_to, reply.into()).await {
                 tracing::warn!("run {}: answering the coordinator: {e}", self.run);
             }
             if done {
@@ -254,6 +328,21 @@ impl Agent {
         nodes: Vec<String>,
         facts: bool,
     ) -> Result<Held, LoadError> {
+        // Only against what this agent's own command line allows, whoever asks.
+        for node in &nodes {
+            let allowed = reqwest::Url::parse(node).ok().is_some_and(|url| {
+                url.host()
+                    .is_some_and(|host| self.allow_targets.iter().any(|a| a.allows(&host)))
+            });
+            if !allowed {
+                let why = format!("the node {node} is not among this agent's --allow-target");
+                eprintln!(
+                    "anyplay-load agent {:?}: run {}: refused: {why}",
+                    self.name, self.run
+                );
+                return Err(LoadError::Refused(why));
+            }
+        }
         // With the cloud's limits on, each player has an address of its own instead.
         if settings.traffic.rate_limits.is_none() {
             settings.source_ips = self.source_ips.clone();
@@ -276,14 +365,24 @@ impl Agent {
                     pid: None,
                 })
                 .collect(),
-            codes: Arc::new(NatsCodes::new(self.client.clone(), &self.run)),
+            codes: Arc::new(NatsCodes::new(
+                self.client.clone(),
+                &self.run,
+                &self.name,
+                self.session.clone(),
+            )),
             control: None,
             pool: None,
         };
         let run = Run::start(&settings, target, Progress::hidden()).await?;
         let (events, queued) = mpsc::channel(EVENT_QUEUE);
         let subject = protocol::from_agent(&self.run, &self.name);
-        let publisher = tokio::spawn(publish(self.client.clone(), subject, queued));
+        let publisher = tokio::spawn(publish(
+            self.client.clone(),
+            subject,
+            self.session.clone(),
+            queued,
+        ));
         let health = health::start(run.ctx.fleet.clone(), events.clone());
         let play = Play {
             going: Arc::default(),
@@ -379,11 +478,20 @@ fn refused(reason: impl ToString) -> Reply {
 /// Sends the queued events to the coordinator, in order. Results that cannot go (more than
 /// the server's largest message) are reported as the phase's failure, so that the coordinator
 /// does not wait for them.
-async fn publish(client: async_nats::Client, subject: String, mut queued: mpsc::Receiver<Event>) {
+async fn publish(
+    client: async_nats::Client,
+    subject: String,
+    session: Arc<AgentSession>,
+    mut queued: mpsc::Receiver<Event>,
+) {
+    let seal = |event: &Event| {
+        let seq = session.events.next();
+        session
+            .key
+            .seal(Channel::Event, seq, &protocol::encode(event))
+    };
     while let Some(event) = queued.recv().await {
-        let sent = client
-            .publish(subject.clone(), protocol::encode(&event).into())
-            .await;
+        let sent = client.publish(subject.clone(), seal(&event).into()).await;
         if let Err(e) = sent {
             tracing::warn!("sending to the coordinator: {e}");
             if let Event::PhaseDone { phase, .. } = event {
@@ -391,9 +499,7 @@ async fn publish(client: async_nats::Client, subject: String, mut queued: mpsc::
                     phase,
                     error: format!("its results could not be sent: {e}"),
                 };
-                let _ = client
-                    .publish(subject.clone(), protocol::encode(&failed).into())
-                    .await;
+                let _ = client.publish(subject.clone(), seal(&failed).into()).await;
             }
         }
     }

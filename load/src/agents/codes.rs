@@ -1,6 +1,7 @@
 //! Sign-in codes for load agents, which may run where the cloud's mail log is out of reach:
 //! an agent asks the coordinator over NATS, and the coordinator answers from its own
-//! [`CodeSource`] (the mail log it was given).
+//! [`CodeSource`] (the mail log it was given): sealed both ways, and only for the addresses
+//! of that agent's own players.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +10,10 @@ use futures_util::future::BoxFuture;
 use futures_util::StreamExt;
 use tokio::task::JoinHandle;
 
+use crate::agents::agent::AgentSession;
+use crate::agents::coordinator::Sessions;
 use crate::agents::protocol::{self, CodeReply, CodeRequest};
+use crate::agents::seal::Channel;
 use crate::error::LoadError;
 use crate::target::CodeSource;
 
@@ -18,16 +22,23 @@ use crate::target::CodeSource;
 const ASK_WAIT: Duration = Duration::from_secs(45);
 
 /// The agent's [`CodeSource`]: the coordinator of `run`.
-pub struct NatsCodes {
+pub(crate) struct NatsCodes {
     client: async_nats::Client,
     subject: String,
+    session: Arc<AgentSession>,
 }
 
 impl NatsCodes {
-    pub fn new(client: async_nats::Client, run: &str) -> Self {
+    pub(crate) fn new(
+        client: async_nats::Client,
+        run: &str,
+        name: &str,
+        session: Arc<AgentSession>,
+    ) -> Self {
         NatsCodes {
             client,
-            subject: protocol::codes(run),
+            subject: protocol::codes(run, name),
+            session,
         }
     }
 }
@@ -39,12 +50,16 @@ impl CodeSource for NatsCodes {
                 url: format!("nats subject {}", self.subject),
                 detail,
             };
+            let seq = self.session.codes.next();
+            let body = protocol::encode(&CodeRequest {
+                email: email.to_string(),
+            });
             let request = async_nats::Request::new()
                 .payload(
-                    protocol::encode(&CodeRequest {
-                        email: email.to_string(),
-                    })
-                    .into(),
+                    self.session
+                        .key
+                        .seal(Channel::CodeRequest, seq, &body)
+                        .into(),
                 )
                 .timeout(Some(ASK_WAIT));
             let answer = self
@@ -52,39 +67,94 @@ impl CodeSource for NatsCodes {
                 .send_request(self.subject.clone(), request)
                 .await
                 .map_err(|e| fail(format!("asking the coordinator for a code: {e}")))?;
-            let reply: CodeReply =
-                protocol::decode(&answer.payload).map_err(|e| fail(e.to_string()))?;
+            let (answered, body) = self
+                .session
+                .key
+                .open(Channel::CodeReply, &answer.payload)
+                .map_err(|e| fail(e.to_string()))?;
+            if answered != seq {
+                return Err(fail(format!("an answer to request {answered}, not {seq}")));
+            }
+            let reply: CodeReply = protocol::decode(body).map_err(|e| fail(e.to_string()))?;
             reply.map_err(|reason| fail(format!("no code for {email}: {reason}")))
         })
     }
 }
 
-/// Answers the agents of `run` from `codes` until the task is aborted.
-pub async fn serve(
+/// The number of the player a load email belongs to: `[burstK.]TAG.N@load.anyplay.test`.
+fn player_of(email: &str) -> Option<usize> {
+    let local = email.strip_suffix("@load.anyplay.test")?;
+    local.rsplit('.').next()?.parse().ok()
+}
+
+/// Answers the agents of `run` from `codes` until the task is aborted: each agent (by its
+/// session in `sessions`) only for the emails of the players in its share (`players`).
+pub(crate) async fn serve(
     client: async_nats::Client,
     run: &str,
+    sessions: Sessions,
+    players: Arc<std::collections::HashMap<String, std::ops::Range<usize>>>,
     codes: Arc<dyn CodeSource>,
 ) -> Result<JoinHandle<()>, async_nats::SubscribeError> {
-    let mut requests = client.subscribe(protocol::codes(run)).await?;
+    let mut requests = client.subscribe(protocol::any_codes(run)).await?;
     Ok(tokio::spawn(async move {
         while let Some(message) = requests.next().await {
             let (client, codes) = (client.clone(), codes.clone());
+            let Some(name) = protocol::last_token(message.subject.as_str()) else {
+                continue;
+            };
+            let Some(session) = crate::sync::lock(&sessions).get(name).cloned() else {
+                continue;
+            };
+            let opened = session
+                .key
+                .open(Channel::CodeRequest, &message.payload)
+                .and_then(|(seq, body)| session.codes.take(seq).map(|()| (seq, body)));
+            let (seq, request) = match opened {
+                Ok((seq, body)) => (seq, protocol::decode::<CodeRequest>(body)),
+                Err(e) => {
+                    tracing::warn!("agent {name:?}: ignored a code request: {e}");
+                    continue;
+                }
+            };
+            let theirs = players.get(name).cloned().unwrap_or(0..0);
             tokio::spawn(async move {
                 let Some(reply) = message.reply else { return };
-                let answer: CodeReply = match protocol::decode::<CodeRequest>(&message.payload) {
-                    Ok(request) => codes
-                        .code_for(&request.email)
-                        .await
-                        .map_err(|e| e.to_string()),
+                let answer: CodeReply = match request {
+                    Ok(request)
+                        if player_of(&request.email).is_some_and(|p| theirs.contains(&p)) =>
+                    {
+                        codes
+                            .code_for(&request.email)
+                            .await
+                            .map_err(|e| e.to_string())
+                    }
+                    Ok(request) => Err(format!(
+                        "{} is not the address of one of this agent's players",
+                        request.email
+                    )),
                     Err(e) => Err(e.to_string()),
                 };
-                if let Err(e) = client
-                    .publish(reply, protocol::encode(&answer).into())
-                    .await
-                {
+                let sealed = session
+                    .key
+                    .seal(Channel::CodeReply, seq, &protocol::encode(&answer));
+                if let Err(e) = client.publish(reply, sealed.into()).await {
                     tracing::warn!("answering an agent's code request: {e}");
                 }
             });
         }
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_load_addresses_name_a_player() {
+        assert_eq!(player_of("abcde.17@load.anyplay.test"), Some(17));
+        assert_eq!(player_of("burst3.abcde.17@load.anyplay.test"), Some(17));
+        assert_eq!(player_of("ceo@example.com"), None);
+        assert_eq!(player_of("abcde.x@load.anyplay.test"), None);
+    }
 }

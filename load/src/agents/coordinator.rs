@@ -3,7 +3,7 @@
 //! instant, watch that each keeps answering, and end the run.
 //!
 //! ```text
-//! let mut c = Coordinator::recruit(nats_url, None, 3, RECRUIT_WAIT).await?;
+//! let mut c = Coordinator::recruit(nats_url, None, 3, RECRUIT_WAIT, &secret).await?;
 //! c.assign(&settings, &target).await?;
 //! let warm_up = c.run_phase(Phase::WarmUp).await?;   // per agent: its scenarios' results
 //! ...
@@ -11,7 +11,7 @@
 //! let agents = c.reports();                           // shares, clocks, health, who was lost
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -25,6 +25,7 @@ use tokio::task::JoinHandle;
 use crate::agents::clock::{self, Estimate, Ping};
 use crate::agents::protocol::{self, Answer, Event, Finished, Health, Offer, Phase, Reply};
 use crate::agents::protocol::{Request, ScenarioResult};
+use crate::agents::seal::{Channel, Key, Numbers, Replays, Secret};
 use crate::agents::{codes, share, AgentsError};
 use crate::error::LoadError;
 use crate::facts::{Clock, FactSink, Stamped};
@@ -110,6 +111,20 @@ struct Link {
 
 type Links = Arc<Mutex<BTreeMap<String, Link>>>;
 
+/// The key of one agent's session (from its sealed answer), and its channels' numbers.
+pub(crate) struct SessionKeys {
+    pub key: Key,
+    /// The requests sent to it so far.
+    requests: Numbers,
+    /// The last of its events taken.
+    events: Replays,
+    /// The last of its code requests taken.
+    pub codes: Replays,
+}
+
+/// Every recruited agent's session, by name.
+pub(crate) type Sessions = Arc<Mutex<HashMap<String, Arc<SessionKeys>>>>;
+
 /// A run's coordinator (see the module's example).
 pub struct Coordinator {
     client: async_nats::Client,
@@ -117,6 +132,7 @@ pub struct Coordinator {
     run: String,
     /// The agents in share order.
     names: Vec<String>,
+    sessions: Sessions,
     links: Links,
     heard: Arc<Notify>,
     /// Where the agents' facts go, converted to this process's clock, once somebody takes them.
@@ -135,6 +151,7 @@ impl Coordinator {
         run: Option<&str>,
         count: usize,
         wait: Duration,
+        secret: &Secret,
     ) -> Result<Coordinator, AgentsError> {
         let run = run.map_or_else(
             || format!("{}-{}", std::process::id(), unix_micros()),
@@ -154,20 +171,33 @@ impl Coordinator {
             .await
             .map_err(|e| nats(&e))?;
         let facts = Arc::new(FactSink::default());
-        let listener = tokio::spawn(listen(events, links.clone(), heard.clone(), facts.clone()));
+        let sessions: Sessions = Arc::default();
+        let listener = tokio::spawn(listen(
+            events,
+            sessions.clone(),
+            links.clone(),
+            heard.clone(),
+            facts.clone(),
+        ));
         let inbox = client.new_inbox();
         let mut answers = client
             .subscribe(inbox.clone())
             .await
             .map_err(|e| nats(&e))?;
-        let offer = protocol::encode(&Offer { run: run.clone() });
+        let run_key = secret.run_key(&run);
         let deadline = tokio::time::Instant::now() + wait;
         let mut names: Vec<String> = Vec::new();
         let mut next_offer = tokio::time::Instant::now();
         while names.len() < count {
             if tokio::time::Instant::now() >= next_offer {
+                // Each offer tells this clock, so that one played again later is refused.
+                let offer = protocol::encode(&Offer {
+                    run: run.clone(),
+                    at_us: unix_micros(),
+                });
+                let offer = run_key.seal(Channel::Offer, 0, &offer);
                 client
-                    .publish_with_reply(protocol::offer(&run), inbox.clone(), offer.clone().into())
+                    .publish_with_reply(protocol::offer(&run), inbox.clone(), offer.into())
                     .await
                     .map_err(|e| nats(&e))?;
                 next_offer += OFFER_EVERY;
@@ -175,8 +205,18 @@ impl Coordinator {
             tokio::select! {
                 answer = answers.next() => {
                     let Some(answer) = answer else { break };
-                    if let Ok(Answer { name }) = protocol::decode(&answer.payload) {
+                    let answer = run_key
+                        .open(Channel::Answer, &answer.payload)
+                        .ok()
+                        .and_then(|(_, body)| protocol::decode::<Answer>(body).ok());
+                    if let Some(Answer { name, nonce }) = answer {
                         if protocol::is_token(&name) && !names.contains(&name) {
+                            lock(&sessions).insert(name.clone(), Arc::new(SessionKeys {
+                                key: secret.session_key(&run, &name, &nonce),
+                                requests: Numbers::default(),
+                                events: Replays::default(),
+                                codes: Replays::default(),
+                            }));
                             names.push(name);
                         }
                     }
@@ -203,6 +243,7 @@ impl Coordinator {
             url: nats_url.to_string(),
             run,
             names,
+            sessions,
             links,
             heard,
             facts,
@@ -245,10 +286,22 @@ impl Coordinator {
     /// sign-in codes from `target`'s source, and measures each agent's clock.
     pub async fn assign(&mut self, settings: &Settings, target: &Target) -> Result<(), LoadError> {
         let shares = share::shares(settings, self.names.len())?;
+        let players = self
+            .names
+            .iter()
+            .zip(&shares)
+            .map(|(name, s)| (name.clone(), s.first_player..s.first_player + s.players))
+            .collect();
         self.codes = Some(
-            codes::serve(self.client.clone(), &self.run, target.codes.clone())
-                .await
-                .map_err(|e| AgentsError::nats(&self.url, &e))?,
+            codes::serve(
+                self.client.clone(),
+                &self.run,
+                self.sessions.clone(),
+                Arc::new(players),
+                target.codes.clone(),
+            )
+            .await
+            .map_err(|e| AgentsError::nats(&self.url, &e))?,
         );
         let nodes: Vec<String> = target.nodes.iter().map(|n| n.api.clone()).collect();
         let this = &*self;
@@ -309,18 +362,33 @@ impl Coordinator {
 
     /// One request to agent `name` and its reply.
     async fn ask(&self, name: &str, request: &Request, wait: Duration) -> Result<Reply, String> {
+        let session = lock(&self.sessions)
+            .get(name)
+            .cloned()
+            .ok_or("not recruited")?;
+        let seq = session.requests.next();
+        let sealed = session
+            .key
+            .seal(Channel::Request, seq, &protocol::encode(request));
         let message = async_nats::Request::new()
-            .payload(protocol::encode(request).into())
+            .payload(sealed.into())
             .timeout(Some(wait));
         let answer = self
             .client
             .send_request(protocol::to_agent(&self.run, name), message)
             .await
             .map_err(|e| format!("no answer: {e}"))?;
+        let (answered, body) = session
+            .key
+            .open(Channel::Reply, &answer.payload)
+            .map_err(|e| format!("its reply: {e}"))?;
+        if answered != seq {
+            return Err(format!("a reply to request {answered}, not to {seq}"));
+        }
         if let Some(link) = lock(&self.links).get_mut(name) {
             link.last_seen = Instant::now();
         }
-        protocol::decode(&answer.payload).map_err(|e| e.to_string())
+        protocol::decode(body).map_err(|e| e.to_string())
     }
 
     /// The agents not lost so far, in share order.
@@ -575,16 +643,32 @@ fn unexpected(name: &str, what: &str, reply: &Reply) -> AgentsError {
 /// Notes every agent's messages (any of them says it is alive), and passes their facts on.
 async fn listen(
     mut events: async_nats::Subscriber,
+    sessions: Sessions,
     links: Links,
     heard: Arc<Notify>,
     facts: Arc<FactSink>,
 ) {
     let clock = Clock::now();
     while let Some(message) = events.next().await {
-        let Some(name) = message.subject.as_str().rsplit('.').next() else {
+        let Some(name) = protocol::last_token(message.subject.as_str()) else {
             continue;
         };
-        let event = match protocol::decode::<Event>(&message.payload) {
+        // Only what the agent of that name sealed in its session, each message once.
+        let Some(session) = lock(&sessions).get(name).cloned() else {
+            continue;
+        };
+        let opened = session
+            .key
+            .open(Channel::Event, &message.payload)
+            .and_then(|(seq, body)| session.events.take(seq).map(|()| body));
+        let body = match opened {
+            Ok(body) => body,
+            Err(e) => {
+                tracing::warn!("ignored a message on agent {name:?}'s subject: {e}");
+                continue;
+            }
+        };
+        let event = match protocol::decode::<Event>(body) {
             Ok(event) => event,
             Err(e) => {
                 tracing::warn!("agent {name:?} sent what the protocol does not know: {e}");

@@ -23,6 +23,7 @@ pub mod coordinator;
 pub mod health;
 pub mod merge;
 pub mod protocol;
+pub mod seal;
 pub mod share;
 
 use std::time::Duration;
@@ -68,6 +69,8 @@ pub enum AgentsError {
     AllLost,
     #[error(transparent)]
     Protocol(#[from] protocol::ProtocolError),
+    #[error(transparent)]
+    Seal(#[from] seal::SealError),
     #[error("{0}")]
     Invalid(String),
 }
@@ -173,8 +176,14 @@ impl Session {
             "waiting for {} on {}",
             agents.count, agents.nats_url
         ));
-        let mut coordinator =
-            Coordinator::recruit(&agents.nats_url, None, agents.count, RECRUIT_WAIT).await?;
+        let mut coordinator = Coordinator::recruit(
+            &agents.nats_url,
+            None,
+            agents.count,
+            RECRUIT_WAIT,
+            &agents.secret,
+        )
+        .await?;
         let facts = facts.then(|| coordinator.facts()).flatten();
         spinner.set_message(format!(
             "assigning run {} to {}",

@@ -1,5 +1,5 @@
 //! What the coordinator and its load agents say to each other over NATS: the subjects (all under
-//! `anyplay.load.<run id>.`) and the messages, as JSON. Histograms travel serialized (V2 with
+//! `anyplay.load.<run id>.`) and the messages, as JSON, each sealed ([`super::seal`]). Histograms travel serialized (V2 with
 //! deflate, base64), never as percentiles, so the coordinator merges them exactly.
 
 use std::collections::BTreeMap;
@@ -46,9 +46,27 @@ pub fn from_any_agent(run: &str) -> String {
     from_agent(run, "*")
 }
 
-/// Where the agents of `run` ask for sign-in codes.
-pub fn codes(run: &str) -> String {
-    format!("anyplay.load.{run}.codes")
+/// Where agent `name` of `run` asks for sign-in codes.
+pub fn codes(run: &str, name: &str) -> String {
+    format!("anyplay.load.{run}.codes.{name}")
+}
+
+/// Every agent's code requests of `run`.
+pub fn any_codes(run: &str) -> String {
+    codes(run, "*")
+}
+
+/// The run of an offer's subject (`anyplay.load.<run>.offer`).
+pub fn offer_run(subject: &str) -> Option<&str> {
+    subject
+        .strip_prefix("anyplay.load.")?
+        .strip_suffix(".offer")
+        .filter(|run| is_token(run))
+}
+
+/// The last part of a subject: the agent's name on its own subjects.
+pub fn last_token(subject: &str) -> Option<&str> {
+    subject.rsplit('.').next().filter(|name| is_token(name))
 }
 
 /// Whether `token` can be one part of a subject (a run id, an agent's name).
@@ -78,16 +96,19 @@ pub fn decode<T: DeserializeOwned>(payload: &[u8]) -> Result<T, ProtocolError> {
     Ok(serde_json::from_slice(payload)?)
 }
 
-/// A coordinator looks for agents (answered with an [`Answer`]).
+/// A coordinator looks for agents (answered with an [`Answer`]); `at_us` is its clock (µs
+/// since the Unix epoch), so that an old offer played again is refused.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Offer {
     pub run: String,
+    pub at_us: u64,
 }
 
-/// An idle agent takes an offer.
+/// An idle agent takes an offer; `nonce` makes its session's key its own.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Answer {
     pub name: String,
+    pub nonce: String,
 }
 
 /// A step of a run that every agent starts at one agreed instant, after all of them ended the
