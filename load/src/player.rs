@@ -744,19 +744,25 @@ impl Player {
 
     /// A new activity whose version is its send time (µs since the epoch, strictly increasing).
     pub async fn set_presence(&self, activity: &str, since: Instant) -> Result<u64, ClientError> {
-        self.set_presence_via(self.shared.net.http(self.index), activity, since)
-            .await
+        self.set_presence_via(
+            self.shared.net.http(self.index),
+            self.node(),
+            activity,
+            since,
+        )
+        .await
     }
 
-    /// [`Player::set_presence`] through `http` (bound to another source address).
+    /// [`Player::set_presence`] through `http` (bound to another source address), to the
+    /// node numbered `node_index`.
     pub(crate) async fn set_presence_via(
         &self,
         http: &reqwest::Client,
+        node_index: usize,
         activity: &str,
         since: Instant,
     ) -> Result<u64, ClientError> {
         let version = self.next_version();
-        let node_index = self.node();
         let sent = Instant::now();
         let api = Api::new(http, &self.shared.nodes[node_index].endpoint.api);
         self.authed(Op::PresenceSet, since, |token| async move {

@@ -28,6 +28,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::conns::{Conn, Conns, REPLACED};
 use super::faults::{faults, Fault};
+use super::model::Model;
 use super::paths::{self, Hop};
 use super::slow_consumers::{self, Seen, Spell};
 use super::{some, CheckResult, Quantity};
@@ -147,7 +148,7 @@ fn label(conn: &Conn) -> String {
     }
 }
 
-pub fn check(history: &History, limit: u64, grace: f64) -> CheckResult {
+pub fn check(history: &History, model: &Model, limit: u64, grace: f64) -> CheckResult {
     let limit_q = Quantity::Count(limit);
     let conns = Conns::of(history);
     if conns.count() == 0 {
@@ -155,7 +156,7 @@ pub fn check(history: &History, limit: u64, grace: f64) -> CheckResult {
     }
     let faults = faults(history);
     let logouts = logouts(history);
-    let slow = slow_consumers::by_conn(history, &conns);
+    let slow = slow_consumers::by_conn(history, model, &conns);
     let reasons = Reasons {
         conns: &conns,
         faults: &faults,
@@ -223,7 +224,8 @@ mod tests {
     const GRACE: f64 = 20.0;
 
     fn judge(events: Vec<At>) -> CheckResult {
-        check(&events.into_iter().collect(), 0, GRACE)
+        let history: History = events.into_iter().collect();
+        check(&history, &Model::of(&history), 0, GRACE)
     }
 
     #[test]

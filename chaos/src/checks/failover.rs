@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use super::conns::Conns;
-use super::faults::{self, fmt_num, Fault, Leavers};
+use super::faults::{self, fmt_num, Fault, Leavers, OwnLosses};
 use super::outages::{outages, states, up_at, Outage};
 use super::{some, CheckResult, Quantity, Verdict};
 use crate::events::{Event, History};
@@ -47,6 +47,7 @@ pub fn check(history: &History, limits: Failover, grace: f64) -> CheckResult {
     let limit_q = limit_q(&outages, &faults);
     let conns = Conns::of(history);
     let leavers = Leavers::of(history);
+    let own = OwnLosses::of(history);
     let mut worst: Option<f64> = Some(0.0);
     let (mut judged, mut players, mut nowhere, mut left) = (0, 0, 0, 0);
     let mut failures = Vec::new();
@@ -62,8 +63,17 @@ pub fn check(history: &History, limits: Failover, grace: f64) -> CheckResult {
         // Each account once, from its last loss in the span.
         let mut lost: BTreeMap<u64, f64> = BTreeMap::new();
         for (t, event) in history.iter() {
-            if let Event::PlayerLost { account, node, .. } = event {
-                if *node == name && t >= outage.start && t <= outage.until {
+            if let Event::PlayerLost {
+                account,
+                node,
+                reason,
+            } = event
+            {
+                if *node == name
+                    && t >= outage.start
+                    && t <= outage.until
+                    && !own.contains(*account, t, reason)
+                {
                     lost.insert(*account, t);
                 }
             }

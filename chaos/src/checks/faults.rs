@@ -203,6 +203,7 @@ pub fn hits(history: &History, faults: &[Fault], grace: f64) -> (Vec<Vec<Hit>>, 
             .map(|o| o.start)
             .reduce(f64::max)
     };
+    let own = OwnLosses::of(history);
     let mut per_fault: Vec<Vec<Hit>> = vec![Vec::new(); faults.len()];
     let mut unexplained = 0;
     for (i, record) in records.iter().enumerate() {
@@ -214,7 +215,7 @@ pub fn hits(history: &History, faults: &[Fault], grace: f64) -> (Vec<Vec<Hit>>, 
         else {
             continue;
         };
-        if lost_by_the_player(reason) {
+        if own.contains(*account, record.t, reason) {
             continue;
         }
         let owner = faults
@@ -257,11 +258,44 @@ pub fn hits(history: &History, faults: &[Fault], grace: f64) -> (Vec<Vec<Hit>>, 
     (per_fault, unexplained)
 }
 
-/// Whether a loss's reason is the player's own doing, never a fault's: a 4003 ends a session
-/// the player signed out of, a 1013 a connection it read too slowly (`slow_readers`). Such a
-/// loss in a fault's window is not the fault's hit, and its return is no measure of the fault.
-fn lost_by_the_player(reason: &str) -> bool {
-    matches!(reason, "closed 4003" | "closed 1013")
+/// The losses that were the player's own doing, never a fault's: a 4003 ends a session the
+/// player signed out of, a 1013 a connection it read too slowly (`slow_readers`), and any loss
+/// noticed while it read slowly was noticed late by its own doing (what was queued for it came
+/// first). Such a loss in a fault's window is not the fault's hit, and its return is no
+/// measure of the fault.
+pub struct OwnLosses {
+    /// Each account's slow spells: from, until.
+    slow: HashMap<u64, Vec<(f64, f64)>>,
+}
+
+impl OwnLosses {
+    pub fn of(history: &History) -> OwnLosses {
+        let mut slow: HashMap<u64, Vec<(f64, f64)>> = HashMap::new();
+        for (_, event) in history.iter() {
+            if let Event::SlowReading {
+                account,
+                from,
+                until,
+                ..
+            } = event
+            {
+                slow.entry(*account).or_default().push((*from, *until));
+            }
+        }
+        OwnLosses { slow }
+    }
+
+    /// Whether `account`'s loss at `t`, for `reason`, was its own doing.
+    pub fn contains(&self, account: u64, t: f64, reason: &str) -> bool {
+        // Recorded as its spell ends, just after the close it waited for.
+        const SPELL_END: f64 = 1.0;
+        matches!(reason, "closed 4003" | "closed 1013")
+            || self.slow.get(&account).is_some_and(|spells| {
+                spells
+                    .iter()
+                    .any(|&(from, until)| from <= t && t <= until + SPELL_END)
+            })
+    }
 }
 
 /// Seconds from their node's going out until 50/90/95/99/100 % of a fault's players were back

@@ -194,9 +194,9 @@ pub fn run_all(history: &History, limits: &Limits, clients: &[Client]) -> Vec<Ch
         event_order::check(history, limits.event_order),
         session_integrity::check(history, limits.session_integrity),
         unexpected::check(history, &model, limits.unexpected_events),
-        disconnects::check(history, limits.unexplained_disconnects, grace),
+        disconnects::check(history, &model, limits.unexplained_disconnects, grace),
         // A reader far behind is closed 1013 by the contract: no room to give.
-        slow_consumers::check(history, 0),
+        slow_consumers::check(history, &model, 0),
         cards_privacy::check(history, &model, limits.cards_privacy),
     ];
     // A history with a hole (a lost agent's players went on unrecorded, records that could

@@ -16,6 +16,7 @@ use std::collections::HashMap;
 
 use super::conns::{Conn, Conns};
 use super::faults::{faults, fmt_num, Fault};
+use super::model::{Model, Relation};
 use super::paths;
 use super::{not_judged, some, CheckResult, Quantity};
 use crate::events::{CloseCause, Event, History};
@@ -36,7 +37,10 @@ const CLOSE_AFTER: f64 = 1.0;
 /// How long after a reader fell that far behind its 1013 may come: the close waits behind
 /// what the sockets hold for the reader (about 250 events, 5 s at its 50 a second), and the
 /// reader falls that far behind only after its queue was full.
-pub const CLOSE_DUE: f64 = 10.0;
+pub const CLOSE_DUE: f64 = 8.0;
+/// How long a node takes to give its players up once its store is out of reach (its lease
+/// renewals fail first).
+const STORE_NOTICED: f64 = 10.0;
 /// The slow consumer's close code.
 pub const SLOW_CONSUMER: u16 = 1013;
 
@@ -84,8 +88,14 @@ pub fn spells(history: &History) -> Vec<Spell> {
         .collect()
 }
 
-/// How far behind `conn` fell in `spell`, and whether its reader was starved.
-pub fn seen(history: &History, spell: &Spell, conn: &Conn) -> Seen {
+/// How far behind `conn` fell in `spell`, and whether its reader was starved: counting the
+/// senders' changes made while the model shows them surely its friends (a friendship that
+/// ended in the spell owes it nothing more).
+pub fn seen(history: &History, model: &Model, spell: &Spell, conn: &Conn) -> Seen {
+    let owed = |sender: u64, t: f64| {
+        spell.senders.contains(&sender)
+            && model.surely_held(&Relation::friends(sender, spell.account), t, t)
+    };
     let end = conn
         .closed
         .as_ref()
@@ -98,7 +108,7 @@ pub fn seen(history: &History, spell: &Spell, conn: &Conn) -> Seen {
             continue;
         }
         match event {
-            Event::PresenceChange { account, .. } if spell.senders.contains(account) => behind += 1,
+            Event::PresenceChange { account, .. } if owed(*account, t) => behind += 1,
             Event::Received { conn: c, .. } if *c == conn.id => {
                 starved |= behind > 0 && t - last_read >= STARVED;
                 last_read = t;
@@ -121,7 +131,11 @@ pub fn seen(history: &History, spell: &Spell, conn: &Conn) -> Seen {
 }
 
 /// Each connection's spells (by connection id), with what it lived through.
-pub fn by_conn(history: &History, conns: &Conns) -> HashMap<u64, Vec<(Spell, Seen)>> {
+pub fn by_conn(
+    history: &History,
+    model: &Model,
+    conns: &Conns,
+) -> HashMap<u64, Vec<(Spell, Seen)>> {
     let mut by_conn: HashMap<u64, Vec<(Spell, Seen)>> = HashMap::new();
     for spell in spells(history) {
         let Some(conn) = conns
@@ -130,7 +144,7 @@ pub fn by_conn(history: &History, conns: &Conns) -> HashMap<u64, Vec<(Spell, See
         else {
             continue;
         };
-        let seen = seen(history, &spell, conn);
+        let seen = seen(history, model, &spell, conn);
         by_conn.entry(conn.id).or_default().push((spell, seen));
     }
     by_conn
@@ -149,11 +163,16 @@ pub fn explains(spells: &[(Spell, Seen)], t: f64, code: Option<u16>, cause: Clos
     })
 }
 
+/// Whether a fault on the connection's own path acted on it meanwhile, or one on its node's way
+/// to the store held when it ended (a node that cannot renew its leases closes its players).
 fn on_a_faulted_path(faults: &[Fault], conn: &Conn, from: f64, until: f64) -> bool {
-    let path = paths::connection(&conn.node);
-    faults
-        .iter()
-        .any(|f| f.on_path(&path) && f.start <= until && f.end + f.aftermath() >= from)
+    let (path, store) = (paths::connection(&conn.node), paths::store(&conn.node));
+    let ended = conn.closed.as_ref().map(|c| c.t).filter(|t| *t <= until);
+    faults.iter().any(|f| {
+        let during = |from: f64, until: f64| f.start <= until && f.end + f.aftermath() >= from;
+        (f.on_path(&path) && during(from, until))
+            || (f.on_path(&store) && ended.is_some_and(|t| during(t - STORE_NOTICED, t)))
+    })
 }
 
 /// How one spell ended, as the check counts it.
@@ -166,14 +185,20 @@ enum Judged {
     Failed(String),
 }
 
-fn judge(history: &History, conns: &Conns, faults: &[Fault], spell: &Spell) -> (Judged, u64) {
+fn judge(
+    history: &History,
+    model: &Model,
+    conns: &Conns,
+    faults: &[Fault],
+    spell: &Spell,
+) -> (Judged, u64) {
     let Some(conn) = conns
         .own_device_at(spell.account, spell.from)
         .and_then(|id| conns.get(id))
     else {
         return (Judged::NoConnection, 0);
     };
-    let seen = seen(history, spell, conn);
+    let seen = seen(history, model, spell, conn);
     let close = conn.closed.as_ref();
     if close.is_some_and(|c| {
         c.cause == CloseCause::CloseFrame
@@ -207,7 +232,7 @@ fn judge(history: &History, conns: &Conns, faults: &[Fault], spell: &Spell) -> (
     (judged, seen.behind)
 }
 
-pub fn check(history: &History, limit: u64) -> CheckResult {
+pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
     let limit_q = Quantity::Count(limit);
     let spells = spells(history);
     if spells.is_empty() {
@@ -220,7 +245,7 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
     let mut most_behind = 0;
     let mut failures = Vec::new();
     for spell in &spells {
-        let (judged, behind) = judge(history, &conns, &faults, spell);
+        let (judged, behind) = judge(history, model, &conns, &faults, spell);
         most_behind = most_behind.max(behind);
         match judged {
             Judged::Closed => closed += 1,
@@ -307,7 +332,11 @@ mod tests {
     /// Reader 1 on connection 10, flooded by 2 with `flood` changes from 1 s, a change every
     /// ms, reading one event every `read_every` s; then `end`.
     fn flooded(flood: u64, read_every: f64, end: Option<(f64, Event)>) -> History {
-        let mut events = vec![(0.5, welcome(1, 10)), (0.5, welcome(2, 20))];
+        let mut events = vec![
+            crate::checks::testing::befriend(0.2, 1, 2),
+            (0.5, welcome(1, 10)),
+            (0.5, welcome(2, 20)),
+        ];
         events.extend(
             (0..flood).map(|i| (1.0 + i as f64 * 0.001, change(2, 1.0 + i as f64 * 0.001))),
         );
@@ -327,6 +356,18 @@ mod tests {
         records.into_iter().map(|r| (r.t, r.event)).collect()
     }
 
+    fn judged(history: &History) -> CheckResult {
+        check(history, &Model::of(history), 0)
+    }
+
+    /// `history` with `more` among its records, in time order.
+    fn with(history: &History, more: Vec<(f64, Event)>) -> History {
+        let mut all: Vec<(f64, Event)> = history.iter().map(|(t, e)| (t, e.clone())).collect();
+        all.extend(more);
+        all.sort_by(|a, b| a.0.total_cmp(&b.0));
+        all.into_iter().collect()
+    }
+
     #[test]
     fn a_reader_far_behind_closed_1013_passes() {
         let history = flooded(
@@ -334,7 +375,7 @@ mod tests {
             0.02,
             Some((5.0, closed(1, 10, Some(1013), CloseCause::CloseFrame))),
         );
-        let result = check(&history, 0);
+        let result = check(&history, &Model::of(&history), 0);
         assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
         assert!(result.detail.contains("1 closed 1013"), "{}", result.detail);
     }
@@ -342,7 +383,7 @@ mod tests {
     #[test]
     fn a_reader_far_behind_never_closed_fails() {
         // A cloud whose queue never fills (or drops events silently) keeps it open.
-        let result = check(&flooded(2000, 0.02, None), 0);
+        let result = judged(&flooded(2000, 0.02, None));
         assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
         assert!(result.detail.contains("not closed"), "{}", result.detail);
     }
@@ -350,16 +391,16 @@ mod tests {
     #[test]
     fn a_reader_far_behind_dropped_without_1013_fails_unless_it_was_starved() {
         let drop = || Some((5.0, closed(1, 10, None, CloseCause::NoCloseFrame)));
-        let result = check(&flooded(2000, 0.02, drop()), 0);
+        let result = judged(&flooded(2000, 0.02, drop()));
         assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
         // Reading every 3 s: starved, and the cloud may drop it as stalled.
-        let result = check(&flooded(2000, 3.0, drop()), 0);
+        let result = judged(&flooded(2000, 3.0, drop()));
         assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
     }
 
     #[test]
     fn a_reader_never_far_behind_owes_no_close() {
-        let result = check(&flooded(300, 0.02, None), 0);
+        let result = judged(&flooded(300, 0.02, None));
         assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
         assert!(result.detail.contains("1 never past"), "{}", result.detail);
     }
@@ -372,7 +413,7 @@ mod tests {
             Some((5.0, closed(1, 10, Some(1013), CloseCause::CloseFrame))),
         );
         let conns = Conns::of(&history);
-        let spells = by_conn(&history, &conns);
+        let spells = by_conn(&history, &Model::of(&history), &conns);
         let of_10 = &spells[&10];
         assert!(explains(of_10, 5.0, Some(1013), CloseCause::CloseFrame));
         assert!(!explains(of_10, 9.5, Some(1013), CloseCause::CloseFrame));
@@ -383,14 +424,50 @@ mod tests {
             0.02,
             Some((5.0, closed(1, 10, None, CloseCause::NoCloseFrame))),
         );
-        let calm = by_conn(&calm, &Conns::of(&calm));
+        let calm = by_conn(&calm, &Model::of(&calm), &Conns::of(&calm));
         assert!(!explains(&calm[&10], 5.0, None, CloseCause::NoCloseFrame));
+    }
+
+    #[test]
+    fn changes_of_a_sender_no_longer_a_friend_are_not_owed() {
+        // Unfriended as the flood began: nothing it sent after is owed, nor a close.
+        let unfriend = crate::checks::testing::friend(
+            0.9,
+            crate::events::WriteOp::Unfriend,
+            1,
+            2,
+            crate::events::WriteOutcome::Ok,
+        );
+        let result = judged(&with(&flooded(2000, 0.02, None), vec![unfriend]));
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        assert!(result.detail.contains("1 never past"), "{}", result.detail);
+    }
+
+    #[test]
+    fn a_spell_while_its_node_lost_the_store_is_not_judged() {
+        let dropped = Some((5.0, closed(1, 10, None, CloseCause::NoCloseFrame)));
+        let cut = crate::checks::testing::action(
+            3.0,
+            9.0,
+            crate::plan::ActionKind::Partition,
+            "node-1<->postgres",
+        );
+        let result = judged(&with(&flooded(2000, 0.02, dropped), cut.clone()));
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        assert!(
+            result.detail.contains("1 spells with a fault"),
+            "{}",
+            result.detail
+        );
+        // A connection the store's loss did not end owes its 1013 all the same.
+        let result = judged(&with(&flooded(2000, 0.02, None), cut));
+        assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
     }
 
     #[test]
     fn no_spell_is_nothing_to_judge() {
         let history: History = [(0.5, welcome(1, 10))].into_iter().collect();
-        let result = check(&history, 0);
+        let result = check(&history, &Model::of(&history), 0);
         assert_eq!(result.result, Verdict::Pass);
         assert!(result.detail.contains("no player read slowly"));
     }

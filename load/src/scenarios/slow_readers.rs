@@ -96,7 +96,7 @@ async fn spell(ctx: &Ctx, k: u64) -> bool {
                 let activity = format!("flood {i}");
                 acked += u32::from(
                     sender
-                        .set_presence_via(via, &activity, Instant::now())
+                        .set_presence_via(via, sender.node(), &activity, Instant::now())
                         .await
                         .is_ok(),
                 );
