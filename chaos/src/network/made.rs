@@ -45,6 +45,17 @@ impl Thing {
         }
     }
 
+    /// Whether it is still on the machine.
+    fn exists(&self) -> bool {
+        match self {
+            Thing::Netns(name) => Path::new("/run/netns").join(name).exists(),
+            Thing::Link(name) => Path::new("/sys/class/net").join(name).exists(),
+            Thing::ForwardAccept(bridge) => {
+                run("iptables", &forward_rule("-C", bridge), None).is_ok()
+            }
+        }
+    }
+
     /// Removes it from the machine.
     pub(super) fn undo(&self) -> Result<(), NetworkError> {
         match self {
@@ -115,18 +126,32 @@ impl Record {
 }
 
 /// Undoes the record in `dir`, last first (a namespace before its bridge), then removes it.
-/// Things already gone count as undone.
+/// Things already gone count as undone; what could not be undone and is still there stays
+/// in the record, for the next sweep, and the record with it.
 fn undo_dir(dir: &Path) -> Vec<Thing> {
     let made = std::fs::read_to_string(dir.join(MADE)).unwrap_or_default();
     let things: Vec<Thing> = made.lines().filter_map(Thing::from_line).collect();
     let mut undone = Vec::new();
+    let mut left = Vec::new();
     for thing in things.into_iter().rev() {
         match thing.undo() {
             Ok(()) => undone.push(thing),
+            Err(e) if thing.exists() => {
+                tracing::warn!("{thing} could not be undone, and stays recorded: {e}");
+                left.push(thing);
+            }
             Err(e) => tracing::debug!("{thing}: {e}"),
         }
     }
-    let _ = std::fs::remove_dir_all(dir);
+    if left.is_empty() {
+        let _ = std::fs::remove_dir_all(dir);
+    } else {
+        // In the order they were made, as the record had them.
+        let lines: String = left.iter().rev().map(|t| t.to_line() + "\n").collect();
+        if let Err(e) = std::fs::write(dir.join(MADE), lines) {
+            tracing::warn!("rewriting {}: {e}", dir.display());
+        }
+    }
     undone
 }
 
@@ -179,6 +204,23 @@ mod tests {
         assert!(sweep_in(&root).is_empty(), "nothing real was made");
         assert!(!dead.exists(), "the dead run's record is gone");
         assert!(root.join("alive").exists(), "a live run's record stays");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// Issue 30: a dead run's record was deleted even when undoing what it made failed, so
+    /// nothing would ever undo it. The loopback link cannot be deleted, and is there.
+    #[test]
+    fn what_could_not_be_undone_stays_recorded() {
+        let root = std::env::temp_dir().join(format!("anyplay-kept-{}", std::process::id()));
+        let dead = Record::create_in(&root, "dead").unwrap();
+        dead.note(&Thing::Link("apbr-nothere".into())).unwrap();
+        dead.note(&Thing::Link("lo".into())).unwrap();
+        let mut owner = Owner::this();
+        owner.process = "4194305@1".into();
+        std::fs::write(root.join("dead").join(OWNER), owner.to_text()).unwrap();
+        assert!(sweep_in(&root).is_empty());
+        let kept = std::fs::read_to_string(root.join("dead").join(MADE)).expect("the record stays");
+        assert_eq!(kept, "link lo\n");
         std::fs::remove_dir_all(&root).unwrap();
     }
 }
