@@ -3,7 +3,8 @@
 //! One node (`Local`): the hub has every connection, delivery is direct.
 //!
 //! A cluster (`Nats`): every node subscribes to its own subject
-//! `anyplay.node.<node id>`. A router task looks up which node holds each
+//! `anyplay.<cluster id>.node.<node id>`, so clusters that share a NATS never hear each
+//! other (`--cluster-id`). A router task looks up which node holds each
 //! recipient (the `connections` table, which also carries the one-connection-
 //! per-account rule) and publishes one message per node that has recipients, so
 //! an event never travels to nodes that do not need it. Recipients connected
@@ -84,11 +85,12 @@ enum Outgoing {
 
 pub enum Bus {
     Local,
-    Nats(NatsBus),
+    Nats(Box<NatsBus>),
 }
 
 pub struct NatsBus {
     client: async_nats::Client,
+    subjects: Subjects,
     queue: mpsc::Sender<Outgoing>,
     metrics: BusMetrics,
 }
@@ -107,29 +109,68 @@ impl NatsBus {
     }
 }
 
-/// Where each node says it renewed its leases; the fences of the others listen.
-const RENEWALS: &str = "anyplay.renewals";
+/// The NATS subjects of one cluster.
+#[derive(Debug, Clone)]
+struct Subjects {
+    cluster: String,
+}
 
-fn subject(node: &str) -> String {
-    format!("anyplay.node.{node}")
+impl Subjects {
+    /// Where `node` hears what the others send it.
+    fn node(&self, node: &str) -> String {
+        format!("anyplay.{}.node.{node}", self.cluster)
+    }
+
+    /// Where each node says it renewed its leases; the fences of the others listen.
+    fn renewals(&self) -> String {
+        format!("anyplay.{}.renewals", self.cluster)
+    }
+}
+
+/// Where a cluster's bus is, and how a node of it signs in there.
+#[derive(Debug, Clone, Copy)]
+pub struct BusAddress<'a> {
+    pub url: &'a str,
+    /// The cluster's id: part of every subject.
+    pub cluster: &'a str,
+    /// A NATS credentials file (a JWT and its seed), when the server asks for one.
+    pub creds: Option<&'a std::path::Path>,
 }
 
 impl Bus {
     /// Connects to NATS when a URL is configured; reconnects forever by itself.
     pub async fn connect(
-        nats_url: Option<&str>,
+        address: Option<BusAddress<'_>>,
         queue_len: usize,
         node_id: &str,
         hub: Arc<Hub>,
         store: Store,
         metrics: &Metrics,
     ) -> Result<Bus, BusError> {
-        let Some(url) = nats_url else {
+        let Some(BusAddress {
+            url,
+            cluster,
+            creds,
+        }) = address
+        else {
             return Ok(Bus::Local);
+        };
+        let error = |source| BusError {
+            url: url.to_string(),
+            source,
+        };
+        let subjects = Subjects {
+            cluster: cluster.to_string(),
         };
         let bus_metrics = metrics.bus.clone();
         let reconnects = bus_metrics.reconnects.clone();
-        let client = ConnectOptions::new()
+        let options = match creds {
+            Some(path) => ConnectOptions::with_credentials_file(path)
+                .await
+                .map_err(|e| error(e.into()))?,
+            None => ConnectOptions::new(),
+        };
+        let client = options
             .name(node_id)
             .max_reconnects(None)
             .retry_on_initial_connect()
@@ -150,30 +191,29 @@ impl Bus {
             })
             .connect(url)
             .await
-            .map_err(|source| BusError {
-                url: url.to_string(),
-                source,
-            })?;
+            .map_err(error)?;
         let (queue, rx) = mpsc::channel(queue_len);
         tokio::spawn(receive(
             client.clone(),
-            node_id.to_string(),
+            subjects.node(node_id),
             hub.clone(),
             bus_metrics.clone(),
         ));
         tokio::spawn(route(
             rx,
             client.clone(),
+            subjects.clone(),
             node_id.to_string(),
             hub,
             store,
             bus_metrics.clone(),
         ));
-        Ok(Bus::Nats(NatsBus {
+        Ok(Bus::Nats(Box::new(NatsBus {
             client,
+            subjects,
             queue,
             metrics: bus_metrics,
-        }))
+        })))
     }
 
     /// Tells the other nodes this one renewed its leases (see [`crate::fence`]).
@@ -181,7 +221,7 @@ impl Bus {
         if let Bus::Nats(n) = self {
             if let Err(e) = n
                 .client
-                .publish(RENEWALS, node.as_bytes().to_vec().into())
+                .publish(n.subjects.renewals(), node.as_bytes().to_vec().into())
                 .await
             {
                 tracing::debug!(error = %e, "could not announce a lease renewal");
@@ -192,7 +232,7 @@ impl Bus {
     /// The renewals the nodes announce, each as its node's id; `None` for one node.
     pub async fn renewals(&self) -> Option<async_nats::Subscriber> {
         match self {
-            Bus::Nats(n) => n.client.subscribe(RENEWALS).await.ok(),
+            Bus::Nats(n) => n.client.subscribe(n.subjects.renewals()).await.ok(),
             Bus::Local => None,
         }
     }
@@ -272,7 +312,7 @@ impl Bus {
             return RemoteClose::NoAnswer;
         };
         n.metrics.messages_out.inc();
-        let asked = n.client.request(subject(node), body.into());
+        let asked = n.client.request(n.subjects.node(node), body.into());
         match tokio::time::timeout(CLOSE_ANSWER_LIMIT, asked).await {
             Ok(Ok(_)) => RemoteClose::Done,
             Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
@@ -298,22 +338,22 @@ pub enum RemoteClose {
     NoAnswer,
 }
 
-async fn publish(client: &async_nats::Client, metrics: &BusMetrics, node: &str, wire: &Wire) {
+async fn publish(client: &async_nats::Client, metrics: &BusMetrics, subject: String, wire: &Wire) {
     let Ok(body) = serde_json::to_vec(wire) else {
         return;
     };
-    match client.publish(subject(node), body.into()).await {
+    match client.publish(subject.clone(), body.into()).await {
         Ok(()) => {
             metrics.messages_out.inc();
         }
-        Err(e) => tracing::warn!(node, error = %e, "could not publish to NATS"),
+        Err(e) => tracing::warn!(subject, error = %e, "could not publish to NATS"),
     }
 }
 
-/// Handles what other nodes send to this one.
-async fn receive(client: async_nats::Client, node: String, hub: Arc<Hub>, metrics: BusMetrics) {
+/// Handles what other nodes send to this one, on its `subject`.
+async fn receive(client: async_nats::Client, subject: String, hub: Arc<Hub>, metrics: BusMetrics) {
     let mut sub = loop {
-        match client.subscribe(subject(&node)).await {
+        match client.subscribe(subject.clone()).await {
             Ok(sub) => break sub,
             Err(e) => {
                 tracing::warn!(error = %e, "cannot subscribe to NATS; retrying");
@@ -388,6 +428,7 @@ where
 async fn route(
     mut rx: mpsc::Receiver<Outgoing>,
     client: async_nats::Client,
+    subjects: Subjects,
     node: String,
     hub: Arc<Hub>,
     store: Store,
@@ -435,7 +476,7 @@ async fn route(
                             event: payload.as_str().to_string(),
                             made_us: payload.made_us(),
                         };
-                        publish(&client, &metrics, target, &wire).await;
+                        publish(&client, &metrics, subjects.node(target), &wire).await;
                     }
                 }
                 Outgoing::Close { account_id, code } => {
@@ -445,7 +486,7 @@ async fn route(
                             connection_id: None,
                             code: code.code(),
                         };
-                        publish(&client, &metrics, target, &wire).await;
+                        publish(&client, &metrics, subjects.node(target), &wire).await;
                     }
                 }
                 Outgoing::Flush(done) => {

@@ -90,6 +90,10 @@ pub struct Config {
     pub database_url: String,
     pub node_id: String,
     pub nats_url: Option<String>,
+    /// Part of every NATS subject: clusters that share a NATS never hear each other.
+    pub cluster_id: String,
+    /// A NATS credentials file, when the server asks for one.
+    pub nats_creds: Option<PathBuf>,
     pub mail: MailSinkConfig,
     pub drain_timeout: Duration,
     pub db_connections: u32,
@@ -122,6 +126,8 @@ impl Default for Config {
             database_url: "sqlite:anyplay.db".into(),
             node_id: "node-1".into(),
             nats_url: None,
+            cluster_id: "default".into(),
+            nats_creds: None,
             mail: MailSinkConfig::Log("mail.log".into()),
             drain_timeout: Duration::from_secs(5),
             db_connections: 8,
@@ -226,9 +232,17 @@ pub struct Args {
     #[arg(long, env = "ANYPLAY_NODE_ID")]
     pub node_id: Option<String>,
 
-    /// NATS server that carries events between nodes (needed when several nodes share a PostgreSQL store).
+    /// NATS server that carries events between nodes (needed when several nodes share a PostgreSQL store); a user and password or a token may be in the URL.
     #[arg(long, env = "ANYPLAY_NATS_URL")]
     pub nats_url: Option<String>,
+
+    /// The cluster's id, part of every NATS subject, so that clusters sharing a NATS never hear each other; letters, digits, '-' and '_' [default: default].
+    #[arg(long, env = "ANYPLAY_CLUSTER_ID")]
+    pub cluster_id: Option<String>,
+
+    /// A NATS credentials file (JWT and seed), for a NATS server that asks for one.
+    #[arg(long, env = "ANYPLAY_NATS_CREDS")]
+    pub nats_creds: Option<PathBuf>,
 
     /// Where sign-in codes go [default: log].
     #[arg(long, env = "ANYPLAY_MAIL_SINK", value_enum)]
@@ -362,7 +376,8 @@ impl Args {
     /// `high` wins field by field.
     fn overlay(self, high: Args) -> Args {
         let low = self;
-        overlay!(low, high; listen, ops_listen, database_url, node_id, nats_url, mail_sink,
+        overlay!(low, high; listen, ops_listen, database_url, node_id, nats_url, cluster_id,
+            nats_creds, mail_sink,
             mail_log, drain_timeout, db_connections, db_lock_timeout, db_statement_timeout,
             db_idle_in_transaction_timeout, admin_token, access_token_ttl,
             no_rate_limits, rate_auth_email, rate_calls_per_minute, max_friends, max_outgoing,
@@ -401,6 +416,8 @@ impl Args {
             database_url: args.database_url.unwrap_or(d.database_url),
             node_id: args.node_id.unwrap_or(d.node_id),
             nats_url: args.nats_url,
+            cluster_id: args.cluster_id.unwrap_or(d.cluster_id),
+            nats_creds: args.nats_creds,
             mail,
             drain_timeout: args.drain_timeout.unwrap_or(d.drain_timeout),
             db_connections: args.db_connections.unwrap_or(d.db_connections),
@@ -462,6 +479,16 @@ impl Config {
         let bad = |m: &str| Err(ConfigError::Invalid(m.into()));
         if self.db_connections == 0 {
             return bad("db_connections must be at least 1");
+        }
+        let token = |s: &str| {
+            !s.is_empty()
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        };
+        if !token(&self.cluster_id) {
+            return bad(
+                "cluster_id: only letters, digits, '-' and '_' (it is part of NATS subjects)",
+            );
         }
         if self.outbound_queue == 0
             || self.bus_queue == 0

@@ -17,7 +17,7 @@ use futures_util::future::BoxFuture;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::bus::Bus;
+use crate::bus::{Bus, BusAddress};
 use crate::config::Config;
 use crate::drain::Drain;
 use crate::error::ApiError;
@@ -83,8 +83,13 @@ impl Node {
                 )
             });
             let hub = Arc::new(Hub::new(config.outbound_queue, metrics.clone()));
+            let address = config.nats_url.as_deref().map(|url| BusAddress {
+                url,
+                cluster: &config.cluster_id,
+                creds: config.nats_creds.as_deref(),
+            });
             let bus = Bus::connect(
-                config.nats_url.as_deref(),
+                address,
                 config.bus_queue,
                 &config.node_id,
                 hub.clone(),

@@ -247,6 +247,9 @@ pub struct Args {
     /// With `--agents`: the secret shared with the agents (else ANYPLAY_LOAD_SECRET).
     #[arg(long)]
     pub secret_file: Option<PathBuf>,
+    /// With `--agents`: a NATS credentials file (JWT and seed), for a NATS that asks for one.
+    #[arg(long)]
+    pub nats_creds: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }
@@ -270,6 +273,9 @@ pub struct AgentArgs {
     /// Loopback source addresses for this agent's players, e.g. 127.0.0.2-127.0.0.40.
     #[arg(long)]
     pub source_ips: Option<SourceIps>,
+    /// A NATS credentials file (JWT and seed), for a NATS server that asks for one.
+    #[arg(long)]
+    pub nats_creds: Option<PathBuf>,
     /// The secret this agent shares with its coordinators (else ANYPLAY_LOAD_SECRET): every
     /// message between them is sealed with it; without it the agent does not start.
     #[arg(long)]
@@ -352,6 +358,8 @@ fn in_range(net: std::net::IpAddr, prefix: u8, ip: std::net::IpAddr) -> bool {
 pub struct AgentsSettings {
     pub count: usize,
     pub nats_url: String,
+    /// A NATS credentials file, for a NATS that asks for one.
+    pub nats_creds: Option<PathBuf>,
     /// Shared with the agents: every message is sealed with it.
     pub secret: crate::agents::seal::Secret,
 }
@@ -402,6 +410,7 @@ pub fn agents(args: &Args, settings: &Settings) -> Result<Option<AgentsSettings>
     Ok(Some(AgentsSettings {
         count,
         nats_url,
+        nats_creds: args.nats_creds.clone(),
         secret,
     }))
 }
@@ -1163,6 +1172,7 @@ mod tests {
             Ok(Some(AgentsSettings {
                 count: 3,
                 nats_url: "nats://x".into(),
+                nats_creds: None,
                 secret: crate::agents::seal::Secret::new(b"sixteen bytes or more".to_vec())
                     .expect("a secret"),
             }))

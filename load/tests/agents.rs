@@ -451,8 +451,15 @@ async fn too_few_agents_is_an_error_that_says_who_answered() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let secret = Secret::new(SECRET.into()).expect("the tests' secret");
-    let recruited =
-        Coordinator::recruit(&services.nats_url, None, 2, Duration::from_secs(3), &secret).await;
+    let recruited = Coordinator::recruit(
+        &services.nats_url,
+        None,
+        None,
+        2,
+        Duration::from_secs(3),
+        &secret,
+    )
+    .await;
     let e = recruited.err().expect("one agent is not two");
     assert!(
         e.to_string().contains("1 of 2 load agents answered") && e.to_string().contains("only"),
@@ -483,15 +490,29 @@ async fn a_coordinator_without_the_secret_recruits_nobody() {
     let agent = Agent::start(&services.nats_url, "guarded");
     agent.listening().await;
     let wrong = Secret::new(b"somebody else's secret".to_vec()).expect("a secret");
-    let recruited =
-        Coordinator::recruit(&services.nats_url, None, 1, Duration::from_secs(3), &wrong).await;
+    let recruited = Coordinator::recruit(
+        &services.nats_url,
+        None,
+        None,
+        1,
+        Duration::from_secs(3),
+        &wrong,
+    )
+    .await;
     let e = recruited.err().expect("nobody answers");
     assert!(e.to_string().contains("0 of 1 load agents answered"), "{e}");
     assert!(agent.log().contains("ignored an offer"), "{}", agent.log());
     // With the secret, the same agent answers.
     let right = Secret::new(SECRET.into()).expect("the tests' secret");
-    let recruited =
-        Coordinator::recruit(&services.nats_url, None, 1, Duration::from_secs(10), &right).await;
+    let recruited = Coordinator::recruit(
+        &services.nats_url,
+        None,
+        None,
+        1,
+        Duration::from_secs(10),
+        &right,
+    )
+    .await;
     assert!(recruited.is_ok(), "{:?}", recruited.err());
 }
 

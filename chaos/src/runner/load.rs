@@ -96,6 +96,7 @@ impl Load {
         let wanted = AgentsSettings {
             count: agents.count.get() as usize,
             nats_url,
+            nats_creds: None,
             secret,
         };
         let spinner = Progress::stderr().spinner("agents");

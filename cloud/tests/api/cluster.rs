@@ -481,3 +481,35 @@ async fn presence_within_a_node_flows_while_nats_is_gone_and_remote_events_are_s
     assert!(shed > 0.0, "nothing shed");
     assert!(queued <= 64.0, "{queued} queued, over the bound of 64");
 }
+
+/// Issue 30: two clusters on one NATS heard each other, their subjects named after node ids
+/// alone: an event for an account on a node reached the account of that id on the other
+/// cluster's node of that name. With their own `--cluster-id`, they share a NATS unheard.
+#[tokio::test]
+async fn clusters_with_ids_of_their_own_share_a_nats_unheard() {
+    let flags = |id| ["--no-rate-limits", "--cluster-id", id];
+    let ids = ["twin-a", "twin-b"];
+    let one = TestCloud::pair_builder()
+        .node_ids(ids)
+        .start(&flags("one"))
+        .await;
+    let two = TestCloud::pair_builder()
+        .node_ids(ids)
+        .start(&flags("two"))
+        .await;
+    let (ann, other) = (one.signup("ann").await, two.signup("ann").await);
+    assert_eq!(ann.id, other.id, "fresh databases number alike");
+    let bob = one.signup("bob").await;
+    one.befriend(&ann, &bob).await;
+    let (mut other_ev, _) = two.node(1).connect(&other).await;
+    let (mut ann_ev, _) = one.node(1).connect(&ann).await;
+    // Bob's change on twin-a goes over NATS to twin-b, which holds ann.
+    push_presence(one.node(0), std::slice::from_ref(&bob), 10, 1).await;
+    let e = ann_ev.next_of("presence").await;
+    assert_eq!(e["account_id"], bob.id, "{e}");
+    assert_eq!(
+        other_ev.quiet_for(Duration::from_secs(2)).await,
+        None,
+        "cluster two's account of ann's id heard cluster one"
+    );
+}

@@ -3,7 +3,7 @@
 //! instant, watch that each keeps answering, and end the run.
 //!
 //! ```text
-//! let mut c = Coordinator::recruit(nats_url, None, 3, RECRUIT_WAIT, &secret).await?;
+//! let mut c = Coordinator::recruit(nats_url, None, None, 3, RECRUIT_WAIT, &secret).await?;
 //! c.assign(&settings, &target).await?;
 //! let warm_up = c.run_phase(Phase::WarmUp).await?;   // per agent: its scenarios' results
 //! ...
@@ -148,6 +148,7 @@ impl Coordinator {
     /// distinct agents that answer within `wait`.
     pub async fn recruit(
         nats_url: &str,
+        nats_creds: Option<&std::path::Path>,
         run: Option<&str>,
         count: usize,
         wait: Duration,
@@ -163,7 +164,7 @@ impl Coordinator {
             )));
         }
         let nats = |e: &dyn std::fmt::Display| AgentsError::nats(nats_url, e);
-        let client = super::connect(nats_url, &format!("anyplay-load-{run}")).await?;
+        let client = super::connect(nats_url, nats_creds, &format!("anyplay-load-{run}")).await?;
         let links: Links = Arc::default();
         let heard = Arc::new(Notify::new());
         let events = client

@@ -92,8 +92,20 @@ impl AgentsError {
 }
 
 /// A NATS connection named `name` (for the server's monitoring).
-async fn connect(url: &str, name: &str) -> Result<async_nats::Client, AgentsError> {
-    async_nats::ConnectOptions::new()
+/// Connects to NATS at `url` (a user and password or a token may be in it; `tls://` for
+/// TLS), with the credentials file `creds` when the server asks for one.
+async fn connect(
+    url: &str,
+    creds: Option<&std::path::Path>,
+    name: &str,
+) -> Result<async_nats::Client, AgentsError> {
+    let options = match creds {
+        Some(path) => async_nats::ConnectOptions::with_credentials_file(path)
+            .await
+            .map_err(|e| AgentsError::nats(url, &format!("{}: {e}", path.display())))?,
+        None => async_nats::ConnectOptions::new(),
+    };
+    options
         .name(name)
         .connect(url)
         .await
@@ -178,6 +190,7 @@ impl Session {
         ));
         let mut coordinator = Coordinator::recruit(
             &agents.nats_url,
+            agents.nats_creds.as_deref(),
             None,
             agents.count,
             RECRUIT_WAIT,

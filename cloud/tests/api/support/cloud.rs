@@ -62,6 +62,8 @@ pub struct PairBuilder<'a, F = fn(usize, &str) -> String> {
     database_url_of: F,
     /// Environment variables added for each node.
     env: [Vec<(String, String)>; 2],
+    /// The nodes' ids, when not the pair's own (named after its database).
+    ids: Option<[&'a str; 2]>,
 }
 
 impl<'a, F: Fn(usize, &str) -> String> PairBuilder<'a, F> {
@@ -79,6 +81,15 @@ impl<'a, F: Fn(usize, &str) -> String> PairBuilder<'a, F> {
             nats_url: self.nats_url,
             database_url_of: url_of,
             env: self.env,
+            ids: self.ids,
+        }
+    }
+
+    /// The nodes take these ids (two pairs on one NATS may then share them).
+    pub fn node_ids(self, ids: [&'a str; 2]) -> Self {
+        PairBuilder {
+            ids: Some(ids),
+            ..self
         }
     }
 
@@ -107,7 +118,10 @@ impl<'a, F: Fn(usize, &str) -> String> PairBuilder<'a, F> {
                 database_url: &database_url,
                 nats_url: &nats_url,
             };
-            let id = format!("{name}-{}", database.name());
+            let id = match self.ids {
+                Some(ids) => ids[i].to_string(),
+                None => format!("{name}-{}", database.name()),
+            };
             nodes.push(TestNode::start(&id, &backend, extra, &self.env[i]).await);
         }
         TestCloud {
@@ -164,6 +178,7 @@ impl TestCloud {
             nats_url: None,
             database_url_of: |_, url| url.to_string(),
             env: Default::default(),
+            ids: None,
         }
     }
 
