@@ -188,16 +188,7 @@ mod tests {
                     opened: 0.9,
                 },
             ),
-            (
-                9.0,
-                Event::SlowReading {
-                    account: 1,
-                    senders: vec![2],
-                    from: 4.0,
-                    until: 9.0,
-                    flood: 2000,
-                },
-            ),
+            crate::checks::testing::slow_reading(4.0, 9.0),
         ]
         .into_iter()
         .collect();

@@ -417,18 +417,7 @@ mod tests {
 
     #[test]
     fn a_1013_needs_its_reader_reading_slowly_then() {
-        let spell = |from, until| {
-            (
-                until,
-                Event::SlowReading {
-                    account: 1,
-                    senders: vec![2],
-                    from,
-                    until,
-                    flood: 2000,
-                },
-            )
-        };
+        let spell = crate::checks::testing::slow_reading;
         let slow = vec![
             welcome(1.0, 1, 1, "node-1"),
             closed(6.0, 1, 1, Some(1013), CloseFrame),

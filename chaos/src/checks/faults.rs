@@ -271,16 +271,10 @@ pub struct OwnLosses {
 impl OwnLosses {
     pub fn of(history: &History) -> OwnLosses {
         let mut slow: HashMap<u64, Vec<(f64, f64)>> = HashMap::new();
-        for (_, event) in history.iter() {
-            if let Event::SlowReading {
-                account,
-                from,
-                until,
-                ..
-            } = event
-            {
-                slow.entry(*account).or_default().push((*from, *until));
-            }
+        for spell in super::slow_consumers::spells(history) {
+            slow.entry(spell.account)
+                .or_default()
+                .push((spell.from, spell.until));
         }
         OwnLosses { slow }
     }

@@ -319,16 +319,6 @@ mod tests {
         }
     }
 
-    fn spell(from: f64, until: f64) -> Event {
-        Event::SlowReading {
-            account: 1,
-            senders: vec![2],
-            from,
-            until,
-            flood: 2000,
-        }
-    }
-
     /// Reader 1 on connection 10, flooded by 2 with `flood` changes from 1 s, a change every
     /// ms, reading one event every `read_every` s; then `end`.
     fn flooded(flood: u64, read_every: f64, end: Option<(f64, Event)>) -> History {
@@ -347,7 +337,7 @@ mod tests {
             t += read_every;
         }
         events.extend(end);
-        events.push((until, spell(1.0, until)));
+        events.push(crate::checks::testing::slow_reading(1.0, until));
         let mut records: Vec<Record> = events
             .into_iter()
             .map(|(t, event)| Record { t, event })

@@ -305,6 +305,21 @@ pub fn session_view(t: f64, view: SessionView) -> At {
     (t, Event::SessionView(view))
 }
 
+/// Account 1 read its connection slowly from `from` to `until` while account 2 flooded it,
+/// recorded as the spell ended.
+pub fn slow_reading(from: f64, until: f64) -> At {
+    (
+        until,
+        Event::SlowReading {
+            account: 1,
+            senders: vec![2],
+            from,
+            until,
+            flood: 2000,
+        },
+    )
+}
+
 pub fn end(t: f64) -> At {
     (t, Event::Note { text: "end".into() })
 }
