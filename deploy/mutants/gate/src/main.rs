@@ -46,7 +46,7 @@ struct Span {
 }
 
 /// cargo-mutants' position: line and column both from 1, the column in characters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 struct Pos {
     line: usize,
     column: usize,
@@ -103,6 +103,14 @@ fn sample(all: &str, count: &str, seed: &str) -> Result<()> {
     let count: usize = count.parse().map_err(|_| format!("count {count:?}"))?;
     let mut state: u64 = seed.parse().map_err(|_| format!("seed {seed:?}"))?;
     mutants.retain(|m| GENRES.contains(&m.genre.as_str()));
+    for m in &mut mutants {
+        if let Some(ok) = as_result(&m.replacement) {
+            m.name = m.name.replace(&m.replacement, &ok);
+            m.replacement = ok;
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    mutants.retain(|m| seen.insert((m.file.clone(), m.span.start, m.replacement.clone())));
     // Fisher-Yates with splitmix64: the same list and seed give the same sample.
     for i in (1..mutants.len()).rev() {
         state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -121,6 +129,27 @@ fn sample(all: &str, count: &str, seed: &str) -> Result<()> {
         serde_json::to_string_pretty(&mutants).map_err(|e| e.to_string())?
     );
     Ok(())
+}
+
+/// The cloud's `StoreResult<T>` and `ApiResult<T>` are `Result`s by another name, which
+/// cargo-mutants does not see: it fills them as containers (`StoreResult::new(v)`,
+/// `::from(v)`, `::from_iter([v])`), which cannot compile. `Ok(v)` is what it would have
+/// written for a `Result`.
+fn as_result(replacement: &str) -> Option<String> {
+    let (alias, call) = replacement.split_once("::")?;
+    if !alias.ends_with("Result") || alias == "Result" {
+        return None;
+    }
+    let inner = call
+        .strip_prefix("from_iter([")
+        .and_then(|r| r.strip_suffix("])"))
+        .or_else(|| call.strip_prefix("new(").and_then(|r| r.strip_suffix(')')))
+        .or_else(|| call.strip_prefix("from(").and_then(|r| r.strip_suffix(')')))?;
+    Some(if inner.is_empty() {
+        "Ok(Default::default())".to_owned()
+    } else {
+        format!("Ok({inner})")
+    })
 }
 
 /// One change to a file's text: `range` replaced by `text` (an empty range inserts).
