@@ -7,8 +7,6 @@
 //! Chromium is required, not optional: without it this test fails and says how to install
 //! it (`deploy/test.sh` does). The flags are those of `deploy/screenshot-report.sh`.
 
-mod committed;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -46,10 +44,10 @@ fn scratch(name: &str) -> PathBuf {
 /// The committed run's inputs in `dir`, its event log unzipped, and `report DIR` run on it.
 fn render_committed_run(dir: &Path) -> PathBuf {
     for file in ["plan.yaml", "load.json"] {
-        std::fs::copy(committed::dir().join(file), dir.join(file))
+        std::fs::copy(crate::committed::dir().join(file), dir.join(file))
             .unwrap_or_else(|e| panic!("copying {file}: {e}"));
     }
-    std::fs::write(dir.join("events.jsonl"), committed::events_jsonl()).unwrap();
+    std::fs::write(dir.join("events.jsonl"), crate::committed::events_jsonl()).unwrap();
     let output = Command::new(env!("CARGO_BIN_EXE_anyplay-chaos"))
         .arg("report")
         .arg(dir)

@@ -3,18 +3,14 @@
 //! checks, a pause is a docker pause, a kill is recorded as a signal, and no container outlives its run, not even one whose
 //! supervisor was SIGKILLed. Without an engine these tests fail: they exist to check it.
 
-#[path = "support/containers.rs"]
-mod containers;
-#[path = "docker/remote_engine.rs"]
 mod remote_engine;
-mod support;
 
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use containers::containers_of;
-use support::{a_run_turn, chaos, reduced_plan, report, run_plan, scratch};
+use crate::support::containers::containers_of;
+use crate::support::{a_run_turn, chaos, reduced_plan, report, run_plan, scratch};
 
 /// The local images, for a machine that cannot pull the plans' upstream ones.
 const LOCAL_IMAGES: [&str; 6] = [

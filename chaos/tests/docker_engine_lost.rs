@@ -5,18 +5,15 @@
 //! `DOCKER_HOST` at the proxy for a moment, which would mislead any other test in the process.
 //! Needs the engine and the local base image (deploy/test.sh); nothing is skipped.
 
-#[path = "support/containers.rs"]
-mod containers;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::containers::containers_of;
 use anyplay_chaos::backend::docker::DockerBackend;
 use anyplay_chaos::backend::{Command, Exit, Program};
 use anyplay_chaos::supervisor::services::log_path;
 use anyplay_chaos::supervisor::{Probe, ServiceSpec, Supervisor};
-use containers::containers_of;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::task::JoinSet;
 

@@ -3,18 +3,15 @@
 //! signals, the stop signal, pause and resume, output across restarts, and the removal of the
 //! run's containers. Without an engine or the image these tests fail; nothing is skipped.
 
-#[path = "support/containers.rs"]
-mod containers;
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::containers::containers_of;
 use anyplay_chaos::backend::docker::DockerBackend;
 use anyplay_chaos::backend::{Command, Exit, Program};
 use anyplay_chaos::supervisor::services::log_path;
 use anyplay_chaos::supervisor::{Probe, ServiceSpec, Supervisor};
-use containers::containers_of;
 use nix::sys::signal::Signal;
 
 const IMAGE: &str = "anyplay/base:local";

@@ -1,8 +1,5 @@
 //! The fault proxy over real loopback sockets: forwarding, latency, cut and reset.
 
-#[path = "support/loopback.rs"]
-mod loopback;
-
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -15,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::timeout;
 
-use loopback::{echo, eventually};
+use crate::support::loopback::{echo, eventually};
 
 async fn proxied_echo() -> (Proxy, Arc<AtomicUsize>) {
     let (upstream, accepted) = echo().await;

@@ -1,9 +1,6 @@
 //! The lasting faults over real loopback sockets, where what a peer sees is an RST, a FIN or
 //! nothing: drop-cuts, limit_data, timeout and toxicity.
 
-#[path = "support/loopback.rs"]
-mod loopback;
-
 use std::io::ErrorKind;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -17,7 +14,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 
-use loopback::{echo, eventually};
+use crate::support::loopback::{echo, eventually};
 
 /// A server that reads each connection to its end and reports what it got.
 async fn sink() -> (

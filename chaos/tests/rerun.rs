@@ -7,8 +7,6 @@
 //! where chaos makes the load settings (`runner::players`, a private module) and in
 //! anyplay-load's `planned`.
 
-mod committed;
-
 use std::path::Path;
 
 use serde_json::Value;
@@ -73,7 +71,7 @@ fn schedule(timeline: &Timeline) -> Vec<Event> {
 
 #[test]
 fn rerun_of_the_committed_node_crash_run_resolves_its_recorded_timeline_exactly() {
-    let dir = committed::dir();
+    let dir = crate::committed::dir();
     // As `runner::rerun` reads it.
     let plan = Plan::load(&dir.join(PLAN_FILE)).expect("the run's plan.yaml");
     let timeline = resolve(&plan);
@@ -81,7 +79,7 @@ fn rerun_of_the_committed_node_crash_run_resolves_its_recorded_timeline_exactly(
     assert_eq!(resolved.len(), 4, "{resolved:?}");
 
     let history = History::new(
-        committed::events_jsonl()
+        crate::committed::events_jsonl()
             .lines()
             .map(|line| Record::from_line(line).expect("an event line"))
             .collect(),

@@ -2,15 +2,15 @@
 //! nodes, with fewer players so the suite stays quick; and a supervisor SIGKILLed in the
 //! middle of a run, which must leave no process behind.
 
-mod support;
-
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use support::{a_run_turn, chaos, reduced_plan, reduced_plan_with, report, run_plan, scratch};
+use crate::support::{
+    a_run_turn, chaos, reduced_plan, reduced_plan_with, report, run_plan, scratch,
+};
 
 /// Runs a reduced plan and asserts a pass, with every check and the files a run writes.
 fn passes(name: &str, players: u32) {

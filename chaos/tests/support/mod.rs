@@ -1,6 +1,9 @@
 //! What the whole-run tests share: the real binary, scratch directories, the shipped plans cut
 //! down to a quick size, and one run at a time.
 
+pub mod containers;
+pub mod loopback;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -139,7 +139,7 @@ fn required_env(name: &str) -> String {
         _ => panic!(
             "{name} is not set: pair tests run two nodes on PostgreSQL and NATS. \
              Run the tests with deploy/test.sh, or in one shell: \
-             `source deploy/test-services.sh && cargo test --release -p anyplay-cloud --test api`"
+             `source deploy/test-services.sh && cargo test --release -p anyplay-cloud --test integration`"
         ),
     }
 }
