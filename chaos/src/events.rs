@@ -156,6 +156,13 @@ pub enum Event {
         sent: f64,
         node: NodeId,
     },
+    /// An activity change sent at `sent` that got no `204`: it may have been stored all the
+    /// same, so friends may be shown its version, but nobody is owed it.
+    PresenceUnanswered {
+        account: u64,
+        version: u64,
+        sent: f64,
+    },
     /// A friend or session write, recorded when it was answered (`t`), sent at `sent`.
     Write(Write),
     /// The `GET /v1/friends` after a welcome on `conn` (sent at `sent`): each friend's presence.
@@ -794,6 +801,11 @@ mod tests {
                 version: 10,
                 sent: 1.25,
                 node: NodeId("node-1".into()),
+            },
+            Event::PresenceUnanswered {
+                account: 1,
+                version: 11,
+                sent: 1.5,
             },
             Event::TimelineStart,
             Event::Welcome {

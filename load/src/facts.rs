@@ -145,6 +145,9 @@ pub enum Fact<T = Instant> {
         sent: T,
         node_index: usize,
     },
+    /// An activity change sent at `sent` got no `204` (it failed, or its answer never came):
+    /// the cloud may have stored it all the same, so its version may still be shown.
+    PresenceUnanswered { version: u64, sent: T },
     /// A friend or session write was answered (or gave up).
     Write(WriteFact<T>),
     /// The `GET /v1/friends` after a welcome, sent at `sent`: each friend's presence.
@@ -236,6 +239,10 @@ impl<T> Fact<T> {
                 version,
                 sent: f(sent),
                 node_index,
+            },
+            Fact::PresenceUnanswered { version, sent } => Fact::PresenceUnanswered {
+                version,
+                sent: f(sent),
             },
             Fact::Write(w) => Fact::Write(WriteFact {
                 op: w.op,

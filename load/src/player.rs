@@ -765,16 +765,20 @@ impl Player {
         let version = self.next_version();
         let sent = Instant::now();
         let api = Api::new(http, &self.shared.nodes[node_index].endpoint.api);
-        self.authed(Op::PresenceSet, since, |token| async move {
-            api.presence_set(&token, activity, version).await
-        })
-        .await?;
-        self.emit(Fact::PresenceSet {
-            version,
-            sent,
-            node_index,
+        let answered = self
+            .authed(Op::PresenceSet, since, |token| async move {
+                api.presence_set(&token, activity, version).await
+            })
+            .await;
+        self.emit(match answered {
+            Ok(_) => Fact::PresenceSet {
+                version,
+                sent,
+                node_index,
+            },
+            Err(_) => Fact::PresenceUnanswered { version, sent },
         });
-        Ok(version)
+        answered.map(|_| version)
     }
 
     fn next_version(&self) -> u64 {

@@ -1,12 +1,15 @@
 //! unexpected_events: no event may reach a recipient that the model of the contract does not
 //! allow it at that moment (chaos-plan v1.2): an account's presence goes to its friends only
 //! (nobody else, itself included; a block either way ends the friendship), a session's news
-//! to its members only.
+//! to its members only; and no presence (an event, or a friend in a resync) may show a
+//! version its account never set.
 //!
 //! An event is judged against the relation over the moments it may have been made in: from
 //! [`DELIVERY_WINDOW`] before its arrival, stretched back over any fault that held
 //! traffic up then (a fan-out made while they were still friends may arrive a little after
 //! the unfriend). Only an event whose relation surely did not hold in all that span fails.
+
+use std::collections::HashMap;
 
 use super::faults::{faults, fmt_num, Fault};
 use super::model::{Model, Relation};
@@ -15,6 +18,48 @@ use super::{some, CheckResult, Quantity};
 use crate::events::{Event, History};
 
 pub const NAME: &str = "unexpected_events";
+
+/// How much earlier than its send an agent's clock may place a version's sighting (its offset
+/// to the supervisor is measured when it is recruited; this is far more than that is off).
+const CLOCKS_APART: f64 = 1.0;
+
+/// The versions each account set (every `PUT /v1/presence` it sent, answered or not), and
+/// when it sent them: a version shown must be one of them, sent by then, or 0 (never set).
+struct SetVersions(HashMap<u64, HashMap<u64, f64>>);
+
+impl SetVersions {
+    fn of(history: &History) -> SetVersions {
+        let mut set: HashMap<u64, HashMap<u64, f64>> = HashMap::new();
+        for (_, event) in history.iter() {
+            if let Event::PresenceChange {
+                account,
+                version,
+                sent,
+                ..
+            }
+            | Event::PresenceUnanswered {
+                account,
+                version,
+                sent,
+            } = event
+            {
+                let first = set.entry(*account).or_default().entry(*version);
+                first.and_modify(|s| *s = s.min(*sent)).or_insert(*sent);
+            }
+        }
+        SetVersions(set)
+    }
+
+    /// Whether `account`'s presence at `version` may be shown at `t`.
+    fn allows(&self, account: u64, version: u64, t: f64) -> bool {
+        version == 0
+            || self
+                .0
+                .get(&account)
+                .and_then(|versions| versions.get(&version))
+                .is_some_and(|sent| *sent <= t + CLOCKS_APART)
+    }
+}
 
 /// The earliest moment an event that arrived at `t` may have been made.
 fn made_from(faults: &[Fault], t: f64) -> f64 {
@@ -37,18 +82,42 @@ fn made_from(faults: &[Fault], t: f64) -> f64 {
 pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
     let limit_q = Quantity::Count(limit);
     let faults = faults(history);
-    let (mut presence, mut session_news) = (0u64, 0u64);
+    let set = SetVersions::of(history);
+    let (mut presence, mut session_news, mut versions) = (0u64, 0u64, 0u64);
     let mut unexpected = Vec::new();
     for (t, event) in history.iter() {
-        let Event::Received {
-            account,
-            event: kind,
-            from,
-            session,
-            ..
-        } = event
-        else {
-            continue;
+        let mut shown = |to: u64, of: u64, version: u64| {
+            versions += 1;
+            if !set.allows(of, version, t) {
+                unexpected.push(format!(
+                    "version {version} of {of}, which it never set, to {to} at {}s",
+                    fmt_num(t)
+                ));
+            }
+        };
+        let (account, kind, from, session) = match event {
+            Event::Received {
+                account,
+                event: kind,
+                from,
+                session,
+                version,
+                ..
+            } => {
+                if let (Some(from), Some(version)) = (from, version) {
+                    shown(*account, *from, *version);
+                }
+                (account, kind, from, session)
+            }
+            Event::Resync {
+                account, friends, ..
+            } => {
+                for friend in friends {
+                    shown(*account, friend.account, friend.version);
+                }
+                continue;
+            }
+            _ => continue,
         };
         let relation = match (kind.as_str(), from, session) {
             ("presence", Some(from), _) => {
@@ -81,16 +150,16 @@ pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
             });
         }
     }
-    if presence + session_news == 0 {
+    if presence + session_news + versions == 0 {
         return CheckResult::unknown(
             NAME,
             limit_q,
-            "no presence or session event was received: nothing to judge",
+            "no presence or session event was received, nor a resync: nothing to judge",
         );
     }
     let mut detail = format!(
         "{presence} presence events (to friends only), {session_news} session events (to \
-         members only)"
+         members only), {versions} presence versions shown (each one its account set)"
     );
     if !unexpected.is_empty() {
         detail.push_str(&format!(
@@ -110,9 +179,59 @@ mod tests {
     use crate::events::{WriteOp, WriteOutcome};
     use crate::plan::ActionKind;
 
-    fn judge(events: Vec<At>) -> CheckResult {
+    /// Judges `events` where account 1 set its presence to version 10 at the start (the
+    /// version of the presence events the tests send).
+    fn judge(mut events: Vec<At>) -> CheckResult {
+        events.insert(0, change(0.2, 1, 10, 0.1, "node-1"));
         let (history, model) = with_model(events);
         check(&history, &model, 0)
+    }
+
+    #[test]
+    fn a_version_shown_must_be_one_its_account_set_by_then() {
+        let friends = || vec![befriend(1.0, 2, 1)];
+        let shown = |extra: Vec<At>| {
+            let mut events = friends();
+            events.extend(extra);
+            judge(events)
+        };
+        // Set and acknowledged, set without an answer, or never set (0): all may be shown.
+        let ok = shown(vec![presence(5.0, 2, 1, 1, 1, 10)]);
+        assert_eq!(ok.result, Verdict::Pass, "{}", ok.detail);
+        let unanswered = shown(vec![
+            (
+                3.0,
+                Event::PresenceUnanswered {
+                    account: 1,
+                    version: 12,
+                    sent: 2.0,
+                },
+            ),
+            presence(5.0, 2, 1, 1, 1, 12),
+            resync(6.0, 2, 2, &[(1, true, 12)]),
+        ]);
+        assert_eq!(unanswered.result, Verdict::Pass, "{}", unanswered.detail);
+        assert!(unanswered.detail.contains("2 presence versions shown"));
+        let never = shown(vec![presence(5.0, 2, 1, 1, 1, 0)]);
+        assert_eq!(never.result, Verdict::Pass, "{}", never.detail);
+        // One more than was set, in an event or in a resync, fails.
+        let bumped = shown(vec![presence(5.0, 2, 1, 1, 1, 11)]);
+        assert_eq!(bumped.result, Verdict::Fail, "{}", bumped.detail);
+        assert!(
+            bumped
+                .detail
+                .contains("version 11 of 1, which it never set, to 2 at 5s"),
+            "{}",
+            bumped.detail
+        );
+        let resynced = shown(vec![resync(6.0, 2, 2, &[(1, true, 11)])]);
+        assert_eq!(resynced.result, Verdict::Fail, "{}", resynced.detail);
+        // A version shown long before its account sent it was made up then.
+        let early = shown(vec![
+            presence(5.0, 2, 1, 1, 1, 13),
+            change(9.1, 1, 13, 9.0, "node-1"),
+        ]);
+        assert_eq!(early.result, Verdict::Fail, "{}", early.detail);
     }
 
     #[test]

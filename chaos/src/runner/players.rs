@@ -371,6 +371,11 @@ impl Recorder {
                 sent: seconds(sent),
                 node: self.node(node_index),
             },
+            Fact::PresenceUnanswered { version, sent } => Event::PresenceUnanswered {
+                account,
+                version,
+                sent: seconds(sent),
+            },
             Fact::Write(w) => Event::Write(Write {
                 op: w.op,
                 account,
