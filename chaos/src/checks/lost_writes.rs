@@ -185,14 +185,60 @@ fn logouts_lost(history: &History) -> (u64, Vec<String>) {
     (judged, lost)
 }
 
-/// Whether an ok request went through a block that surely stood, either way.
-fn through_a_block(model: &Model, w: &Write, t: f64) -> bool {
-    let Some(other) = w.other else { return false };
-    w.op == WriteOp::FriendRequest
-        && w.outcome == WriteOutcome::Ok
-        && [(w.account, other), (other, w.account)]
-            .iter()
-            .any(|&(a, b)| model.surely_held(&Relation::Blocked(a, b), w.sent, t))
+/// Why a write answered ok should have been refused, by the rules [`wrong_refusal`] judges
+/// refusals by: nothing surely there to act on all the while it was in flight (a 404 was
+/// due), a friendship, its own request or a block surely standing (409, 403 or 404), or a
+/// party the joiner was surely not allowed into.
+fn wrong_ok(model: &Model, w: &Write, t: f64) -> Option<&'static str> {
+    if w.outcome != WriteOutcome::Ok {
+        return None;
+    }
+    let (me, sent) = (w.account, w.sent);
+    let held = |relation: Relation| model.surely_held(&relation, sent, t);
+    let none = |relation: Relation| !model.may_hold(&relation, sent, t);
+    match (w.op, w.other, &w.session) {
+        (WriteOp::FriendAccept | WriteOp::FriendDecline, Some(other), _) => {
+            none(Relation::Request(other, me)).then_some("with no request of theirs open")
+        }
+        (WriteOp::FriendCancel, Some(other), _) => {
+            none(Relation::Request(me, other)).then_some("with no request of its own open")
+        }
+        (WriteOp::Unfriend, Some(other), _) => {
+            none(Relation::friends(me, other)).then_some("with no friendship")
+        }
+        (WriteOp::Unblock, Some(other), _) => {
+            none(Relation::Blocked(me, other)).then_some("with no block")
+        }
+        (WriteOp::SessionLeave, _, Some(session)) => {
+            none(Relation::Member(me, session.clone())).then_some("with no membership")
+        }
+        (WriteOp::FriendRequest, Some(other), _) => {
+            if held(Relation::Blocked(me, other)) || held(Relation::Blocked(other, me)) {
+                Some("through a block")
+            } else if held(Relation::friends(me, other)) {
+                Some("between friends")
+            } else if !w.befriended && held(Relation::Request(me, other)) {
+                Some("while its request stood")
+            } else {
+                None
+            }
+        }
+        (WriteOp::SessionJoin, _, Some(s)) => {
+            let leader = model.creator_leads(s, sent, t)?;
+            let blocked = model.members(s).any(|m| {
+                held(Relation::Member(m, s.clone()))
+                    && (held(Relation::Blocked(m, me)) || held(Relation::Blocked(me, m)))
+            });
+            if leader != me && none(Relation::friends(me, leader)) {
+                Some("by a stranger to its leader")
+            } else if blocked {
+                Some("across a block with a member")
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
 }
 
 pub fn check(history: &History, model: &Model, limit: u64, grace: f64) -> CheckResult {
@@ -281,12 +327,15 @@ pub fn check(history: &History, model: &Model, limit: u64, grace: f64) -> CheckR
                 faults::fmt_num(t)
             ));
         }
-        if through_a_block(model, w, t) {
+        if let Some(why) = wrong_ok(model, w, t) {
             refusals_judged += 1;
             lost.push(format!(
-                "friend_request of {} about {} answered ok through a block at {}s",
+                "{} of {} about {} answered ok {why} at {}s",
+                op_name(w.op),
                 w.account,
-                w.other.unwrap_or_default(),
+                w.session
+                    .clone()
+                    .unwrap_or_else(|| w.other.unwrap_or_default().to_string()),
                 faults::fmt_num(t)
             ));
         }
@@ -621,6 +670,111 @@ mod tests {
     }
 
     #[test]
+    fn a_request_answered_ok_between_friends_or_while_it_stood_is_wrong() {
+        let base = || {
+            vec![
+                befriend(0.5, 3, 4),
+                friend(1.0, FriendRequest, 1, 2, Ok),
+                Final::default()
+                    .list(1, &[], &[])
+                    .list(2, &[], &[])
+                    .list(3, &[4], &[])
+                    .list(4, &[3], &[])
+                    .at(100.0),
+            ]
+        };
+        let judged = |extra: At| {
+            let mut events = base();
+            events.push(extra);
+            judge(events)
+        };
+        let twice = judged(friend(5.0, FriendRequest, 1, 2, Ok));
+        assert_eq!(twice.result, Verdict::Fail, "{}", twice.detail);
+        assert!(
+            twice
+                .detail
+                .contains("friend_request of 1 about 2 answered ok while its request stood at 5s"),
+            "{}",
+            twice.detail
+        );
+        let friends = judged(friend(5.0, FriendRequest, 3, 4, Ok));
+        assert_eq!(friends.result, Verdict::Fail, "{}", friends.detail);
+        assert!(friends.detail.contains("answered ok between friends"));
+        // The other side asking back is an accept (`200 friends`); so is a request once
+        // the first was cancelled.
+        let back = judged(request_befriending(5.0, 2, 1, Ok));
+        assert_eq!(back.result, Verdict::Fail, "{}", back.detail);
+        assert!(!back.detail.contains("answered ok"), "{}", back.detail);
+        let mut anew = base();
+        anew.push(friend(3.0, FriendCancel, 1, 2, Ok));
+        anew.push(friend(5.0, FriendRequest, 1, 2, Ok));
+        let anew = judge(anew);
+        assert!(!anew.detail.contains("answered ok"), "{}", anew.detail);
+    }
+
+    #[test]
+    fn a_removal_answered_ok_with_nothing_to_remove_is_wrong() {
+        let judged = |extra: Vec<At>| {
+            let mut events = vec![
+                befriend(0.5, 3, 4),
+                friend(1.0, FriendRequest, 1, 2, Ok),
+                session_write(1.5, SessionCreate, 3, "9", Ok),
+            ];
+            events.extend(extra);
+            events.push(
+                Final::default()
+                    .list(1, &[], &[])
+                    .list(2, &[], &[])
+                    .list(3, &[], &[])
+                    .list(4, &[], &[])
+                    .member(3, "9", true, None)
+                    .at(100.0),
+            );
+            judge(events)
+        };
+        let cancelled = || friend(3.0, FriendCancel, 1, 2, Ok);
+        let unfriended = || friend(3.0, Unfriend, 3, 4, Ok);
+        // Each once, as it stood: right.
+        let once = judged(vec![cancelled(), unfriended()]);
+        assert_eq!(once.result, Verdict::Pass, "{}", once.detail);
+        for (extra, says) in [
+            (
+                vec![cancelled(), friend(5.0, FriendCancel, 1, 2, Ok)],
+                "friend_cancel of 1 about 2 answered ok with no request of its own open at 5s",
+            ),
+            (
+                vec![cancelled(), friend(5.0, FriendDecline, 2, 1, Ok)],
+                "friend_decline of 2 about 1 answered ok with no request of theirs open",
+            ),
+            (
+                vec![unfriended(), friend(5.0, Unfriend, 4, 3, Ok)],
+                "unfriend of 4 about 3 answered ok with no friendship",
+            ),
+            (
+                vec![friend(5.0, Unblock, 1, 2, Ok)],
+                "unblock of 1 about 2 answered ok with no block",
+            ),
+            (
+                vec![session_write(5.0, SessionJoin, 1, "9", Ok)],
+                "session_join of 1 about 9 answered ok by a stranger to its leader",
+            ),
+        ] {
+            let result = judged(extra);
+            assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
+            assert!(result.detail.contains(says), "{}", result.detail);
+        }
+        // In flight with what made it: either answer is right.
+        let raced = judged(vec![friend(3.0, FriendCancel, 1, 2, Ok), {
+            let (t, mut event) = friend(3.05, FriendDecline, 2, 1, Ok);
+            if let Event::Write(w) = &mut event {
+                w.sent = 2.9;
+            }
+            (t, event)
+        }]);
+        assert!(!raced.detail.contains("answered ok"), "{}", raced.detail);
+    }
+
+    #[test]
     fn a_block_is_answered_404_to_the_blocked_and_403_to_the_blocker() {
         let blocked = || {
             vec![
@@ -762,7 +916,7 @@ mod tests {
             result.detail
         );
         assert!(
-            result.detail.contains("friend_request 2/0/0"),
+            result.detail.contains("friend_request 3/0/0"),
             "{}",
             result.detail
         );

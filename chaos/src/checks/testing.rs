@@ -181,9 +181,10 @@ pub fn friend(t: f64, op: WriteOp, account: u64, other: u64, outcome: WriteOutco
     )
 }
 
-/// An ok accept: `account` and `other` are friends from `t`.
+/// A friend request of `account` answered `200 friends` (`other` had asked): they are friends
+/// from `t`.
 pub fn befriend(t: f64, account: u64, other: u64) -> At {
-    friend(t, WriteOp::FriendAccept, account, other, WriteOutcome::Ok)
+    request_befriending(t, account, other, WriteOutcome::Ok)
 }
 
 /// A friend request answered `200 friends`.

@@ -115,10 +115,21 @@ pub struct FriendOp {
     pub ending: u8,
 }
 
+/// One friend operation in [`EAGER_SHARE`] is acted by one of the eager players (the first
+/// of every [`EAGER_EVERY`], at least one): they ask so often that they go past the daily
+/// request limit of young accounts (every account of a run is young), which would otherwise
+/// never be reached, so that its refusals, and a cloud that forgets them, are seen.
+const EAGER_SHARE: u32 = 4;
+const EAGER_EVERY: usize = 100;
+
 /// Friend operation `i` of a run with `seed`, among `players`.
 pub fn friend_op(seed: u64, i: u64, players: usize) -> Option<FriendOp> {
     let mut rng = choices::stream(seed, Purpose::Friendships, i);
-    let actor = pick(&mut rng, players)?;
+    let eager = (players / EAGER_EVERY).max(1);
+    let actor = match rng.random_range(0..EAGER_SHARE) {
+        0 => pick(&mut rng, eager.min(players))?,
+        _ => pick(&mut rng, players)?,
+    };
     let other = (actor + 1 + pick(&mut rng, players.checked_sub(1).filter(|n| *n > 0)?)?) % players;
     Some(FriendOp {
         actor,
@@ -143,6 +154,11 @@ async fn friend_writes(ctx: &Ctx, rate: f64, duration: Duration, busy: Busy) -> 
                 .account()
                 .is_some_and(|a| actor.friends().contains(&a));
             if friends {
+                // Now and then a request between friends first, which the cloud refuses
+                // (409 `already_friends`).
+                if op.ending == ASK_TWICE {
+                    let _ = actor.request_friend(other, Instant::now()).await;
+                }
                 // Undo, then make it again, so the graph keeps its size.
                 if actor.unfriend(other).await.is_ok() {
                     befriend(actor, other, 0).await;
@@ -156,15 +172,27 @@ async fn friend_writes(ctx: &Ctx, rate: f64, duration: Duration, busy: Busy) -> 
     .await
 }
 
+/// The ending of a request that is asked twice before it is declined (the second is refused
+/// 409 `already_requested`); between friends, the op first asks once (409 `already_friends`).
+const ASK_TWICE: u8 = 8;
+/// The ending of a request cancelled twice (the second is refused 404).
+const CANCEL: u8 = 9;
+
 /// `actor` asks `other`; the request then ends as `ending` says.
 async fn befriend(actor: &Player, other: &Player, ending: u8) {
     let Ok(FriendStatus::Requested) = actor.request_friend(other, Instant::now()).await else {
         return;
     };
+    if ending == ASK_TWICE {
+        let _ = actor.request_friend(other, Instant::now()).await;
+    }
     let _ = match ending {
         0..7 => other.accept_friend(actor, Instant::now()).await,
-        7..9 => other.decline_friend(actor).await,
-        _ => actor.cancel_request(other).await,
+        7..CANCEL => other.decline_friend(actor).await,
+        _ => {
+            let _ = actor.cancel_request(other).await;
+            actor.cancel_request(other).await
+        }
     };
 }
 
@@ -437,6 +465,21 @@ mod tests {
         }
         assert_eq!(friend_op(3, 0, 1), None);
         assert_eq!(friend_op(3, 0, 0), None);
+    }
+
+    #[test]
+    fn a_quarter_of_the_friend_ops_come_from_the_eager_players() {
+        let ops: Vec<FriendOp> = (0..4000)
+            .map(|i| friend_op(5, i, 300).expect("players"))
+            .collect();
+        // Players 0..3 are the eager ones: a quarter of the ops, and about 3 in 300 of the rest.
+        let eager = ops.iter().filter(|op| op.actor < 3).count();
+        assert!((1000..1150).contains(&eager), "{eager}");
+        // Each of them far past the daily limit of young accounts (10 in the contract).
+        for actor in 0..3 {
+            assert!(ops.iter().filter(|op| op.actor == actor).count() > 250);
+        }
+        assert_eq!(friend_op(5, 0, 1).map(|op| op.actor), None);
     }
 
     #[test]
