@@ -11,13 +11,18 @@
 # cloud as it is before and after (both must pass, or the score means nothing).
 #
 #   deploy/mutants.sh [--count N] [--seed S] [--jobs J] [--plan PLAN] [--work DIR] [--out DIR]
+#                     [--ids "3 7 12"]
+#
+# --ids runs only those mutants of the sample (the survivors of a previous run, say, after a
+# change of the checks or the traffic); the same count and seed draw the same sample as long
+# as the cloud's code in scope is the same.
 #
 # Needs what deploy/test.sh needs for a process run (PostgreSQL, NATS) and cargo-mutants
 # (installed from crates.io when missing). Writes OUT/mutants-<commit>.json and .md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-count=60 seed=1 jobs=2
+count=60 seed=1 jobs=2 only=
 plan=plans/selftest/selftest.yaml
 work=${TMPDIR:-/tmp}/anyplay-mutants
 out=results/mutants
@@ -30,12 +35,13 @@ while (($#)); do
     --plan) plan=$2 ;;
     --work) work=$2 ;;
     --out) out=$2 ;;
+    --ids) only=$2 ;;
     *) echo "deploy/mutants.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift 2
 done
-[[ $count =~ ^[0-9]+$ && $seed =~ ^[0-9]+$ && $jobs =~ ^[1-9][0-9]*$ ]] ||
-    { echo "deploy/mutants.sh: --count, --seed and --jobs take numbers" >&2; exit 2; }
+[[ $count =~ ^[0-9]+$ && $seed =~ ^[0-9]+$ && $jobs =~ ^[1-9][0-9]*$ && $only =~ ^[0-9\ ]*$ ]] ||
+    { echo "deploy/mutants.sh: --count, --seed, --jobs and --ids take numbers" >&2; exit 2; }
 grep -q '^    env:$' "$plan" ||
     { echo "deploy/mutants.sh: $plan has no services.nodes.env to put the mutant in" >&2; exit 2; }
 
@@ -108,6 +114,10 @@ if [[ $(cat "$work/runs/0.rc") != 0 ]]; then
     exit 1
 fi
 mapfile -t ids < <(sed -n 's/^ *"id": \([0-9]*\),$/\1/p' "$work/applied.json")
+if [[ -n $only ]]; then
+    read -ra wanted <<<"$only"
+    mapfile -t ids < <(printf '%s\n' "${ids[@]}" | grep -Fxf <(printf '%s\n' "${wanted[@]}"))
+fi
 log "${#ids[@]} mutants to run, $jobs at a time"
 for id in "${ids[@]}"; do
     while (($(jobs -rp | wc -l) >= jobs)); do wait -n || true; done
@@ -116,7 +126,8 @@ done
 wait
 run 0-end 0
 
-"$gate" report "$work" "$command" >"$out/mutants-$commit.json"
-cp "$work/result.md" "$out/mutants-$commit.md"
-log "wrote $out/mutants-$commit.json and .md"
-tail -n +4 "$out/mutants-$commit.md" | head -n 3 >&2
+result=$out/mutants-$commit${only:+-rerun}
+"$gate" report "$work" "$command" "$commit" >"$result.json"
+cp "$work/result.md" "$result.md"
+log "wrote $result.json and .md"
+grep -m1 'Of those that ran' "$result.md" >&2

@@ -9,7 +9,7 @@
 //!   which mutants it applied and why it left the others out.
 //! - `blame ROOT < cargo.jsonl`: the mutants whose gated code the build's errors point into,
 //!   one number a line, so that the script can leave them out and build again.
-//! - `report WORK COMMAND > RESULT.json`: the outcome of every run under `WORK/runs`
+//! - `report WORK COMMAND COMMIT > RESULT.json`: the outcome of every run under `WORK/runs`
 //!   (`0` is the cloud as it is; `N.rc` each run's exit code, `N/report.json` its report) and
 //!   the score; `WORK/result.md` the same as a table.
 //!
@@ -82,8 +82,8 @@ fn main() {
         ["sample", all, count, seed] => sample(all, count, seed),
         ["apply", root, sample, skip @ ..] => apply(root, sample, skip),
         ["blame", root] => blame(root),
-        ["report", work, command] => report(work, command),
-        _ => Err("usage: anyplay-mutants-gate sample ALL.json COUNT SEED | apply ROOT SAMPLE.json [SKIP...] | blame ROOT < cargo.jsonl | report WORK COMMAND".into()),
+        ["report", work, command, commit] => report(work, command, commit),
+        _ => Err("usage: anyplay-mutants-gate sample ALL.json COUNT SEED | apply ROOT SAMPLE.json [SKIP...] | blame ROOT < cargo.jsonl | report WORK COMMAND COMMIT".into()),
     };
     if let Err(e) = result {
         eprintln!("anyplay-mutants-gate: {e}");
@@ -492,7 +492,7 @@ struct Outcome {
     name: String,
     genre: String,
     /// `killed` (a check failed), `not_started` (exit 2), `timeout`, `survived` (every check
-    /// passed), or `error`.
+    /// passed), `error`, or `not_run` (left out by `--ids`).
     outcome: String,
     exit: Option<i32>,
     failed_checks: Vec<String>,
@@ -500,6 +500,8 @@ struct Outcome {
 
 #[derive(Debug, Serialize)]
 struct Score {
+    /// The commit whose cloud was mutated (the runs' own builds are of a copy without git).
+    commit: String,
     tool: serde_json::Value,
     machine: serde_json::Value,
     command: String,
@@ -517,7 +519,7 @@ struct Score {
     mutants: Vec<Outcome>,
 }
 
-fn report(work: &str, command: &str) -> Result<()> {
+fn report(work: &str, command: &str, commit: &str) -> Result<()> {
     let work = Path::new(work);
     let path = |p: &str| work.join(p).display().to_string();
     let listed: Vec<serde_json::Value> = read_json(&path("all.json"))?;
@@ -553,7 +555,8 @@ fn report(work: &str, command: &str) -> Result<()> {
             Some(1) => "killed",
             Some(2) => "not_started",
             Some(124) => "timeout",
-            _ => "error",
+            Some(_) => "error",
+            None => "not_run",
         };
         Outcome {
             id,
@@ -577,11 +580,13 @@ fn report(work: &str, command: &str) -> Result<()> {
     let mutants: Vec<Outcome> = applied
         .iter()
         .map(|m| outcome(&m.id.to_string(), m.id, &m.name, &m.genre))
+        .filter(|o| o.outcome != "not_run")
         .collect();
     let count = |o: &str| mutants.iter().filter(|m| m.outcome == o).count();
     let killed = count("killed") + count("not_started") + count("timeout");
     let survived = count("survived");
     let score = Score {
+        commit: commit.to_owned(),
         tool: field("tool"),
         machine: field("machine"),
         command: command.to_owned(),
@@ -612,8 +617,9 @@ fn markdown(s: &Score) -> String {
     let mut out = String::from("# Mutation testing of the verdict\n\n");
     out += &format!("Command: `{}`  \n", s.command);
     out += &format!(
-        "Commit: {}  \nMachine: {}, {} cores, {} MB, {}  \n\n",
-        s.tool["commit"].as_str().unwrap_or("?"),
+        "Commit: {} (anyplay {})  \nMachine: {}, {} cores, {} MB, {}  \n\n",
+        s.commit,
+        s.tool["version"].as_str().unwrap_or("?"),
         s.machine["cpu"].as_str().unwrap_or("?"),
         s.machine["cores"],
         s.machine["memory_mb"],
