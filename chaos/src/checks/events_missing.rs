@@ -310,7 +310,7 @@ pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
         views: &views,
         end,
     };
-    for change in going_online::changes(&conns) {
+    for change in going_online::changes(&conns, &super::outages::states(history)) {
         let friends = friends_of.get(&change.account).unwrap_or(&none);
         judge_state(&change, friends, &told, &cx, &mut tally);
     }

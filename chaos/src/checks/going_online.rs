@@ -11,11 +11,28 @@
 //! cloud's side until its pings or its lease tell, so nothing is owed around it; nor is a
 //! change the account undid within the window (a friend may see only the latest state),
 //! nor one a friend already believes: events_missing owes a change only to a friend whose
-//! last word of the account (an event or its resync) said the other state.
+//! last word of the account (an event or its resync) said the other state. Nor is going
+//! offline owed when the connection's node exited before it could have finished the close
+//! (a slow reader reads its node's 1013 long after it was sent, its node killed meanwhile):
+//! then the account leaves by its lease, unless it came back first.
 
 use super::conns::{Conn, Conns, REPLACED};
+use super::outages::States;
 use super::paths::Hop;
 use crate::events::CloseCause;
+use crate::plan::Service;
+
+/// How long after a client saw its connection close the node may still be finishing it (it
+/// waits 2 s for the close's reply before it lets the account go).
+const CLOSE_FINISHED: f64 = 3.0;
+
+/// Whether `node` stayed up from `from` to `until` (no exit recorded between).
+fn stayed_up(states: &States, node: &str, from: f64, until: f64) -> bool {
+    states
+        .iter()
+        .filter(|(n, _)| Service::Node(**n).to_string() == node)
+        .all(|(_, log)| !log.iter().any(|&(t, up)| !up && from <= t && t <= until))
+}
 
 /// One change of an account's online state.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,8 +59,9 @@ fn seen_close(conn: &Conn) -> bool {
 }
 
 /// Every change of every account's online state the cloud surely saw, in time order (then
-/// by account, so that a detail names the same examples on every reading).
-pub fn changes(conns: &Conns) -> Vec<StateChange<'_>> {
+/// by account, so that a detail names the same examples on every reading); `states` are the
+/// nodes' ups and exits.
+pub fn changes<'a>(conns: &'a Conns, states: &States) -> Vec<StateChange<'a>> {
     let mut out = Vec::new();
     for (account, list) in conns.accounts() {
         for (i, conn) in list.iter().enumerate() {
@@ -66,7 +84,8 @@ pub fn changes(conns: &Conns) -> Vec<StateChange<'_>> {
                 continue;
             };
             let others_up = list.iter().any(|o| o.id != conn.id && o.up_at(close.t));
-            if !others_up {
+            let finished = stayed_up(states, &conn.node, conn.welcomed, close.t + CLOSE_FINISHED);
+            if !others_up && finished {
                 out.push(StateChange {
                     account,
                     online: false,
@@ -102,7 +121,8 @@ mod tests {
     fn of(events: Vec<At>) -> Vec<(u64, bool, f64, Option<f64>)> {
         let history: History = events.into_iter().collect();
         let conns = Conns::of(&history);
-        let mut out: Vec<_> = changes(&conns)
+        let states = crate::checks::outages::states(&history);
+        let mut out: Vec<_> = changes(&conns, &states)
             .into_iter()
             .map(|c| (c.account, c.online, c.at, c.undone))
             .collect();
@@ -126,6 +146,32 @@ mod tests {
                 (1, false, 5.0, Some(9.0)),
                 (1, true, 9.0, Some(12.0)),
             ]
+        );
+    }
+
+    #[test]
+    fn a_close_its_node_could_not_finish_is_no_change() {
+        // A slow reader reads its node's 1013 at 10 s; the node was killed at 8 s, or at 12 s
+        // while it still waited for the close's reply: the account leaves by its lease.
+        for killed in [8.0, 12.0] {
+            let changes = of(vec![
+                node_up(0.5, 1),
+                welcome(1.0, 1, 1, "node-1"),
+                node_exit(killed, 1),
+                closed(10.0, 1, 1, Some(1013), CloseFrame),
+            ]);
+            assert_eq!(changes, [(1, true, 1.0, Some(10.0))], "killed at {killed}");
+        }
+        // Killed well after it finished: the account went offline at the close.
+        let changes = of(vec![
+            node_up(0.5, 1),
+            welcome(1.0, 1, 1, "node-1"),
+            closed(10.0, 1, 1, Some(1013), CloseFrame),
+            node_exit(20.0, 1),
+        ]);
+        assert_eq!(
+            changes,
+            [(1, true, 1.0, Some(10.0)), (1, false, 10.0, None)]
         );
     }
 
