@@ -67,7 +67,8 @@ impl Case {
             | SeededDefect::LogoutKeepsTokens
             | SeededDefect::LogoutLeavesSocket
             | SeededDefect::FullASeatEarly
-            | SeededDefect::DailyLimitHalved => &[checks::lost_writes::NAME],
+            | SeededDefect::DailyLimitHalved
+            | SeededDefect::DailyLimitIgnored => &[checks::lost_writes::NAME],
             SeededDefect::LeasesNeverExpire => &[checks::stale_online::NAME],
             SeededDefect::SkipSeq => &[checks::event_order::NAME],
             SeededDefect::SessionOneTooMany | SeededDefect::NewestLeads => {
@@ -76,7 +77,9 @@ impl Case {
             SeededDefect::UnreplacedClose | SeededDefect::DropHealthyConnections => {
                 &[checks::disconnects::NAME]
             }
-            SeededDefect::PresenceToStrangers => &[checks::unexpected::NAME],
+            SeededDefect::PresenceToStrangers | SeededDefect::PresenceVersionBumped => {
+                &[checks::unexpected::NAME]
+            }
             SeededDefect::SilentLeaves
             | SeededDefect::SilentSignOffs
             | SeededDefect::SilentLeaderChanges => &[checks::events_missing::NAME],

@@ -73,10 +73,14 @@ pub enum SeededDefect {
     /// A full outbound queue drops the event and keeps its connection, instead of closing
     /// it as a slow consumer (1013).
     SlowConsumersKept,
+    /// An activity change reaches the friends with its version plus one.
+    PresenceVersionBumped,
+    /// A young account's daily friend requests are not counted: it may open any number.
+    DailyLimitIgnored,
 }
 
 impl SeededDefect {
-    pub const ALL: [SeededDefect; 26] = [
+    pub const ALL: [SeededDefect; 28] = [
         SeededDefect::NoCrossNodeReplace,
         SeededDefect::DropCrossNodeEvents,
         SeededDefect::UndoSessionJoin,
@@ -103,6 +107,8 @@ impl SeededDefect {
         SeededDefect::NoRetryAfter,
         SeededDefect::LenientLimits,
         SeededDefect::SlowConsumersKept,
+        SeededDefect::PresenceVersionBumped,
+        SeededDefect::DailyLimitIgnored,
     ];
 
     /// The flag's spelling (`skip-seq`).
@@ -134,6 +140,8 @@ impl SeededDefect {
             SeededDefect::NoRetryAfter => "no-retry-after",
             SeededDefect::LenientLimits => "lenient-limits",
             SeededDefect::SlowConsumersKept => "slow-consumers-kept",
+            SeededDefect::PresenceVersionBumped => "presence-version-bumped",
+            SeededDefect::DailyLimitIgnored => "daily-limit-ignored",
         }
     }
 

@@ -42,13 +42,19 @@ pub async fn put(
             friends.push(auth.account_id + 97);
         }
         state.metrics.presence_fanout.inc_by(friends.len() as u64);
+        #[allow(unused_mut)]
+        let mut version = presence.version;
+        #[cfg(feature = "seeded-defects")]
+        if crate::defects::active(crate::defects::SeededDefect::PresenceVersionBumped) {
+            version += 1;
+        }
         state.notify(
             &friends,
             &Event::Presence {
                 account_id: auth.account_id,
                 online: presence.online,
                 activity: presence.activity,
-                version: presence.version,
+                version,
             },
         );
     }
