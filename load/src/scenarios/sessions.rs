@@ -3,7 +3,8 @@
 //! raced to its size and one join is refused `session_full` — the session is held
 //! `--session-hold`, all leave: the members first, or, for `--leader-leaves-first` of the
 //! sessions, the leader first (leadership passes on, and a member reads the session back),
-//! the members a few seconds later.
+//! the members a few seconds later. One session in [`STRANGER_EVERY`] also has a stranger (no
+//! friend of its leader) try to join, which the cloud must refuse `not_allowed`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,6 +27,9 @@ pub fn leader_first(seed: u64, i: u64, share: f64) -> bool {
 /// How long the members stay after their leader left: longer than the cloud's bounded
 /// delivery time, so that the leader's leaving is owed to each of them.
 const STAY_AFTER_LEADER: Duration = Duration::from_secs(4);
+
+/// Every this many sessions, one with a stranger among the joiners.
+const STRANGER_EVERY: u64 = 4;
 
 /// Random picks tried for a free leader before the slot is given up.
 const LEADER_TRIES: usize = 8;
@@ -98,6 +102,21 @@ fn reserve_party(
         if friend.is_online() && friend.try_reserve() {
             party.push(friend.clone());
         }
+    }
+    if i % STRANGER_EVERY == 0 {
+        let friends: Vec<_> = leader.friends();
+        // From halfway round the fleet on, so strangers are not always the same players.
+        let stranger = online
+            .iter()
+            .cycle()
+            .skip(online.len() / 2 + i as usize)
+            .take(online.len())
+            .find(|p| {
+                p.index != leader.index
+                    && p.account().is_some_and(|a| !friends.contains(&a))
+                    && p.try_reserve()
+            });
+        party.extend(stranger.cloned());
     }
     Some(party)
 }
