@@ -19,10 +19,6 @@ pub const MAX_CLIENT_MESSAGE: usize = 4 * 1024;
 /// closing handshake of RFC 6455) before it drops the connection.
 const CLOSE_REPLY_WAIT: Duration = Duration::from_secs(2);
 
-/// A write that waited this long found the socket full: the client takes what is sent, only
-/// slower than it comes.
-const WAITED_ON: Duration = Duration::from_millis(20);
-
 /// How a connection ended, as far as presence is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ended {
@@ -66,9 +62,6 @@ where
     let mut pings = interval_at(Instant::now() + ping_interval, ping_interval);
     pings.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut unanswered = 0u32;
-    // Whether the last write waited on a full socket: then a pong sits behind what the
-    // client has yet to read, and pings going unanswered mean a slow reader, not a dead one.
-    let mut waited = false;
 
     let result = loop {
         tokio::select! {
@@ -79,7 +72,14 @@ where
                 let code = if changed.is_ok() { *mailbox.close.borrow() } else { None };
                 match code {
                     Some(Closing::Sever) => break Ended::Gone,
-                    Some(Closing::With(code)) => break close(&mut tx, &mut rx, code, write_timeout).await,
+                    Some(Closing::With(code)) => match write(&mut tx, close_frame(code), write_timeout).await {
+                        Ok(()) => {
+                            await_close_reply(&mut rx).await;
+                            break Ended::Closed(code);
+                        }
+                        Err(WriteFailed::Stalled) => break Ended::Stalled,
+                        Err(WriteFailed::Broken) => break Ended::Closed(code),
+                    },
                     None => break Ended::Gone,
                 }
             }
@@ -99,31 +99,18 @@ where
                 if crate::defects::every(SeededDefect::DropHealthyConnections, 150) {
                     return (Ended::Gone, seq);
                 }
-                let started = Instant::now();
                 if let Err(failed) = write(&mut tx, Message::Text(payload.with_seq(seq).into()), write_timeout).await {
                     break ended(failed);
                 }
-                waited = started.elapsed() >= WAITED_ON;
             }
             _ = pings.tick() => {
                 if unanswered >= 2 {
-                    #[cfg(feature = "seeded-defects")]
-                    if crate::defects::active(SeededDefect::SlowConsumersKept) {
-                        break Ended::Gone;
-                    }
-                    // A client that cannot keep up is a slow consumer (1013), whichever of its
-                    // queue and its pings tells first.
-                    if waited {
-                        break close(&mut tx, &mut rx, CloseCode::SlowConsumer, write_timeout).await;
-                    }
                     break Ended::Gone;
                 }
                 unanswered += 1;
-                let started = Instant::now();
                 if let Err(failed) = write(&mut tx, Message::Ping(Default::default()), write_timeout).await {
                     break ended(failed);
                 }
-                waited = started.elapsed() >= WAITED_ON;
             }
             incoming = rx.next() => {
                 let code = match incoming {
@@ -152,22 +139,6 @@ where
         let _ = tokio::time::timeout(write_timeout, tx.close()).await;
     }
     (result, seq)
-}
-
-/// Sends a close frame with `code` and waits a while for the client's reply.
-async fn close<T, R, E>(tx: &mut T, rx: &mut R, code: CloseCode, limit: Duration) -> Ended
-where
-    T: Sink<Message> + Unpin,
-    R: Stream<Item = Result<Message, E>> + Unpin,
-{
-    match write(tx, close_frame(code), limit).await {
-        Ok(()) => {
-            await_close_reply(rx).await;
-            Ended::Closed(code)
-        }
-        Err(WriteFailed::Stalled) => Ended::Stalled,
-        Err(WriteFailed::Broken) => Ended::Closed(code),
-    }
 }
 
 /// Writes one message within `limit`. A client that stops reading would
@@ -230,14 +201,13 @@ mod tests {
     use futures_channel::mpsc;
     use std::sync::Arc;
 
-    /// A socket made of two channels: what the server sends (unbounded, or bounded to make
-    /// the server wait on a slow reader), what the client sends.
-    struct FakeSocket<O> {
-        out: O,
+    /// A socket made of two channels: what the server sends, what the client sends.
+    struct FakeSocket {
+        out: mpsc::UnboundedSender<Message>,
         inc: mpsc::UnboundedReceiver<Result<Message, mpsc::SendError>>,
     }
 
-    impl<O: Sink<Message, Error = mpsc::SendError> + Unpin> Sink<Message> for FakeSocket<O> {
+    impl Sink<Message> for FakeSocket {
         type Error = mpsc::SendError;
         fn poll_ready(
             self: std::pin::Pin<&mut Self>,
@@ -262,7 +232,7 @@ mod tests {
         }
     }
 
-    impl<O: Unpin> Stream for FakeSocket<O> {
+    impl Stream for FakeSocket {
         type Item = Result<Message, mpsc::SendError>;
         fn poll_next(
             self: std::pin::Pin<&mut Self>,
@@ -303,42 +273,6 @@ mod tests {
             other => panic!("expected close, got {other:?}"),
         }
         assert_eq!(task.await.unwrap(), (Ended::Closed(CloseCode::Replaced), 2));
-    }
-
-    /// A connection whose client never answers a ping, reading one message per `pace`.
-    async fn unanswered(pace: Duration, events: i64) -> (Ended, u64) {
-        let hub = Hub::new(10_000, Arc::new(Metrics::default()));
-        let mailbox = hub.register(1, "a".into(), 0);
-        let (out, mut sent) = mpsc::channel(0);
-        let (_client, inc) = mpsc::unbounded();
-        let socket = FakeSocket { out, inc };
-        let task = tokio::spawn(run(
-            socket,
-            "{}".into(),
-            mailbox,
-            Duration::from_millis(100),
-            Duration::from_secs(5),
-        ));
-        for id in 0..events {
-            hub.deliver(1, &Payload::new(&Event::FriendRemoved { account_id: id }));
-        }
-        tokio::spawn(async move {
-            while sent.next().await.is_some() {
-                tokio::time::sleep(pace).await;
-            }
-        });
-        task.await.unwrap()
-    }
-
-    #[tokio::test]
-    async fn unanswered_pings_close_a_slow_reader_1013_and_drop_a_silent_one() {
-        // Reading behind a backlog: its pongs wait behind the events, so it is a slow
-        // consumer, told so, not dropped as dead.
-        let (ended, _) = unanswered(Duration::from_millis(60), 30).await;
-        assert_eq!(ended, Ended::Closed(CloseCode::SlowConsumer));
-        // Taking everything at once and never answering: gone.
-        let (ended, seq) = unanswered(Duration::ZERO, 3).await;
-        assert_eq!((ended, seq), (Ended::Gone, 3));
     }
 
     #[tokio::test]
