@@ -450,7 +450,11 @@ async fn a_clock_offset_moves_a_rust_program_s_system_time() {
     let (supervisor, _events) = processes();
     let me = std::env::current_exe().unwrap();
     let command = Command::new(me, log_path(&dir, "rust"))
-        .args(["--exact", "print_system_time_when_asked", "--nocapture"])
+        .args([
+            "--exact",
+            "service_faults::print_system_time_when_asked",
+            "--nocapture",
+        ])
         .env(PRINT_TIME, file.display().to_string());
     let rust = supervisor
         .add(ServiceSpec::new("rust", command, Probe::Launched).ready_for(clock()))

@@ -477,7 +477,12 @@ fn start_helper(name: &str) -> (Helper, Pid, std::sync::mpsc::Receiver<String>, 
     let dir = run_dir(name);
     let exe = std::env::current_exe().expect("the test binary");
     let child = std::process::Command::new(exe)
-        .args(["helper_supervisor", "--exact", "--ignored", "--nocapture"])
+        .args([
+            "supervisor::helper_supervisor",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
         .env(HELPER_DIR, &dir)
         .stdout(std::process::Stdio::piped())
         .spawn()
