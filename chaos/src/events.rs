@@ -332,6 +332,10 @@ pub struct RunMeta {
     pub started_at: String,
     pub machine: Machine,
     pub tool: Tool,
+    /// The players record their activity changes that got no answer (`presence_unanswered`):
+    /// false in histories written before they did, whose versions cannot be judged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unanswered_presence: bool,
 }
 
 /// The friend limits of cloud-api ("Limits (configurable)"), as the nodes run with them.
@@ -361,6 +365,7 @@ impl RunMeta {
             started_at,
             machine: Machine::detect(),
             tool: Tool::current(),
+            unanswered_presence: true,
         }
     }
 }
@@ -771,6 +776,7 @@ mod tests {
                     version: "0.1.0".into(),
                     commit: "abc".into(),
                 },
+                unanswered_presence: true,
             }),
             Event::ServiceUp {
                 service: Service::Postgres,
