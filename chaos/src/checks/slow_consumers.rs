@@ -163,16 +163,43 @@ pub fn explains(spells: &[(Spell, Seen)], t: f64, code: Option<u16>, cause: Clos
     })
 }
 
-/// Whether a fault on the connection's own path acted on it meanwhile, or one on its node's way
-/// to the store held when it ended (a node that cannot renew its leases closes its players).
-fn on_a_faulted_path(faults: &[Fault], conn: &Conn, from: f64, until: f64) -> bool {
+/// Whether a fault on the connection's own path, or on the way from a sender's node to it (the
+/// flood then never reached its queue), acted meanwhile, or one on its node's way to the store
+/// held when it ended (a node that cannot renew its leases closes its players).
+fn on_a_faulted_path(
+    faults: &[Fault],
+    conn: &Conn,
+    senders: &[&str],
+    from: f64,
+    until: f64,
+) -> bool {
     let (path, store) = (paths::connection(&conn.node), paths::store(&conn.node));
+    let ways: Vec<_> = senders
+        .iter()
+        .map(|sender| paths::delivery(sender, &conn.node))
+        .collect();
     let ended = conn.closed.as_ref().map(|c| c.t).filter(|t| *t <= until);
     faults.iter().any(|f| {
         let during = |from: f64, until: f64| f.start <= until && f.end + f.aftermath() >= from;
-        (f.on_path(&path) && during(from, until))
+        ((f.on_path(&path) || ways.iter().any(|way| f.on_path(way))) && during(from, until))
             || (f.on_path(&store) && ended.is_some_and(|t| during(t - STORE_NOTICED, t)))
     })
+}
+
+/// The nodes the spell's senders were connected to during it.
+fn senders_nodes<'a>(conns: &'a Conns, spell: &Spell) -> Vec<&'a str> {
+    let mut nodes: Vec<&str> = spell
+        .senders
+        .iter()
+        .flat_map(|&sender| conns.of_account(sender))
+        .filter(|c| {
+            c.welcomed <= spell.until && c.closed.as_ref().is_none_or(|e| e.t >= spell.from)
+        })
+        .map(|c| c.node.as_str())
+        .collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    nodes
 }
 
 /// How one spell ended, as the check counts it.
@@ -211,7 +238,7 @@ fn judge(
         return (Judged::WithinBounds, seen.behind);
     };
     let due = overrun + CLOSE_DUE;
-    if on_a_faulted_path(faults, conn, spell.from, due) {
+    if on_a_faulted_path(faults, conn, &senders_nodes(conns, spell), spell.from, due) {
         return (Judged::Faulted, seen.behind);
     }
     let judged = match close.filter(|c| c.t <= due) {
@@ -450,6 +477,48 @@ mod tests {
             result.detail
         );
         // A connection the store's loss did not end owes its 1013 all the same.
+        let result = judged(&with(&flooded(2000, 0.02, None), cut));
+        assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
+    }
+
+    #[test]
+    fn a_spell_whose_flood_could_not_cross_the_bus_is_not_judged() {
+        // The sender on node-2: its changes reach reader 1 on node-1 over NATS.
+        let on_node_2 = |history: History| -> History {
+            history
+                .iter()
+                .map(|(t, e)| match e {
+                    Event::Welcome { account: 2, .. } => (
+                        t,
+                        Event::Welcome {
+                            account: 2,
+                            conn: 20,
+                            node: NodeId("node-2".into()),
+                            device: 1,
+                            opened: 0.0,
+                        },
+                    ),
+                    other => (t, other.clone()),
+                })
+                .collect()
+        };
+        let cut = crate::checks::testing::action(
+            2.0,
+            9.0,
+            crate::plan::ActionKind::Partition,
+            "node-1<->nats",
+        );
+        let history = on_node_2(flooded(2000, 0.02, None));
+        let result = judged(&with(&history, cut.clone()));
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        assert!(
+            result.detail.contains("1 spells with a fault"),
+            "{}",
+            result.detail
+        );
+        // Without the cut, never closed fails; a sender on the reader's own node owes the
+        // 1013 through a cut of the bus.
+        assert_eq!(judged(&history).result, Verdict::Fail);
         let result = judged(&with(&flooded(2000, 0.02, None), cut));
         assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
     }
