@@ -457,20 +457,23 @@ mod tests {
         with_code(friend(t, op, account, other, Refused), code)
     }
 
+    /// 3 and 4 friends, 1 asked 2 at 1 s (still open), and the final reads saying so.
+    fn friends_3_4_and_a_request_of_1_to_2() -> Vec<At> {
+        vec![
+            befriend(0.5, 3, 4),
+            friend(1.0, FriendRequest, 1, 2, Ok),
+            Final::default()
+                .list(1, &[], &[])
+                .list(2, &[], &[])
+                .list(3, &[4], &[])
+                .list(4, &[3], &[])
+                .at(100.0),
+        ]
+    }
+
     #[test]
     fn a_refusal_must_be_the_one_the_model_gives() {
-        let base = || {
-            vec![
-                befriend(0.5, 3, 4),
-                friend(1.0, FriendRequest, 1, 2, Ok),
-                Final::default()
-                    .list(1, &[], &[])
-                    .list(2, &[], &[])
-                    .list(3, &[4], &[])
-                    .list(4, &[3], &[])
-                    .at(100.0),
-            ]
-        };
+        let base = friends_3_4_and_a_request_of_1_to_2;
         // The request was surely open: its accept may not be refused as not found.
         let mut wrong = base();
         wrong.push(refused(5.0, FriendAccept, 2, 1, "not_found"));
@@ -671,18 +674,7 @@ mod tests {
 
     #[test]
     fn a_request_answered_ok_between_friends_or_while_it_stood_is_wrong() {
-        let base = || {
-            vec![
-                befriend(0.5, 3, 4),
-                friend(1.0, FriendRequest, 1, 2, Ok),
-                Final::default()
-                    .list(1, &[], &[])
-                    .list(2, &[], &[])
-                    .list(3, &[4], &[])
-                    .list(4, &[3], &[])
-                    .at(100.0),
-            ]
-        };
+        let base = friends_3_4_and_a_request_of_1_to_2;
         let judged = |extra: At| {
             let mut events = base();
             events.push(extra);
