@@ -7,10 +7,10 @@
 //! ([`EventLog::failed_writes`]), the reader the lines it could not read
 //! ([`History::skipped_lines`]), so a report can say how much of the history is missing.
 //!
-//! Conventions the checks rely on: a node's id in player events is the service name
-//! (`node-1`), as the supervisor configures it; `action_end` of a lasting fault (pause,
-//! partition, latency) is written when it has healed; `player_back` is the first welcome
-//! after a `player_lost`.
+//! What players lived is recorded as the load crate defines it (one [`Event::Player`] per
+//! fact), so a new fact needs no new kind here. Conventions the checks rely on: a node's id in
+//! player facts is the service name (`node-1`), as the supervisor configures it; `action_end`
+//! of a lasting fault (pause, partition, latency) is written when it has healed.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -82,13 +82,15 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<String>,
     },
-    /// A player's event connection ended without being replaced.
+    /// A player's event connection ended without being replaced, for readers of the file: the
+    /// checks find losses in the players' welcomes and closes by the same rule
+    /// ([`crate::checks::losses`]).
     PlayerLost {
         account: u64,
         node: String,
         reason: String,
     },
-    /// The first welcome after a loss, and from which node.
+    /// The first welcome after a loss, and from which node (as `player_lost`, for readers).
     PlayerBack {
         account: u64,
         node: String,
@@ -111,89 +113,16 @@ pub enum Event {
     },
     /// Offset zero of the timeline: every player is signed in and online.
     TimelineStart,
-    /// A welcome on an event connection of `account`: `conn` numbers the connection within the
-    /// run, `device` is 1 for the player's own device and 2 for its second device, `opened` is
-    /// when the client sent the upgrade request (log seconds).
-    Welcome {
+    /// What a player lived, as the load crate records it ([`PlayerFact`]), its times in log
+    /// seconds: `player` is its index in the run, `account` its account.
+    Player {
+        player: usize,
         account: u64,
-        conn: u64,
-        node: NodeId,
-        device: u8,
-        opened: f64,
+        fact: PlayerFact,
     },
-    /// An event connection ended, as its client saw it: with the server's close `code`, or
-    /// by a `cause` without one.
-    Closed {
-        account: u64,
-        conn: u64,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        code: Option<u16>,
-        cause: CloseCause,
-    },
-    /// An event received on connection `conn` of `account`, in arrival order; `seq` as the
-    /// server numbered it; `from` whose event it is (its `account_id`, or a new leader),
-    /// `version`/`online` for presence events, `session` for a session's news.
-    Received {
-        account: u64,
-        conn: u64,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        seq: Option<u64>,
-        #[serde(rename = "type")]
-        event: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        from: Option<u64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        version: Option<u64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        online: Option<bool>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        session: Option<String>,
-    },
-    /// An activity change the cloud acknowledged (204), sent at `sent` (log seconds) to `node`.
-    PresenceChange {
-        account: u64,
-        version: u64,
-        sent: f64,
-        node: NodeId,
-    },
-    /// An activity change sent at `sent` that got no `204`: it may have been stored all the
-    /// same, so friends may be shown its version, but nobody is owed it.
-    PresenceUnanswered {
-        account: u64,
-        version: u64,
-        sent: f64,
-    },
-    /// A friend or session write, recorded when it was answered (`t`), sent at `sent`.
-    Write(Write),
-    /// The `GET /v1/friends` after a welcome on `conn` (sent at `sent`): each friend's presence.
-    Resync {
-        account: u64,
-        conn: u64,
-        sent: f64,
-        friends: Vec<FriendPresence>,
-    },
-    /// A session as an answer to `account` showed it (create, join, or a read).
-    SessionView(SessionView),
-    /// The gamer cards a `GET /v1/cards` of `account`, sent at `sent`, answered: for each,
-    /// `[account_id, "full" | "limited" | "missing", relation]`.
-    CardsRead {
-        account: u64,
-        sent: f64,
-        cards: Vec<CardSeen>,
-    },
-    /// A player closed its own connection (1000) and signed off; `for_good`: it stays away.
-    SignOff {
-        account: u64,
-        for_good: bool,
-    },
-    /// `account` signed out (`POST /v1/auth/logout`, sent at `sent`), and after an ok one,
-    /// whether the refresh token it revoked was still taken.
-    Logout {
-        account: u64,
-        sent: f64,
-        outcome: WriteOutcome,
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        stale_refresh_taken: bool,
+    /// The nodes in the order the players' target lists them: a fact's `node_index` names one.
+    PlayerNodes {
+        nodes: Vec<NodeId>,
     },
     /// The final reads, after the settle: each player's `GET /v1/friends`, each (account,
     /// session) pair a write touched, and which accounts held a connection all through the
@@ -222,27 +151,6 @@ pub enum Event {
     Unwritten {
         records: u64,
     },
-    /// A burst past a per-address limit, from an address no player uses, its first call sent
-    /// at `sent`; `wall_ms`: its first call and last answer on the wall clock (ms since the
-    /// Unix epoch), whose minutes the cloud's windows follow.
-    LimitBurst {
-        account: u64,
-        limit: RateLimit,
-        source: std::net::IpAddr,
-        sent: f64,
-        wall_ms: (u64, u64),
-        answers: BurstAnswers,
-    },
-    /// `account` read its own connection slowly from `from` to `until` (log seconds), while
-    /// its friends `senders` changed activity `flood` times in all, far faster than it read
-    /// (`slow_readers`): the cloud's outbound queue for it must fill and close it with 1013.
-    SlowReading {
-        account: u64,
-        senders: Vec<u64>,
-        from: f64,
-        until: f64,
-        flood: u32,
-    },
     /// A load agent stopped answering: its `players` (numbered from `first_player`) played on
     /// unrecorded, or not at all, from here on.
     AgentLost {
@@ -255,44 +163,47 @@ pub enum Event {
 /// The id a node gives itself in its welcome (the service name, `node-1`, under chaos).
 pub use anyplay_load::wire::NodeId;
 
-pub use anyplay_load::facts::{BurstAnswers, CloseCause, RateLimit};
-pub use anyplay_load::settings::RateLimits;
+pub use anyplay_load::facts::{BurstAnswers, CloseCause, Device, RateLimit, Received};
 
-/// A friend or session write and how it was answered.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Write {
-    pub op: WriteOp,
+/// A player's fact as the history holds it: times in log seconds.
+pub type PlayerFact = anyplay_load::facts::Fact<f64>;
+
+/// A friend or session write and how it was answered, times in log seconds.
+pub type WriteFact = anyplay_load::facts::WriteFact<f64>;
+
+/// A player's write with whose it is: what the checks replay.
+#[derive(Debug, Clone, Copy)]
+pub struct Write<'a> {
     pub account: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub other: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
-    pub outcome: WriteOutcome,
-    /// A refusal's error code (`not_found`, `already_friends` …), when the cloud sent one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub refusal: Option<String>,
-    /// A friend request answered `200 friends`: it made the friendship.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub befriended: bool,
-    /// The privacy a `set_privacy` asked for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub privacy: Option<Privacy>,
-    /// When it was sent (log seconds).
-    pub sent: f64,
+    pub fact: &'a WriteFact,
 }
+
+impl std::ops::Deref for Write<'_> {
+    type Target = WriteFact;
+
+    fn deref(&self) -> &WriteFact {
+        self.fact
+    }
+}
+
+impl<'a> Write<'a> {
+    /// The account a friend write is about.
+    pub fn other(&self) -> Option<u64> {
+        self.fact.other.map(|a| a.0)
+    }
+
+    /// The session a session write is about.
+    pub fn session(&self) -> Option<&'a str> {
+        self.fact.session.as_ref().map(|s| s.0.as_str())
+    }
+}
+pub use anyplay_load::settings::RateLimits;
 
 pub use anyplay_load::facts::{CardSeen, WriteOp, WriteOutcome};
 pub use anyplay_load::wire::{CardRelation, CardView, Privacy};
 
 /// The final reads' records, as the players (in this process or on agents) read them.
 pub use anyplay_load::final_reads::{FriendList, Membership, SessionView};
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FriendPresence {
-    pub account: u64,
-    pub online: bool,
-    pub version: u64,
-}
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Tick {
@@ -332,10 +243,6 @@ pub struct RunMeta {
     pub started_at: String,
     pub machine: Machine,
     pub tool: Tool,
-    /// The players record their activity changes that got no answer (`presence_unanswered`):
-    /// false in histories written before they did, whose versions cannot be judged.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub unanswered_presence: bool,
 }
 
 /// The friend limits of cloud-api ("Limits (configurable)"), as the nodes run with them.
@@ -365,7 +272,6 @@ impl RunMeta {
             started_at,
             machine: Machine::detect(),
             tool: Tool::current(),
-            unanswered_presence: true,
         }
     }
 }
@@ -643,12 +549,52 @@ impl History {
         })
     }
 
+    /// `(t, account, fact)` of every player fact, in time order.
+    pub fn facts(&self) -> impl Iterator<Item = (f64, u64, &PlayerFact)> {
+        self.iter().filter_map(|(t, e)| match e {
+            Event::Player { account, fact, .. } => Some((t, *account, fact)),
+            _ => None,
+        })
+    }
+
+    /// `(t, write)` of every player's write, in answer order.
+    pub fn writes(&self) -> impl Iterator<Item = (f64, Write<'_>)> {
+        self.facts().filter_map(|(t, account, fact)| match fact {
+            PlayerFact::Write(fact) => Some((t, Write { account, fact })),
+            _ => None,
+        })
+    }
+
+    /// The nodes as the players' target listed them, by a fact's `node_index`.
+    pub fn player_nodes(&self) -> PlayerNodes<'_> {
+        PlayerNodes(
+            self.iter()
+                .find_map(|(_, e)| match e {
+                    Event::PlayerNodes { nodes } => Some(nodes.as_slice()),
+                    _ => None,
+                })
+                .unwrap_or_default(),
+        )
+    }
+
     /// The `run_start` line, when the log has one.
     pub fn meta(&self) -> Option<&RunMeta> {
         self.iter().find_map(|(_, e)| match e {
             Event::RunStart(meta) => Some(meta),
             _ => None,
         })
+    }
+}
+
+/// The nodes as the players' target listed them (see [`History::player_nodes`]).
+pub struct PlayerNodes<'a>(&'a [NodeId]);
+
+impl PlayerNodes<'_> {
+    /// The node `index` names (`node-{index + 1}` when the run did not say).
+    pub fn name(&self, index: usize) -> String {
+        self.0
+            .get(index)
+            .map_or_else(|| format!("node-{}", index + 1), |n| n.0.clone())
     }
 }
 
@@ -695,7 +641,7 @@ pub fn read_history(path: &Path) -> Result<History, EventsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use anyplay_load::wire::AccountId;
+    use crate::checks::testing as h;
 
     fn temp_dir(name: &str) -> PathBuf {
         let dir =
@@ -732,23 +678,10 @@ mod tests {
             start.to_line().unwrap(),
             r#"{"t":30.02,"kind":"action_start","action":"kill","target":"node-1","at":30.0}"#
         );
-        let write = Record {
-            t: 1.0,
-            event: Event::Write(Write {
-                op: WriteOp::SessionJoin,
-                account: 4,
-                other: None,
-                session: Some("9".into()),
-                outcome: WriteOutcome::Unknown,
-                refusal: None,
-                befriended: false,
-                privacy: None,
-                sent: 0.5,
-            }),
-        };
+        let (t, event) = h::session_write(1.0, WriteOp::SessionJoin, 4, "9", WriteOutcome::Unknown);
         assert_eq!(
-            write.to_line().unwrap(),
-            r#"{"t":1.0,"kind":"write","op":"session_join","account":4,"session":"9","outcome":"unknown","sent":0.5}"#
+            Record { t, event }.to_line().unwrap(),
+            r#"{"t":1.0,"kind":"player","player":4,"account":4,"fact":{"kind":"write","op":"session_join","other":null,"session":"9","outcome":"unknown","befriended":false,"sent":0.9}}"#
         );
     }
 
@@ -776,7 +709,6 @@ mod tests {
                     version: "0.1.0".into(),
                     commit: "abc".into(),
                 },
-                unanswered_presence: true,
             }),
             Event::ServiceUp {
                 service: Service::Postgres,
@@ -802,91 +734,9 @@ mod tests {
                 duplicates: vec![5],
             },
             Event::Note { text: "hi".into() },
-            Event::PresenceChange {
-                account: 1,
-                version: 10,
-                sent: 1.25,
-                node: NodeId("node-1".into()),
-            },
-            Event::PresenceUnanswered {
-                account: 1,
-                version: 11,
-                sent: 1.5,
-            },
             Event::TimelineStart,
-            Event::Welcome {
-                account: 1,
-                conn: 3,
-                node: NodeId("node-2".into()),
-                device: 2,
-                opened: 1.2,
-            },
-            Event::Closed {
-                account: 1,
-                conn: 3,
-                code: Some(4001),
-                cause: CloseCause::CloseFrame,
-            },
-            Event::Received {
-                account: 2,
-                conn: 4,
-                seq: Some(7),
-                event: "presence".into(),
-                from: Some(1),
-                version: Some(10),
-                online: Some(true),
-                session: None,
-            },
-            Event::Write(Write {
-                op: WriteOp::FriendRequest,
-                account: 1,
-                other: Some(2),
-                session: None,
-                outcome: WriteOutcome::Ok,
-                refusal: None,
-                befriended: true,
-                privacy: None,
-                sent: 1.0,
-            }),
-            Event::Write(Write {
-                op: WriteOp::SetPrivacy,
-                account: 1,
-                other: None,
-                session: None,
-                outcome: WriteOutcome::Ok,
-                refusal: None,
-                befriended: false,
-                privacy: Some(Privacy::Private),
-                sent: 1.1,
-            }),
-            Event::CardsRead {
-                account: 2,
-                sent: 1.2,
-                cards: vec![
-                    CardSeen(AccountId(1), CardView::Limited, Some(CardRelation::Friend)),
-                    CardSeen(AccountId(9), CardView::Missing, None),
-                ],
-            },
-            Event::Resync {
-                account: 2,
-                conn: 4,
-                sent: 1.3,
-                friends: vec![FriendPresence {
-                    account: 1,
-                    online: true,
-                    version: 10,
-                }],
-            },
-            Event::SessionView(SessionView {
-                account: 1,
-                session: "9".into(),
-                leader: 1,
-                members: vec![1],
-                max_members: 4,
-            }),
-            Event::SignOff {
-                account: 1,
-                for_good: true,
+            Event::PlayerNodes {
+                nodes: vec![NodeId("node-1".into()), NodeId("node-2".into())],
             },
             Event::FinalState {
                 friends: vec![FriendList {
@@ -916,7 +766,29 @@ mod tests {
             },
             Event::Unwritten { records: 2 },
         ];
-        for event in events {
+        let facts = [
+            h::change(1.0, 1, 10, 0.25, "node-1"),
+            h::welcome_device(1.0, 1, 3, "node-2", 2),
+            h::closed(1.0, 1, 3, Some(4001), CloseCause::CloseFrame),
+            h::presence(1.0, 2, 4, 7, 1, 10),
+            h::received(1.0, 2, 4, None),
+            h::befriend(1.0, 1, 2),
+            h::set_privacy(1.0, 1, Privacy::Private),
+            h::cards_read(
+                1.0,
+                2,
+                &[
+                    (1, CardView::Limited, Some(CardRelation::Friend)),
+                    (9, CardView::Missing, None),
+                ],
+            ),
+            h::resync(1.0, 2, 4, &[(1, true, 10)]),
+            h::session_view(1.0, h::view(1, "9", 1, &[1], 4)),
+            h::sign_off(1.0, 1, true),
+            h::logout(1.0, 1, WriteOutcome::Ok, false),
+            h::slow_reading(0.5, 1.0),
+        ];
+        for event in events.into_iter().chain(facts.into_iter().map(|(_, e)| e)) {
             let record = Record { t: 1.5, event };
             let line = record.to_line().unwrap();
             assert_eq!(Record::from_line(&line).unwrap(), record, "{line}");
@@ -939,11 +811,7 @@ mod tests {
             }
         });
         for i in 0..50 {
-            log.record(Event::SignOff {
-                account: i,
-                for_good: false,
-            })
-            .unwrap();
+            log.record(h::sign_off(0.0, i, false).1).unwrap();
         }
         writer.join().unwrap();
         // Nothing buffered: the file already holds every line.

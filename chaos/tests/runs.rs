@@ -114,7 +114,7 @@ fn node_crash_passes_with_two_local_agents() {
         let welcomed: std::collections::BTreeSet<u64> = history
             .lines()
             .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .filter(|event| event["kind"] == "welcome")
+            .filter(|event| event["kind"] == "player" && event["fact"]["kind"] == "welcome")
             .map(|event| event["account"].as_u64().unwrap())
             .collect();
         assert!(
@@ -166,7 +166,7 @@ fn nodes_outlive_restarts_of_nats_and_postgres() {
     assert!(
         after
             .iter()
-            .any(|e| e["kind"] == "received" && e["type"] == "presence"),
+            .any(|e| e["fact"]["kind"] == "received" && e["fact"]["event"]["kind"] == "presence"),
         "no presence delivered after the restarts"
     );
     assert!(

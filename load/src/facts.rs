@@ -109,7 +109,7 @@ impl Device {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Fact<T = Instant> {
     /// An op ended ([`Status::class`] says whether it was ok, refused or failed);
@@ -313,6 +313,7 @@ pub struct Received {
     /// The event's `type`.
     pub kind: String,
     /// For presence: whose, its version and online state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub presence: Option<(AccountId, u64, bool)>,
     /// Whose event it is when not presence (`account_id`, or a new `leader`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -321,7 +322,15 @@ pub struct Received {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionId>,
     /// For the first event of a change of this run: from its send to here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery: Option<Duration>,
+}
+
+impl Received {
+    /// Whose event it is: a presence's account, or the account it is about.
+    pub fn from(&self) -> Option<AccountId> {
+        self.presence.map(|(from, ..)| from).or(self.about)
+    }
 }
 
 /// One card as read: whose, its shape, and the relation it named (limited and full cards).
@@ -413,7 +422,7 @@ impl WriteOutcome {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WriteFact<T = Instant> {
     pub op: WriteOp,
     pub other: Option<AccountId>,

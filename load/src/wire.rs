@@ -109,7 +109,7 @@ pub enum FriendStatus {
 }
 
 /// A session (party).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Session {
     pub id: SessionId,
     pub leader: AccountId,

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashSet};
 use super::faults::fmt_num;
 use super::model::{Model, Relation};
 use super::{some, CheckResult, Quantity};
-use crate::events::{CardRelation, CardSeen, CardView, Event, History, Privacy};
+use crate::events::{CardRelation, CardSeen, CardView, History, PlayerFact, Privacy};
 
 pub const NAME: &str = "cards_privacy";
 
@@ -105,29 +105,20 @@ fn view_name(view: CardView) -> &'static str {
 pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
     // The run's accounts: a card of any other id is rightly missing.
     let known: HashSet<u64> = history
-        .iter()
-        .filter_map(|(_, event)| match event {
-            Event::Welcome { account, .. } | Event::Write(crate::events::Write { account, .. }) => {
-                Some(*account)
-            }
-            _ => None,
-        })
+        .facts()
+        .filter(|(_, _, fact)| matches!(fact, PlayerFact::Welcome { .. } | PlayerFact::Write(_)))
+        .map(|(_, account, _)| account)
         .collect();
     let (mut reads, mut by_view) = (0u64, BTreeMap::<&str, u64>::new());
     let mut wrong = Vec::new();
-    for (t, event) in history.iter() {
-        let Event::CardsRead {
-            account,
-            sent,
-            cards,
-        } = event
-        else {
+    for (t, account, fact) in history.facts() {
+        let PlayerFact::CardsRead { sent, cards } = fact else {
             continue;
         };
         reads += 1;
         let viewing = Viewing {
             model,
-            viewer: *account,
+            viewer: account,
             from: *sent,
             until: t,
         };

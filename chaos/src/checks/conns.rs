@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::events::{CloseCause, Event, History};
+use crate::events::{CloseCause, History, PlayerFact};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Conn {
@@ -29,7 +29,7 @@ pub struct Close {
 }
 
 /// The close code the cloud replaces an older connection of the same account with.
-pub const REPLACED: u16 = 4001;
+pub use anyplay_load::reconnect::REPLACED;
 
 impl Conn {
     /// Whether it was welcomed at or before `t` and not closed by then.
@@ -69,31 +69,31 @@ pub struct Conns {
 impl Conns {
     pub fn of(history: &History) -> Conns {
         let mut conns = Conns::default();
-        for (t, event) in history.iter() {
-            match event {
-                Event::Welcome {
-                    account,
+        for (t, account, fact) in history.facts() {
+            match fact {
+                PlayerFact::Welcome {
                     conn,
                     node,
                     device,
                     opened,
+                    ..
                 } => {
                     conns.by_id.insert(
                         *conn,
                         Conn {
                             id: *conn,
-                            account: *account,
+                            account,
                             node: node.0.clone(),
-                            device: *device,
+                            device: device.number(),
                             opened: *opened,
                             welcomed: t,
                             closed: None,
                             slowed: Vec::new(),
                         },
                     );
-                    conns.by_account.entry(*account).or_default().push(*conn);
+                    conns.by_account.entry(account).or_default().push(*conn);
                 }
-                Event::Closed {
+                PlayerFact::Closed {
                     conn, code, cause, ..
                 } => {
                     if let Some(c) = conns.by_id.get_mut(conn) {
@@ -105,13 +105,8 @@ impl Conns {
                     }
                 }
                 // Recorded when it ended, after the connection it slowed.
-                Event::SlowReading {
-                    account,
-                    from,
-                    until,
-                    ..
-                } => {
-                    if let Some(id) = conns.own_device_at(*account, *from) {
+                PlayerFact::SlowReading { from, until, .. } => {
+                    if let Some(id) = conns.own_device_at(account, *from) {
                         if let Some(c) = conns.by_id.get_mut(&id) {
                             c.slowed.push((*from, *until));
                         }
@@ -173,25 +168,13 @@ impl Conns {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::events::NodeId;
+    use crate::checks::testing::{slow_reading, welcome};
 
     #[test]
     fn a_slow_spell_makes_what_it_held_owed_a_window_after_it() {
-        let history: History = [
-            (
-                1.0,
-                Event::Welcome {
-                    account: 1,
-                    conn: 7,
-                    node: NodeId("node-1".into()),
-                    device: 1,
-                    opened: 0.9,
-                },
-            ),
-            crate::checks::testing::slow_reading(4.0, 9.0),
-        ]
-        .into_iter()
-        .collect();
+        let history: History = [welcome(1.0, 1, 7, "node-1"), slow_reading(4.0, 9.0)]
+            .into_iter()
+            .collect();
         let conns = Conns::of(&history);
         let conn = conns.get(7).expect("the connection");
         assert_eq!(conn.slowed, [(4.0, 9.0)]);

@@ -32,7 +32,7 @@ use super::model::Model;
 use super::paths::{self, Hop};
 use super::slow_consumers::{self, Seen, Spell};
 use super::{some, CheckResult, Quantity};
-use crate::events::{CloseCause, Event, History, WriteOutcome};
+use crate::events::{CloseCause, History, PlayerFact, WriteOutcome};
 use crate::plan::ActionKind;
 
 pub const NAME: &str = "unexplained_disconnects";
@@ -50,16 +50,10 @@ const SIGNED_OUT: u16 = 4003;
 /// Each account's logouts that were not refused: when sent, and when answered.
 pub fn logouts(history: &History) -> HashMap<u64, Vec<(f64, f64)>> {
     let mut by_account: HashMap<u64, Vec<(f64, f64)>> = HashMap::new();
-    for (t, event) in history.iter() {
-        if let Event::Logout {
-            account,
-            sent,
-            outcome,
-            ..
-        } = event
-        {
+    for (t, account, fact) in history.facts() {
+        if let PlayerFact::LoggedOut { sent, outcome, .. } = fact {
             if *outcome != WriteOutcome::Refused {
-                by_account.entry(*account).or_default().push((*sent, t));
+                by_account.entry(account).or_default().push((*sent, t));
             }
         }
     }

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::conns::Conns;
 use super::{some, CheckResult, Quantity};
-use crate::events::{Event, History};
+use crate::events::{Event, History, PlayerFact};
 
 pub const NAME: &str = "duplicate_sessions";
 
@@ -36,10 +36,9 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
                     seen.entry(*account).or_default().push(*round);
                 }
             }
-            Event::PresenceChange {
+            Event::Player {
                 account,
-                version,
-                sent,
+                fact: PlayerFact::PresenceSet { version, sent, .. },
                 ..
             } => {
                 made.insert((*account, *version), *sent);
@@ -58,15 +57,12 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
 
     // The latest making time of the events each connection received.
     let mut latest_made: HashMap<u64, f64> = HashMap::new();
-    for (_, event) in history.iter() {
-        if let Event::Received {
-            conn,
-            from: Some(from),
-            version: Some(version),
-            ..
-        } = event
-        {
-            if let Some(&sent) = made.get(&(*from, *version)) {
+    for (_, _, fact) in history.facts() {
+        if let PlayerFact::Received { conn, event } = fact {
+            let Some((from, version, _)) = event.presence else {
+                continue;
+            };
+            if let Some(&sent) = made.get(&(from.0, version)) {
                 let latest = latest_made.entry(*conn).or_insert(f64::NEG_INFINITY);
                 *latest = latest.max(sent);
             }

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::conns::Conns;
 use super::presence::DELIVERY_WINDOW;
 use super::{some, CheckResult, Quantity};
-use crate::events::{Event, History, WriteOp, WriteOutcome};
+use crate::events::{History, PlayerFact, Write, WriteOp, WriteOutcome};
 
 pub const NAME: &str = "event_order";
 
@@ -33,26 +33,25 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
     // version however old, before it answers; a store that hangs holds the write long).
     // First, as the answer may be recorded after the event it caused.
     let mut befriended: HashMap<(u64, u64), Vec<(f64, f64)>> = HashMap::new();
-    for (t, event) in history.iter() {
-        match event {
-            Event::Write(w) => {
+    for (t, account, fact) in history.facts() {
+        match fact {
+            PlayerFact::Write(fact) => {
+                let w = Write { account, fact };
                 let may_befriend = w.op == WriteOp::FriendAccept
                     || w.befriended
                     || (w.op == WriteOp::FriendRequest && w.outcome == WriteOutcome::Unknown);
                 if let Some(other) = w
-                    .other
+                    .other()
                     .filter(|_| w.outcome != WriteOutcome::Refused && may_befriend)
                 {
                     let pair = (w.account.min(other), w.account.max(other));
                     befriended.entry(pair).or_default().push((w.sent, t));
                 }
             }
-            Event::Welcome {
-                account, opened, ..
-            } => comings.entry(*account).or_default().push(*opened),
-            Event::Closed { account, .. } => {
-                comings.entry(*account).or_default().push(t);
-                closes.entry(*account).or_default().push(t);
+            PlayerFact::Welcome { opened, .. } => comings.entry(account).or_default().push(*opened),
+            PlayerFact::Closed { .. } => {
+                comings.entry(account).or_default().push(t);
+                closes.entry(account).or_default().push(t);
             }
             _ => {}
         }
@@ -62,22 +61,13 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
     let mut received = 0u64;
     let mut broken = Vec::new();
     let mut old = Vec::new();
-    for (t, event) in history.iter() {
-        match event {
-            Event::PresenceChange {
-                account, version, ..
-            } => {
-                acks.entry((*account, *version)).or_insert(t);
+    for (t, account, fact) in history.facts() {
+        match fact {
+            PlayerFact::PresenceSet { version, .. } => {
+                acks.entry((account, *version)).or_insert(t);
             }
-            Event::Received {
-                account,
-                conn,
-                seq,
-                from,
-                version,
-                online,
-                ..
-            } => {
+            PlayerFact::Received { conn, event } => {
+                let seq = &event.seq;
                 received += 1;
                 let (expected, wrong) = next.entry(*conn).or_insert((1, false));
                 if *seq != Some(*expected) && !*wrong {
@@ -86,10 +76,12 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
                     broken.push(format!("conn {conn}: seq {got} where {expected} was due"));
                 }
                 *expected = seq.unwrap_or(*expected) + 1;
-                let (Some(from), Some(version), Some(c)) = (from, version, conns.get(*conn)) else {
+                let (Some((from, version, online)), Some(c)) = (event.presence, conns.get(*conn))
+                else {
                     continue;
                 };
-                let Some(&ack) = acks.get(&(*from, *version)) else {
+                let (from, account) = (&from.0, &account);
+                let Some(&ack) = acks.get(&(*from, version)) else {
                     continue;
                 };
                 let since_ack = |ts: &Vec<f64>| ts.iter().any(|&u| u > ack && u <= t);
@@ -101,7 +93,7 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
                 let ended_later = |ts: &Vec<f64>| ts.iter().any(|&u| u > ack);
                 let announced = comings.get(from).is_some_and(since_ack)
                     || closes.get(from).is_some_and(expired_since)
-                    || (*online == Some(false) && closes.get(from).is_some_and(ended_later))
+                    || (!online && closes.get(from).is_some_and(ended_later))
                     || befriended.get(&pair).is_some_and(|spans| {
                         spans
                             .iter()
@@ -201,11 +193,9 @@ mod tests {
             change(2.0, 5, 7, 1.9, "node-1"),
             welcome(30.0, 1, 1, "node-1"),
         ];
-        let (t, mut event) = presence(60.0, 1, 1, 1, 5, 7);
-        if let Event::Received { online, .. } = &mut event {
-            *online = Some(false);
-        }
-        history.push((t, event));
+        let mut event = presence(60.0, 1, 1, 1, 5, 7);
+        received_mut(&mut event).presence = Some((AccountId(5), 7, false));
+        history.push(event);
         history.push(closed(64.0, 5, 50, None, crate::events::CloseCause::Silent));
         let result = judge(history);
         assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
@@ -264,14 +254,12 @@ mod tests {
     /// at its old version, came with the answer.
     #[test]
     fn a_friendship_made_while_the_store_hung_brings_an_old_version() {
-        let (t, mut accept) = befriend(18.7, 1, 5);
-        if let Event::Write(w) = &mut accept {
-            w.sent = 0.5;
-        }
+        let mut accept = befriend(18.7, 1, 5);
+        write_mut(&mut accept).sent = 0.5;
         let events = vec![
             welcome(0.0, 5, 50, "node-2"),
             change(2.0, 5, 7, 1.9, "node-2"),
-            (t, accept),
+            accept,
             welcome(18.8, 1, 1, "node-1"),
             presence(18.8, 1, 1, 1, 5, 7),
         ];
@@ -280,7 +268,10 @@ mod tests {
         let events: Vec<At> = events
             .into_iter()
             .map(|(t, e)| match e {
-                Event::Write(w) => (1.0, Event::Write(w)),
+                Event::Player {
+                    fact: PlayerFact::Write(_),
+                    ..
+                } => (1.0, e),
                 e => (t, e),
             })
             .collect();

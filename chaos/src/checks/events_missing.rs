@@ -31,7 +31,7 @@ use super::model::{self, Model, Relation};
 use super::paths::{self, Owed};
 use super::presence::DELIVERY_WINDOW;
 use super::{some, CheckResult, Quantity};
-use crate::events::{Event, History, Write, WriteOp, WriteOutcome};
+use crate::events::{History, PlayerFact, Write, WriteOp, WriteOutcome};
 use crate::plan::ActionKind;
 
 pub const NAME: &str = "events_missing";
@@ -55,7 +55,7 @@ struct Owing {
 /// The events `w` (ok) owes, to whom.
 fn owings(w: &Write, model: &Model, t: f64) -> Vec<Owing> {
     let friend = |kind, friends| {
-        w.other
+        w.other()
             .map(|to| Owing {
                 kind,
                 to,
@@ -71,7 +71,7 @@ fn owings(w: &Write, model: &Model, t: f64) -> Vec<Owing> {
         WriteOp::Unfriend => friend("friend_removed", Some(false)),
         // A block tells the blocked only that a friendship ended, when there was one.
         WriteOp::Block
-            if w.other.is_some_and(|other| {
+            if w.other().is_some_and(|other| {
                 model.surely_held(&Relation::friends(w.account, other), w.sent, w.sent)
             }) =>
         {
@@ -80,7 +80,7 @@ fn owings(w: &Write, model: &Model, t: f64) -> Vec<Owing> {
         WriteOp::FriendDecline => friend("friend_request_declined", None),
         WriteOp::FriendCancel => friend("friend_request_cancelled", None),
         WriteOp::SessionJoin | WriteOp::SessionLeave => {
-            let Some(session) = w.session.as_deref() else {
+            let Some(session) = w.session() else {
                 return Vec::new();
             };
             let kind = if w.op == WriteOp::SessionJoin {
@@ -209,57 +209,49 @@ pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
     // Whoever was ever befriended may be owed a change of the other's state.
     // In account order, so that a detail names the same examples on every reading.
     let mut friends_of: HashMap<u64, BTreeSet<u64>> = HashMap::new();
-    for (t, event) in history.iter() {
-        match event {
-            Event::Write(w) => {
-                if let (Some(other), Some(true)) = (w.other, model::effect(w)) {
-                    friends_of.entry(w.account).or_default().insert(other);
-                    friends_of.entry(other).or_default().insert(w.account);
+    for (t, account, fact) in history.facts() {
+        match fact {
+            PlayerFact::Write(fact) => {
+                let w = Write { account, fact };
+                if let (Some(other), Some(true)) = (w.other(), model::effect(&w)) {
+                    friends_of.entry(account).or_default().insert(other);
+                    friends_of.entry(other).or_default().insert(account);
                 }
             }
-            Event::Received {
-                account,
-                conn,
-                from: Some(about),
-                online: Some(online),
-                ..
-            } => {
-                states
-                    .entry((*conn, *about))
-                    .or_default()
-                    .push((t, *online));
-                views
-                    .entry((*account, *about))
-                    .or_default()
-                    .push((t, *online));
-                arrivals
-                    .entry((*conn, "presence", *about, None))
-                    .or_default()
-                    .push(t);
+            PlayerFact::Received { conn, event } => {
+                if let Some((about, _, online)) = event.presence {
+                    states
+                        .entry((*conn, about.0))
+                        .or_default()
+                        .push((t, online));
+                    views
+                        .entry((account, about.0))
+                        .or_default()
+                        .push((t, online));
+                    arrivals
+                        .entry((*conn, "presence", about.0, None))
+                        .or_default()
+                        .push(t);
+                } else if let Some(about) = event.about {
+                    let session = event.session.as_ref().map(|s| s.0.as_str());
+                    arrivals
+                        .entry((*conn, event.kind.as_str(), about.0, session))
+                        .or_default()
+                        .push(t);
+                }
             }
-            Event::Received {
-                conn,
-                event: kind,
-                from: Some(about),
-                session,
-                ..
-            } => arrivals
-                .entry((*conn, kind.as_str(), *about, session.as_deref()))
-                .or_default()
-                .push(t),
-            Event::Resync {
-                account,
+            PlayerFact::Resync {
                 conn,
                 sent,
                 friends,
             } => {
-                for f in friends {
+                for &(friend, online, _) in friends {
                     views
-                        .entry((*account, f.account))
+                        .entry((account, friend.0))
                         .or_default()
-                        .push((t, f.online));
+                        .push((t, online));
                 }
-                let listed = friends.iter().map(|f| f.account).collect();
+                let listed = friends.iter().map(|f| f.0 .0).collect();
                 resyncs.entry(*conn).or_insert(Resync {
                     sent: *sent,
                     answered: t,
@@ -269,18 +261,6 @@ pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
             _ => {}
         }
     }
-    // A history recorded before events carried whose they are cannot tell them apart.
-    let untold = history.iter().any(
-        |(_, e)| matches!(e, Event::Received { event, from: None, .. } if event != "presence"),
-    );
-    if untold && arrivals.keys().all(|(_, kind, _, _)| *kind == "presence") {
-        return CheckResult::not_applicable(
-            NAME,
-            limit_q,
-            "this history does not record whose friend and party events are (an older \
-             recording): nothing to judge them by",
-        );
-    }
     let mut tally = Tally::default();
     let cx = Context {
         conns: &conns,
@@ -289,14 +269,13 @@ pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
         resyncs: &resyncs,
         model,
     };
-    for (t, event) in history.iter() {
-        let Event::Write(w) = event else { continue };
+    for (t, w) in history.writes() {
         if w.outcome != WriteOutcome::Ok {
             continue;
         }
-        for owing in owings(w, model, t) {
+        for owing in owings(&w, model, t) {
             let j = Judged {
-                w,
+                w: &w,
                 t,
                 owing: &owing,
                 end,
@@ -481,7 +460,7 @@ struct Resync {
 
 /// One owed event and the write that owes it.
 struct Judged<'a> {
-    w: &'a Write,
+    w: &'a Write<'a>,
     t: f64,
     owing: &'a Owing,
     end: f64,
@@ -554,7 +533,7 @@ fn judge(j: &Judged<'_>, cx: &Context<'_>, tally: &mut Tally) {
         tally.slowed += u64::from(owed.by > j.t + DELIVERY_WINDOW);
         let times = || {
             owing.about.iter().flat_map(|&about| {
-                let key = (conn.id, owing.kind, about, w.session.as_deref());
+                let key = (conn.id, owing.kind, about, w.session());
                 arrivals.get(&key).into_iter().flatten().copied()
             })
         };
@@ -615,19 +594,12 @@ mod tests {
 
     /// An event of `kind` about `about` on connection `conn` of `account`.
     fn event(t: f64, account: u64, kind: &str, about: u64, session: Option<&str>) -> At {
-        (
-            t,
-            Event::Received {
-                account,
-                conn: account,
-                seq: Some(1),
-                event: kind.into(),
-                from: Some(about),
-                version: None,
-                online: None,
-                session: session.map(str::to_owned),
-            },
-        )
+        let mut at = received(t, account, account, Some(1));
+        let event = received_mut(&mut at);
+        event.kind = kind.into();
+        event.about = Some(AccountId(about));
+        event.session = session.map(|s| SessionId(s.into()));
+        at
     }
 
     fn judge(extra: Vec<At>) -> CheckResult {
@@ -664,15 +636,11 @@ mod tests {
 
     /// `about`'s presence with `online` on `account`'s connection.
     fn state(t: f64, account: u64, about: u64, online: bool) -> At {
-        let (t, mut e) = event(t, account, "presence", about, None);
-        if let Event::Received {
-            online: o, version, ..
-        } = &mut e
-        {
-            *o = Some(online);
-            *version = Some(1);
-        }
-        (t, e)
+        let mut at = event(t, account, "presence", about, None);
+        let event = received_mut(&mut at);
+        event.presence = Some((AccountId(about), 1, online));
+        event.about = None;
+        at
     }
 
     #[test]
@@ -821,7 +789,7 @@ mod tests {
         );
         // 2 left as 3 joined: not surely a member, not owed.
         let mut racing = party();
-        racing.retain(|(t, e)| !(*t == 3.01 && matches!(e, Event::Received { account: 2, .. })));
+        racing.retain(|at| !(at.0 == 3.01 && account_of(at) == Some(2)));
         racing.push(session_write(3.02, SessionLeave, 2, "9", Ok));
         racing.push(event(3.03, 1, "session_member_left", 2, Some("9")));
         let result = judge(racing);
@@ -878,15 +846,15 @@ mod tests {
     }
 
     #[test]
-    fn an_older_recording_without_whose_events_is_not_judged() {
-        let (t, mut old) = event(5.02, 2, "friend_accepted", 1, None);
-        if let Event::Received { from, .. } = &mut old {
-            *from = None;
-        }
-        let result = judge(vec![befriend(5.0, 1, 2), (t, old)]);
-        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+    fn an_event_that_does_not_say_whose_it_is_is_not_the_one_owed() {
+        let mut unnamed = event(5.02, 2, "friend_accepted", 1, None);
+        received_mut(&mut unnamed).about = None;
+        let result = judge(vec![befriend(5.0, 1, 2), unnamed]);
+        assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
         assert!(
-            result.detail.contains("older recording"),
+            result
+                .detail
+                .contains("friend_accepted of 1 → 2 at 5s (never)"),
             "{}",
             result.detail
         );

@@ -12,9 +12,10 @@ use std::collections::BTreeMap;
 
 use super::conns::Conns;
 use super::faults::{self, fmt_num, Fault, Leavers, OwnLosses};
+use super::losses::{self, Change};
 use super::outages::{outages, states, up_at, Outage};
 use super::{some, CheckResult, Quantity, Verdict};
-use crate::events::{Event, History};
+use crate::events::History;
 use crate::plan::{Failover, Service};
 
 pub const NAME: &str = "failover";
@@ -48,6 +49,7 @@ pub fn check(history: &History, limits: Failover, grace: f64) -> CheckResult {
     let conns = Conns::of(history);
     let leavers = Leavers::of(history);
     let own = OwnLosses::of(history);
+    let changes = losses::of(history);
     let mut worst: Option<f64> = Some(0.0);
     let (mut judged, mut players, mut nowhere, mut left) = (0, 0, 0, 0);
     let mut failures = Vec::new();
@@ -62,19 +64,14 @@ pub fn check(history: &History, limits: Failover, grace: f64) -> CheckResult {
         let name = Service::Node(outage.node).to_string();
         // Each account once, from its last loss in the span.
         let mut lost: BTreeMap<u64, f64> = BTreeMap::new();
-        for (t, event) in history.iter() {
-            if let Event::PlayerLost {
-                account,
-                node,
-                reason,
-            } = event
-            {
+        for c in &changes {
+            if let Change::Lost { node, reason } = &c.change {
                 if *node == name
-                    && t >= outage.start
-                    && t <= outage.until
-                    && !own.contains(*account, t, reason)
+                    && c.t >= outage.start
+                    && c.t <= outage.until
+                    && !own.contains(c.account, c.t, reason)
                 {
-                    lost.insert(*account, t);
+                    lost.insert(c.account, c.t);
                 }
             }
         }
@@ -198,7 +195,11 @@ mod tests {
             events.extend(action(30.0, 31.0, action_kind, "node-1"));
             events.push(node_exit(31.0, 1));
             // A drain's clients wait up to 10 s before they come back elsewhere.
-            events.extend([lost(30.1, 1, "node-1"), welcome(39.99, 1, 11, "node-2")]);
+            events.extend([
+                on(0.0, 1, "node-1"),
+                lost(30.1, 1, "node-1"),
+                welcome(39.99, 1, 11, "node-2"),
+            ]);
             check(&events.into_iter().collect(), by_cause, 20.0)
         };
         let stopped = judge(ActionKind::Stop);
@@ -214,7 +215,9 @@ mod tests {
         let mut events = cluster(2);
         events.extend(kill_node_1(30.0));
         events.extend([
+            on(0.0, 1, "node-1"),
             lost(30.1, 1, "node-1"),
+            on(0.0, 2, "node-1"),
             lost(30.1, 2, "node-1"),
             welcome(31.0, 1, 11, "node-2"),
             welcome(33.0, 2, 12, "node-2"),
@@ -228,7 +231,11 @@ mod tests {
     fn a_slow_failover_fails() {
         let mut events = cluster(2);
         events.extend(kill_node_1(30.0));
-        events.extend([lost(30.1, 1, "node-1"), welcome(39.5, 1, 11, "node-2")]);
+        events.extend([
+            on(0.0, 1, "node-1"),
+            lost(30.1, 1, "node-1"),
+            welcome(39.5, 1, 11, "node-2"),
+        ]);
         let result = judge(events);
         assert_eq!(result.result, Verdict::Fail);
         assert_eq!(result.value, Some(Quantity::Seconds(9.5)));
@@ -240,6 +247,7 @@ mod tests {
         events.extend(kill_node_1(30.0));
         events.extend([
             node_up(33.0, 1),
+            on(0.0, 1, "node-1"),
             lost(30.1, 1, "node-1"),
             welcome(35.0, 1, 11, "node-1"),
         ]);
@@ -257,7 +265,9 @@ mod tests {
         let mut events = cluster(2);
         events.extend(kill_node_1(30.0));
         events.extend([
+            on(0.0, 1, "node-1"),
             lost(30.1, 1, "node-1"),
+            on(0.0, 2, "node-1"),
             lost(30.1, 2, "node-1"),
             welcome(31.0, 1, 11, "node-2"),
             sign_off(30.5, 2, true),
@@ -278,9 +288,11 @@ mod tests {
         let mut events = cluster(2);
         events.extend(kill_node_1(30.0));
         events.extend([
+            on(0.0, 1, "node-1"),
             lost(30.1, 1, "node-1"),
             welcome(31.0, 1, 11, "node-2"),
             sign_off(30.2, 2, true),
+            on(0.0, 2, "node-1"),
             lost(30.3, 2, "node-1"),
         ]);
         let result = judge(events);
@@ -292,12 +304,14 @@ mod tests {
         let mut events = cluster(2);
         events.extend(action(10.0, 40.0, ActionKind::Rolling, "nodes"));
         events.extend([
+            on(0.0, 1, "node-1"),
             lost(10.1, 1, "node-1"),
             node_exit(11.0, 1),
-            welcome(12.0, 1, 11, "node-2"),
+            back(12.0, 1, "node-2"),
             node_up(14.0, 1),
             // node-2's step starts with its first loss, long after the rolling's start.
             lost(25.0, 1, "node-2"),
+            on(0.0, 2, "node-2"),
             lost(25.0, 2, "node-2"),
             node_exit(26.0, 2),
             welcome(27.0, 1, 12, "node-1"),
@@ -330,6 +344,7 @@ mod tests {
         events.extend(action(10.0, 15.0, ActionKind::Restart, "node-2"));
         events.extend([
             node_exit(11.0, 2),
+            on(0.0, 4, "node-2"),
             lost(10.2, 4, "node-2"),
             node_up(14.0, 2),
         ]);
@@ -345,7 +360,11 @@ mod tests {
     #[test]
     fn a_single_node_or_no_outage_is_not_applicable() {
         let mut events = kill_node_1(30.0);
-        events.extend([node_up(-5.0, 1), lost(30.1, 1, "node-1")]);
+        events.extend([
+            node_up(-5.0, 1),
+            on(0.0, 1, "node-1"),
+            lost(30.1, 1, "node-1"),
+        ]);
         let result = judge(events);
         assert_eq!(result.result, Verdict::Pass);
         assert!(
@@ -367,6 +386,7 @@ mod tests {
         events.extend([
             node_exit(10.0, 1),
             node_exit(10.0, 2),
+            on(0.0, 1, "node-1"),
             lost(10.1, 1, "node-1"),
         ]);
         let result = judge(events);

@@ -8,8 +8,9 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde::{Serialize, Serializer};
 
+use super::losses::{self, Change};
 use super::outages;
-use crate::events::{Event, History};
+use crate::events::{Event, History, PlayerFact};
 use crate::plan::{ActionKind, Service, Via};
 
 /// One action as it ran.
@@ -186,12 +187,12 @@ pub struct Hit {
 
 /// The players each fault broke, indexed like `faults`; plus the losses no fault explains.
 pub fn hits(history: &History, faults: &[Fault], grace: f64) -> (Vec<Vec<Hit>>, usize) {
-    let records = history.records();
-    // Each account's welcomes-after-loss in record order, to find "the first after" by search.
+    let changes = losses::of(history);
+    // Each account's returns in order, to find "the first after" a loss by search.
     let mut backs: HashMap<u64, Vec<(usize, f64, &str)>> = HashMap::new();
-    for (i, record) in records.iter().enumerate() {
-        if let Event::PlayerBack { account, node } = &record.event {
-            backs.entry(*account).or_default().push((i, record.t, node));
+    for (i, c) in changes.iter().enumerate() {
+        if let Change::Back { node } = &c.change {
+            backs.entry(c.account).or_default().push((i, c.t, node));
         }
     }
     let outages = outages::outages(history, faults, &outages::states(history), grace);
@@ -206,22 +207,18 @@ pub fn hits(history: &History, faults: &[Fault], grace: f64) -> (Vec<Vec<Hit>>, 
     let own = OwnLosses::of(history);
     let mut per_fault: Vec<Vec<Hit>> = vec![Vec::new(); faults.len()];
     let mut unexplained = 0;
-    for (i, record) in records.iter().enumerate() {
-        let Event::PlayerLost {
-            account,
-            node,
-            reason,
-        } = &record.event
-        else {
+    for (i, c) in changes.iter().enumerate() {
+        let Change::Lost { node, reason } = &c.change else {
             continue;
         };
-        if own.contains(*account, record.t, reason) {
+        let (t, account) = (c.t, &c.account);
+        if own.contains(*account, t, reason) {
             continue;
         }
         let owner = faults
             .iter()
             .enumerate()
-            .filter(|(_, f)| f.start <= record.t && record.t <= f.window_end(grace))
+            .filter(|(_, f)| f.start <= t && t <= f.window_end(grace))
             .max_by(|(_, a), (_, b)| a.start.total_cmp(&b.start))
             .map(|(k, _)| k);
         let Some(owner) = owner else {
@@ -234,14 +231,14 @@ pub fn hits(history: &History, faults: &[Fault], grace: f64) -> (Vec<Vec<Hit>>, 
         };
         let fault = &faults[owner];
         let from = match fault.action {
-            ActionKind::Rolling => step_start(owner, node, record.t).unwrap_or(fault.start),
+            ActionKind::Rolling => step_start(owner, node, t).unwrap_or(fault.start),
             _ => fault.start,
         };
         let hit = Hit {
             account: *account,
             node: node.clone(),
             from,
-            lost_t: record.t,
+            lost_t: t,
             back_t: later.first().map(|(_, t, _)| *t),
             back_elsewhere_t: later
                 .iter()
@@ -406,13 +403,9 @@ pub struct Leavers(HashMap<u64, Vec<f64>>);
 impl Leavers {
     pub fn of(history: &History) -> Leavers {
         let mut left: HashMap<u64, Vec<f64>> = HashMap::new();
-        for (t, event) in history.iter() {
-            if let Event::SignOff {
-                account,
-                for_good: true,
-            } = event
-            {
-                left.entry(*account).or_default().push(t);
+        for (t, account, fact) in history.facts() {
+            if let PlayerFact::SignOff { for_good: true } = fact {
+                left.entry(account).or_default().push(t);
             }
         }
         Leavers(left)
@@ -446,6 +439,7 @@ pub fn fmt_num(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checks::testing::{self as h, At};
     use crate::events::Tick;
 
     fn start(action: ActionKind, target: &str, at: f64) -> Event {
@@ -466,19 +460,9 @@ mod tests {
         }
     }
 
-    fn lost(account: u64, node: &str) -> Event {
-        Event::PlayerLost {
-            account,
-            node: node.into(),
-            reason: "reset".into(),
-        }
-    }
-
-    fn back(account: u64, node: &str) -> Event {
-        Event::PlayerBack {
-            account,
-            node: node.into(),
-        }
+    /// `account` on `node` from the start, and lost from it at `t`.
+    fn lost(t: f64, account: u64, node: &str) -> [At; 2] {
+        [h::on(1.0, account, node), h::lost(t, account, node)]
     }
 
     #[test]
@@ -518,22 +502,15 @@ mod tests {
             (10.0, end(ActionKind::Drop, "players", 10.0)),
         ];
         for account in 1..=10 {
-            events.push((10.1, lost(account, "node-1")));
-            events.push((10.0 + account as f64, back(account, "node-1")));
+            events.extend(lost(10.1, account, "node-1"));
+            events.push(h::back(10.0 + account as f64, account, "node-1"));
         }
-        events.push((99.0, lost(11, "node-1")));
+        events.extend(lost(99.0, 11, "node-1"));
         // Signed out, or read too slowly, in the fault's window: not the fault's doing.
         for (account, code) in [(12, 4003), (13, 1013)] {
-            let reason = format!("closed {code}");
-            events.push((
-                12.0,
-                Event::PlayerLost {
-                    account,
-                    node: "node-1".into(),
-                    reason,
-                },
-            ));
-            events.push((19.0, back(account, "node-1")));
+            events.push(h::on(1.0, account, "node-1"));
+            events.push(h::lost_closed(12.0, account, "node-1", code));
+            events.push(h::back(19.0, account, "node-1"));
         }
         let history: History = events.into_iter().collect();
         let faults = faults(&history);
@@ -547,22 +524,15 @@ mod tests {
 
     #[test]
     fn a_player_that_left_for_good_is_hit_but_not_expected_back() {
-        let history: History = [
+        let mut events = vec![
             (10.0, start(ActionKind::Kill, "node-1", 10.0)),
             (10.0, end(ActionKind::Kill, "node-1", 10.0)),
-            (10.1, lost(1, "node-1")),
-            (10.1, lost(2, "node-1")),
-            (
-                11.0,
-                Event::SignOff {
-                    account: 2,
-                    for_good: true,
-                },
-            ),
-            (12.0, back(1, "node-2")),
-        ]
-        .into_iter()
-        .collect();
+            h::sign_off(11.0, 2, true),
+            h::back(12.0, 1, "node-2"),
+        ];
+        events.extend(lost(10.1, 1, "node-1"));
+        events.extend(lost(10.1, 2, "node-1"));
+        let history: History = events.into_iter().collect();
         let rows = table(&history, 5.0);
         assert_eq!(rows[0].players_hit, 2);
         assert_eq!(rows[0].back_s.p100, Some(2.0));
@@ -570,15 +540,14 @@ mod tests {
 
     #[test]
     fn a_player_never_back_leaves_the_top_percentiles_empty() {
-        let history: History = [
+        let mut events = vec![
             (10.0, start(ActionKind::Kill, "node-1", 10.0)),
             (10.0, end(ActionKind::Kill, "node-1", 10.0)),
-            (10.1, lost(1, "node-1")),
-            (10.1, lost(2, "node-1")),
-            (12.0, back(1, "node-2")),
-        ]
-        .into_iter()
-        .collect();
+            h::back(12.0, 1, "node-2"),
+        ];
+        events.extend(lost(10.1, 1, "node-1"));
+        events.extend(lost(10.1, 2, "node-1"));
+        let history: History = events.into_iter().collect();
         let rows = table(&history, 5.0);
         assert_eq!(rows[0].players_hit, 2);
         assert_eq!(rows[0].back_s.p50, Some(2.0));

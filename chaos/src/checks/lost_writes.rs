@@ -33,7 +33,7 @@ use super::paths::{self, Owed};
 use super::presence::DELIVERY_WINDOW;
 use super::quotas::Quotas;
 use super::{some, CheckResult, Quantity};
-use crate::events::{Event, History, Write, WriteOp, WriteOutcome};
+use crate::events::{Event, History, PlayerFact, Write, WriteOp, WriteOutcome};
 
 pub const NAME: &str = "lost_writes";
 
@@ -89,7 +89,7 @@ fn wrong_refusal(model: &Model, quotas: Option<&Quotas>, w: &Write, t: f64) -> O
     let (me, sent) = (w.account, w.sent);
     let held = |relation: Relation| model.surely_held(&relation, sent, t);
     let may = |relation: Relation| model.may_hold(&relation, sent, t);
-    Some(match (w.op, code, w.other, &w.session) {
+    Some(match (w.op, code, w.other(), w.session()) {
         // 404 only when there was no such request, friendship or membership to act on.
         (WriteOp::FriendAccept | WriteOp::FriendDecline, "not_found", Some(other), _) => {
             held(Relation::Request(other, me))
@@ -98,7 +98,7 @@ fn wrong_refusal(model: &Model, quotas: Option<&Quotas>, w: &Write, t: f64) -> O
         (WriteOp::Unfriend, "not_found", Some(other), _) => held(Relation::friends(me, other)),
         (WriteOp::Unblock, "not_found", Some(other), _) => held(Relation::Blocked(me, other)),
         (WriteOp::SessionLeave, "not_found", _, Some(session)) => {
-            held(Relation::Member(me, session.clone()))
+            held(Relation::Member(me, session.to_owned()))
         }
         // 409 only when they were friends, or this request was already open.
         (WriteOp::FriendRequest, "already_friends", Some(other), _) => {
@@ -119,12 +119,12 @@ fn wrong_refusal(model: &Model, quotas: Option<&Quotas>, w: &Write, t: f64) -> O
         // possibly taken; in another session only when the joiner may have been in one.
         (WriteOp::SessionJoin, "not_found", _, Some(s)) => model
             .members(s)
-            .any(|m| held(Relation::Member(m, s.clone()))),
+            .any(|m| held(Relation::Member(m, s.to_owned()))),
         (WriteOp::SessionJoin, "session_full", _, Some(s)) => {
             let seats = model.seats(s)?;
             let taken = model
                 .members(s)
-                .filter(|&m| m != me && may(Relation::Member(m, s.clone())))
+                .filter(|&m| m != me && may(Relation::Member(m, s.to_owned())))
                 .count();
             taken < seats as usize
         }
@@ -137,7 +137,7 @@ fn wrong_refusal(model: &Model, quotas: Option<&Quotas>, w: &Write, t: f64) -> O
             let leader = model.creator_leads(s, sent, t)?;
             held(Relation::friends(me, leader))
                 && !model.members(s).any(|m| {
-                    may(Relation::Member(m, s.clone()))
+                    may(Relation::Member(m, s.to_owned()))
                         && (may(Relation::Blocked(m, me)) || may(Relation::Blocked(me, m)))
                 })
         }
@@ -150,13 +150,12 @@ fn logouts_lost(history: &History) -> (u64, Vec<String>) {
     let conns = Conns::of(history);
     let faults = faults::faults(history);
     let (mut judged, mut lost) = (0u64, Vec::new());
-    for (t, event) in history.iter() {
-        let Event::Logout {
-            account,
+    for (t, account, fact) in history.facts() {
+        let PlayerFact::LoggedOut {
             sent,
             outcome: WriteOutcome::Ok,
             stale_refresh_taken,
-        } = event
+        } = fact
         else {
             continue;
         };
@@ -167,7 +166,7 @@ fn logouts_lost(history: &History) -> (u64, Vec<String>) {
                 "logout of {account} at {at}s: its refresh token still taken"
             ));
         }
-        for conn in conns.of_account(*account).filter(|c| c.up_at(*sent)) {
+        for conn in conns.of_account(account).filter(|c| c.up_at(*sent)) {
             let owed = Owed::on(
                 &faults,
                 &paths::connection(&conn.node),
@@ -196,7 +195,7 @@ fn wrong_ok(model: &Model, w: &Write, t: f64) -> Option<&'static str> {
     let (me, sent) = (w.account, w.sent);
     let held = |relation: Relation| model.surely_held(&relation, sent, t);
     let none = |relation: Relation| !model.may_hold(&relation, sent, t);
-    match (w.op, w.other, &w.session) {
+    match (w.op, w.other(), w.session()) {
         (WriteOp::FriendAccept | WriteOp::FriendDecline, Some(other), _) => {
             none(Relation::Request(other, me)).then_some("with no request of theirs open")
         }
@@ -210,7 +209,7 @@ fn wrong_ok(model: &Model, w: &Write, t: f64) -> Option<&'static str> {
             none(Relation::Blocked(me, other)).then_some("with no block")
         }
         (WriteOp::SessionLeave, _, Some(session)) => {
-            none(Relation::Member(me, session.clone())).then_some("with no membership")
+            none(Relation::Member(me, session.to_owned())).then_some("with no membership")
         }
         (WriteOp::FriendRequest, Some(other), _) => {
             if held(Relation::Blocked(me, other)) || held(Relation::Blocked(other, me)) {
@@ -226,7 +225,7 @@ fn wrong_ok(model: &Model, w: &Write, t: f64) -> Option<&'static str> {
         (WriteOp::SessionJoin, _, Some(s)) => {
             let leader = model.creator_leads(s, sent, t)?;
             let blocked = model.members(s).any(|m| {
-                held(Relation::Member(m, s.clone()))
+                held(Relation::Member(m, s.to_owned()))
                     && (held(Relation::Blocked(m, me)) || held(Relation::Blocked(me, m)))
             });
             if leader != me && none(Relation::friends(me, leader)) {
@@ -251,7 +250,15 @@ pub fn check(history: &History, model: &Model, limit: u64, grace: f64) -> CheckR
     let mut final_state = None;
     for (t, event) in history.iter() {
         match event {
-            Event::Write(w) => {
+            Event::Player {
+                account,
+                fact: PlayerFact::Write(fact),
+                ..
+            } => {
+                let w = Write {
+                    account: *account,
+                    fact,
+                };
                 writes += 1;
                 in_faults += u64::from(faults::overlaps(&windows, w.sent, t));
                 let slot = match w.outcome {
@@ -260,15 +267,15 @@ pub fn check(history: &History, model: &Model, limit: u64, grace: f64) -> CheckR
                     WriteOutcome::Unknown => 2,
                 };
                 by_op.entry(op_name(w.op)).or_default()[slot] += 1;
-                let Some(result) = model::effect(w) else {
+                let Some(result) = model::effect(&w) else {
                     continue;
                 };
-                let may = match (w.other, &w.session) {
+                let may = match (w.other(), w.session()) {
                     (Some(other), _) => pairs
                         .entry((w.account.min(other), w.account.max(other)))
                         .or_insert(May::START),
                     (None, Some(session)) => members
-                        .entry((w.account, session.clone()))
+                        .entry((w.account, session.to_owned()))
                         .or_insert(May::START),
                     (None, None) => continue,
                 };
@@ -316,33 +323,32 @@ pub fn check(history: &History, model: &Model, limit: u64, grace: f64) -> CheckR
     // Refusals, against the model: judged, and not (rules it does not follow, or limits a
     // history that does not record them).
     let (mut refusals_judged, mut refusals_unjudged) = (0u64, 0u64);
-    for (t, event) in history.iter() {
-        let Event::Write(w) = event else { continue };
-        if quotas.as_ref().is_some_and(|q| q.surely_past_daily(w)) {
+    for (t, w) in history.writes() {
+        if quotas.as_ref().is_some_and(|q| q.surely_past_daily(&w)) {
             refusals_judged += 1;
             lost.push(format!(
                 "friend_request of {} about {} opened past the daily limit at {}s",
                 w.account,
-                w.other.unwrap_or_default(),
+                w.other().unwrap_or_default(),
                 faults::fmt_num(t)
             ));
         }
-        if let Some(why) = wrong_ok(model, w, t) {
+        if let Some(why) = wrong_ok(model, &w, t) {
             refusals_judged += 1;
             lost.push(format!(
                 "{} of {} about {} answered ok {why} at {}s",
                 op_name(w.op),
                 w.account,
-                w.session
-                    .clone()
-                    .unwrap_or_else(|| w.other.unwrap_or_default().to_string()),
+                w.session()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| w.other().unwrap_or_default().to_string()),
                 faults::fmt_num(t)
             ));
         }
         if w.outcome != WriteOutcome::Refused {
             continue;
         }
-        match wrong_refusal(model, quotas.as_ref(), w, t) {
+        match wrong_refusal(model, quotas.as_ref(), &w, t) {
             None => refusals_unjudged += 1,
             Some(wrong) => {
                 refusals_judged += 1;
@@ -351,8 +357,8 @@ pub fn check(history: &History, model: &Model, limit: u64, grace: f64) -> CheckR
                         "{} of {} about {} refused {} at {}s",
                         op_name(w.op),
                         w.account,
-                        w.other.map_or_else(
-                            || format!("session {}", w.session.as_deref().unwrap_or("?")),
+                        w.other().map_or_else(
+                            || format!("session {}", w.session().unwrap_or("?")),
                             |o| o.to_string()
                         ),
                         w.refusal.as_deref().unwrap_or_default(),
@@ -446,11 +452,9 @@ mod tests {
     }
 
     /// `write` (refused) with the cloud's error `code`.
-    fn with_code((t, mut event): At, code: &str) -> At {
-        if let Event::Write(w) = &mut event {
-            w.refusal = Some(code.into());
-        }
-        (t, event)
+    fn with_code(mut event: At, code: &str) -> At {
+        write_mut(&mut event).refusal = Some(code.into());
+        event
     }
 
     fn refused(t: f64, op: WriteOp, account: u64, other: u64, code: &str) -> At {
@@ -660,9 +664,7 @@ mod tests {
         );
         // A create of unknown outcome may have made a session nobody heard of.
         let mut unknown_create = session_write(3.0, SessionCreate, 3, "-", Unknown);
-        if let Event::Write(w) = &mut unknown_create.1 {
-            w.session = None;
-        }
+        write_mut(&mut unknown_create).session = None;
         assert_eq!(
             party(vec![
                 unknown_create,
@@ -757,11 +759,9 @@ mod tests {
         }
         // In flight with what made it: either answer is right.
         let raced = judged(vec![friend(3.0, FriendCancel, 1, 2, Ok), {
-            let (t, mut event) = friend(3.05, FriendDecline, 2, 1, Ok);
-            if let Event::Write(w) = &mut event {
-                w.sent = 2.9;
-            }
-            (t, event)
+            let mut event = friend(3.05, FriendDecline, 2, 1, Ok);
+            write_mut(&mut event).sent = 2.9;
+            event
         }]);
         assert!(!raced.detail.contains("answered ok"), "{}", raced.detail);
     }
@@ -993,9 +993,7 @@ mod tests {
     #[test]
     fn two_ok_writes_in_flight_together_may_land_in_either_order() {
         let mut overlapping = befriend(5.0, 1, 2);
-        if let Event::Write(w) = &mut overlapping.1 {
-            w.sent = 4.0;
-        }
+        write_mut(&mut overlapping).sent = 4.0;
         let events = vec![
             friend(4.5, Unfriend, 2, 1, Ok),
             overlapping,

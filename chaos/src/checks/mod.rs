@@ -17,6 +17,7 @@ pub mod failover;
 pub mod faults;
 pub mod going_online;
 pub mod http_errors;
+pub mod losses;
 pub mod lost_writes;
 pub mod model;
 pub mod outages;
@@ -29,7 +30,7 @@ pub mod session_integrity;
 pub mod slow_consumers;
 pub mod stale_online;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 pub mod unexpected;
 
 use std::fmt;

@@ -18,7 +18,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::events::{Event, History, Privacy, Write, WriteOp, WriteOutcome};
+use crate::events::{History, PlayerFact, Privacy, Write, WriteOp, WriteOutcome};
 
 /// A relation between accounts that writes make and undo.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -42,9 +42,9 @@ impl Relation {
 
     /// The friendship or membership a write is about, when it is about one.
     pub fn of(write: &Write) -> Option<Relation> {
-        match (write.other, &write.session) {
+        match (write.other(), write.session()) {
             (Some(other), _) => Some(Relation::friends(write.account, other)),
-            (None, Some(session)) => Some(Relation::Member(write.account, session.clone())),
+            (None, Some(session)) => Some(Relation::Member(write.account, session.to_owned())),
             (None, None) => None,
         }
     }
@@ -70,7 +70,7 @@ pub fn effects(write: &Write) -> Vec<(Relation, bool)> {
     let mut out: Vec<(Relation, bool)> =
         Relation::of(write).zip(effect(write)).into_iter().collect();
     let (me, unknown) = (write.account, write.outcome == WriteOutcome::Unknown);
-    if let Some(other) = write.other {
+    if let Some(other) = write.other() {
         match write.op {
             WriteOp::FriendRequest => {
                 // Asked back: it closes the other's request instead of opening one.
@@ -216,15 +216,12 @@ struct Session {
 impl Model {
     pub fn of(history: &History) -> Model {
         let mut model = Model::default();
-        for (t, event) in history.iter() {
-            match event {
-                Event::Write(write) => model.apply(write, t),
-                Event::SessionView(view) => {
-                    model
-                        .sessions
-                        .entry(view.session.clone())
-                        .or_default()
-                        .seats = Some(view.max_members);
+        for (t, account, fact) in history.facts() {
+            match fact {
+                PlayerFact::Write(fact) => model.apply(&Write { account, fact }, t),
+                PlayerFact::SessionView(view) => {
+                    model.sessions.entry(view.id.0.clone()).or_default().seats =
+                        Some(view.max_members);
                 }
                 _ => {}
             }
@@ -242,7 +239,7 @@ impl Model {
                 .entry(write.account)
                 .or_insert(write.sent);
         }
-        if let Some(other) = write.other {
+        if let Some(other) = write.other() {
             self.partners
                 .entry(write.account)
                 .or_default()
@@ -252,8 +249,8 @@ impl Model {
                 .or_default()
                 .insert(write.account);
         }
-        if let Some(id) = &write.session {
-            let session = self.sessions.entry(id.clone()).or_default();
+        if let Some(id) = write.session() {
+            let session = self.sessions.entry(id.to_owned()).or_default();
             if write.op == WriteOp::SessionCreate && write.outcome == WriteOutcome::Ok {
                 session.creator = Some((write.account, t));
             }
@@ -262,7 +259,7 @@ impl Model {
                 self.sessions_of
                     .entry(write.account)
                     .or_default()
-                    .insert(id.clone());
+                    .insert(id.to_owned());
             }
         }
         for (relation, made) in effects(write) {

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use super::faults::Fault;
+use super::losses::{self, Change};
 use crate::events::{Event, History};
 use crate::plan::{ActionKind, Service, Target};
 
@@ -56,9 +57,10 @@ pub fn up_at(states: &States, node: u32, t: f64) -> bool {
 /// Every node outage of the run, each node of a rolling on its own.
 pub fn outages(history: &History, faults: &[Fault], states: &States, grace: f64) -> Vec<Outage> {
     // A node's first loss after `t`, to date a rolling step.
+    let changes = losses::of(history);
     let first_loss = |node: &str, after: f64, by: f64| {
-        history.iter().find_map(|(t, e)| match e {
-            Event::PlayerLost { node: n, .. } if n == node && t > after && t <= by => Some(t),
+        changes.iter().find_map(|c| match &c.change {
+            Change::Lost { node: n, .. } if n == node && c.t > after && c.t <= by => Some(c.t),
             _ => None,
         })
     };

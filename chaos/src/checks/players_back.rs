@@ -136,7 +136,9 @@ mod tests {
     fn everyone_back_in_time_passes() {
         let mut events = drop_at(10.0);
         events.extend([
+            on(0.0, 1, "node-1"),
             lost(10.0, 1, "node-1"),
+            on(0.0, 2, "node-1"),
             lost(10.0, 2, "node-1"),
             back(11.0, 1, "node-1"),
             back(13.5, 2, "node-1"),
@@ -158,10 +160,12 @@ mod tests {
         let mut events = vec![node_up(0.0, 1), node_up(0.0, 2)];
         events.extend(action(10.0, 25.0, ActionKind::Rolling, "nodes"));
         events.extend([
+            on(0.0, 1, "node-1"),
             lost(10.5, 1, "node-1"),
             node_exit(11.0, 1),
             back(13.0, 1, "node-2"),
             node_up(14.0, 1),
+            on(0.0, 2, "node-2"),
             lost(20.0, 2, "node-2"),
             node_exit(20.5, 2),
             back(26.0, 2, "node-1"),
@@ -176,7 +180,9 @@ mod tests {
     fn a_player_never_back_fails() {
         let mut events = drop_at(10.0);
         events.extend([
+            on(0.0, 1, "node-1"),
             lost(10.0, 1, "node-1"),
+            on(0.0, 2, "node-1"),
             lost(10.0, 2, "node-1"),
             back(11.0, 1, "node-1"),
         ]);
@@ -193,7 +199,11 @@ mod tests {
     #[test]
     fn a_player_back_too_late_fails() {
         let mut events = drop_at(10.0);
-        events.extend([lost(10.0, 1, "node-1"), back(18.0, 1, "node-1")]);
+        events.extend([
+            on(0.0, 1, "node-1"),
+            lost(10.0, 1, "node-1"),
+            back(18.0, 1, "node-1"),
+        ]);
         let result = judge(events);
         assert_eq!(result.result, Verdict::Fail);
         assert_eq!(result.value, Some(Quantity::Seconds(8.0)));
@@ -203,7 +213,9 @@ mod tests {
     fn a_player_that_signed_off_for_good_while_away_is_not_expected() {
         let mut events = drop_at(10.0);
         events.extend([
+            on(0.0, 1, "node-1"),
             lost(10.0, 1, "node-1"),
+            on(0.0, 2, "node-1"),
             lost(10.0, 2, "node-1"),
             back(11.0, 1, "node-1"),
             sign_off(11.5, 2, true),
@@ -217,7 +229,11 @@ mod tests {
         );
         // Signing off for a while is no excuse.
         let mut events = drop_at(10.0);
-        events.extend([lost(10.0, 2, "node-1"), sign_off(11.5, 2, false)]);
+        events.extend([
+            on(0.0, 2, "node-1"),
+            lost(10.0, 2, "node-1"),
+            sign_off(11.5, 2, false),
+        ]);
         assert_eq!(judge(events).result, Verdict::Fail);
     }
 
@@ -227,9 +243,11 @@ mod tests {
     fn a_player_that_signed_off_for_good_before_it_noticed_the_loss_is_not_expected() {
         let mut events = drop_at(10.0);
         events.extend([
+            on(0.0, 1, "node-1"),
             lost(10.0, 1, "node-1"),
             back(11.0, 1, "node-1"),
             sign_off(10.2, 2, true),
+            on(0.0, 2, "node-1"),
             lost(10.3, 2, "node-1"),
         ]);
         let result = judge(events);
@@ -272,7 +290,7 @@ mod tests {
     #[test]
     fn a_partition_of_the_players_that_broke_connections_is_judged() {
         let mut events = action(20.0, 30.0, ActionKind::Partition, "players<->node-1");
-        events.extend([lost(28.0, 1, "node-1")]);
+        events.extend([on(0.0, 1, "node-1"), lost(28.0, 1, "node-1")]);
         let result = judge(events);
         assert_eq!(result.result, Verdict::Fail);
         assert!(result.detail.contains("never back"), "{}", result.detail);

@@ -23,7 +23,7 @@ use super::faults;
 use super::model::{self, Model, Relation};
 use super::paths::{self, Owed};
 use super::{some, CheckResult, Quantity};
-use crate::events::{Event, History, WriteOutcome};
+use crate::events::{History, PlayerFact, Write, WriteOutcome};
 
 pub const NAME: &str = "presence_missing";
 
@@ -95,43 +95,45 @@ pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
     let mut received: HashMap<(u64, u64), Vec<(f64, u64)>> = HashMap::new();
     // Per connection: when its resync was sent, and each friend's version in it.
     let mut resyncs: HashMap<u64, (f64, HashMap<u64, u64>)> = HashMap::new();
-    for (t, event) in history.iter() {
-        match event {
+    let nodes = history.player_nodes();
+    for (t, account, fact) in history.facts() {
+        match fact {
             // Whoever was ever befriended may be owed; the model says when.
-            Event::Write(w) if w.outcome == WriteOutcome::Ok && model::effect(w) == Some(true) => {
-                if let Some(other) = w.other {
-                    friends_of.entry(w.account).or_default().insert(other);
-                    friends_of.entry(other).or_default().insert(w.account);
+            PlayerFact::Write(fact) => {
+                let w = Write { account, fact };
+                if w.outcome != WriteOutcome::Ok || model::effect(&w) != Some(true) {
+                    continue;
+                }
+                if let Some(other) = w.other() {
+                    friends_of.entry(account).or_default().insert(other);
+                    friends_of.entry(other).or_default().insert(account);
                 }
             }
-            Event::PresenceChange {
-                account,
+            PlayerFact::PresenceSet {
                 version,
                 sent,
-                node,
+                node_index,
             } => changes.push(Change {
                 ack: t,
-                account: *account,
+                account,
                 version: *version,
                 sent: *sent,
-                node: node.0.clone(),
+                node: nodes.name(*node_index),
             }),
-            Event::Received {
-                conn,
-                from: Some(from),
-                version: Some(version),
-                ..
-            } => received
-                .entry((*conn, *from))
-                .or_default()
-                .push((t, *version)),
-            Event::Resync {
+            PlayerFact::Received { conn, event } => {
+                if let Some((from, version, _)) = event.presence {
+                    received
+                        .entry((*conn, from.0))
+                        .or_default()
+                        .push((t, version));
+                }
+            }
+            PlayerFact::Resync {
                 conn,
                 sent,
                 friends,
-                ..
             } => {
-                let versions = friends.iter().map(|f| (f.account, f.version)).collect();
+                let versions = friends.iter().map(|f| (f.0 .0, f.2)).collect();
                 resyncs.entry(*conn).or_insert((*sent, versions));
             }
             _ => {}

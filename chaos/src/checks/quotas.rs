@@ -9,8 +9,7 @@
 use std::collections::HashMap;
 
 use super::model::{Model, Relation};
-use crate::events::{Event, Write};
-use crate::events::{FriendLimits, History, WriteOp, WriteOutcome};
+use crate::events::{FriendLimits, History, Write, WriteOp, WriteOutcome};
 
 pub struct Quotas<'a> {
     limits: FriendLimits,
@@ -31,8 +30,7 @@ impl<'a> Quotas<'a> {
     pub fn of(history: &History, model: &'a Model) -> Option<Quotas<'a>> {
         let limits = history.friend_limits()?;
         let mut opened: HashMap<u64, Vec<Opened>> = HashMap::new();
-        for (t, event) in history.iter() {
-            let Event::Write(w) = event else { continue };
+        for (t, w) in history.writes() {
             let surely = match w.outcome {
                 WriteOutcome::Ok if !w.befriended => true,
                 WriteOutcome::Unknown => false,
@@ -55,7 +53,7 @@ impl<'a> Quotas<'a> {
 
     /// Whether some limit may have stood against `w`, a request or an accept answered at `t`.
     pub fn may_bind(&self, w: &Write, t: f64) -> bool {
-        let Some(other) = w.other else {
+        let Some(other) = w.other() else {
             return true;
         };
         let (me, sent) = (w.account, w.sent);

@@ -11,7 +11,7 @@
 
 use super::faults::{self, Fault};
 use super::{some, CheckResult, Quantity};
-use crate::events::{BurstAnswers, Event, History, RateLimit, RateLimits};
+use crate::events::{BurstAnswers, Event, History, PlayerFact, RateLimit, RateLimits};
 use crate::plan::ActionKind;
 
 pub const NAME: &str = "rate_limits";
@@ -86,12 +86,15 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
                 player_calls += tick.http_calls;
                 refused += tick.limited;
             }
-            Event::LimitBurst {
-                limit: kind,
-                sent: from,
-                wall_ms,
-                answers,
-                source,
+            Event::Player {
+                fact:
+                    PlayerFact::LimitBurst {
+                        limit: kind,
+                        sent: from,
+                        wall_ms,
+                        answers,
+                        source,
+                    },
                 ..
             } => {
                 let Some(limits) = limits else {
@@ -173,10 +176,10 @@ mod tests {
     }
 
     fn burst(t: f64, limit: RateLimit, wall_ms: (u64, u64), answers: BurstAnswers) -> (f64, Event) {
-        (
+        crate::checks::testing::player(
             t,
-            Event::LimitBurst {
-                account: 1,
+            1,
+            PlayerFact::LimitBurst {
                 limit,
                 source: IpAddr::V4(Ipv4Addr::new(127, 128, 0, 1)),
                 sent: t - 2.0,

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::{some, CheckResult, Quantity};
-use crate::events::{Event, History, SessionView};
+use crate::events::{Event, History, PlayerFact, SessionView};
 
 pub const NAME: &str = "session_integrity";
 
@@ -40,9 +40,13 @@ pub fn check(history: &History, limit: u64) -> CheckResult {
     let mut member: HashMap<(u64, &str), bool> = HashMap::new();
     for (_, event) in history.iter() {
         match event {
-            Event::SessionView(view) => {
+            Event::Player {
+                account,
+                fact: PlayerFact::SessionView(session),
+                ..
+            } => {
                 views += 1;
-                violations.extend(flaw(view));
+                violations.extend(flaw(&SessionView::of(*account, session)));
             }
             Event::FinalState { memberships, .. } => {
                 for m in memberships {

@@ -19,7 +19,7 @@ use super::faults::{faults, fmt_num, Fault};
 use super::model::{Model, Relation};
 use super::paths;
 use super::{not_judged, some, CheckResult, Quantity};
-use crate::events::{CloseCause, Event, History};
+use crate::events::{CloseCause, History, PlayerFact};
 
 pub const NAME: &str = "slow_consumers";
 
@@ -69,17 +69,16 @@ pub struct Seen {
 /// Every spell of the run.
 pub fn spells(history: &History) -> Vec<Spell> {
     history
-        .iter()
-        .filter_map(|(_, event)| match event {
-            Event::SlowReading {
-                account,
+        .facts()
+        .filter_map(|(_, account, fact)| match fact {
+            PlayerFact::SlowReading {
                 senders,
                 from,
                 until,
                 ..
             } => Some(Spell {
-                account: *account,
-                senders: senders.clone(),
+                account,
+                senders: senders.iter().map(|a| a.0).collect(),
                 from: *from,
                 until: *until,
             }),
@@ -103,13 +102,13 @@ pub fn seen(history: &History, model: &Model, spell: &Spell, conn: &Conn) -> See
     let (mut behind, mut most, mut starved) = (0i64, 0i64, false);
     let mut overrun = None;
     let mut last_read = spell.from;
-    for (t, event) in history.iter() {
+    for (t, account, fact) in history.facts() {
         if t < spell.from || t > end {
             continue;
         }
-        match event {
-            Event::PresenceChange { account, .. } if owed(*account, t) => behind += 1,
-            Event::Received { conn: c, .. } if *c == conn.id => {
+        match fact {
+            PlayerFact::PresenceSet { .. } if owed(account, t) => behind += 1,
+            PlayerFact::Received { conn: c, .. } if *c == conn.id => {
                 starved |= behind > 0 && t - last_read >= STARVED;
                 last_read = t;
                 behind -= 1;
@@ -302,48 +301,26 @@ pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checks::testing::{self as h, Event};
     use crate::checks::Verdict;
-    use crate::events::{NodeId, Record};
+    use crate::events::Record;
 
     fn welcome(account: u64, conn: u64) -> Event {
-        Event::Welcome {
-            account,
-            conn,
-            node: NodeId("node-1".into()),
-            device: 1,
-            opened: 0.0,
-        }
+        h::welcome(0.05, account, conn, "node-1").1
     }
 
     fn closed(account: u64, conn: u64, code: Option<u16>, cause: CloseCause) -> Event {
-        Event::Closed {
-            account,
-            conn,
-            code,
-            cause,
-        }
+        h::closed(0.0, account, conn, code, cause).1
     }
 
     fn change(account: u64, t: f64) -> Event {
-        Event::PresenceChange {
-            account,
-            version: (t * 1000.0) as u64,
-            sent: t,
-            node: NodeId("node-1".into()),
-        }
+        h::change(t, account, (t * 1000.0) as u64, t, "node-1").1
     }
 
     fn received(account: u64, conn: u64, from: u64) -> Event {
-        Event::Received {
-            account,
-            conn,
-            seq: None,
-            event: "presence".into(),
-            from: Some(from),
-            version: Some(1),
-            online: Some(true),
-            session: None,
-        }
+        let mut at = h::presence(0.0, account, conn, 0, from, 1);
+        h::received_mut(&mut at).seq = None;
+        at.1
     }
 
     /// Reader 1 on connection 10, flooded by 2 with `flood` changes from 1 s, a change every
@@ -488,16 +465,11 @@ mod tests {
             history
                 .iter()
                 .map(|(t, e)| match e {
-                    Event::Welcome { account: 2, .. } => (
-                        t,
-                        Event::Welcome {
-                            account: 2,
-                            conn: 20,
-                            node: NodeId("node-2".into()),
-                            device: 1,
-                            opened: 0.0,
-                        },
-                    ),
+                    Event::Player {
+                        account: 2,
+                        fact: h::PlayerFact::Welcome { .. },
+                        ..
+                    } => h::welcome(t, 2, 20, "node-2"),
                     other => (t, other.clone()),
                 })
                 .collect()

@@ -1,12 +1,15 @@
 //! Small builders of hand-made histories for the checks' tests: each returns `(t, event)`,
 //! and a `Vec` of them collects into a [`History`].
 
-use anyplay_load::wire::AccountId;
+pub use crate::events::{Event, PlayerFact};
+pub use anyplay_load::wire::{AccountId, SessionId};
+
+use anyplay_load::wire::Session;
 
 use super::model::Model;
 use crate::events::{
-    CardRelation, CardSeen, CardView, CloseCause, Event, FriendList, History, Membership, NodeId,
-    Privacy, SessionView, Write, WriteOp, WriteOutcome,
+    CardRelation, CardSeen, CardView, CloseCause, Device, FriendList, History, Membership, NodeId,
+    Privacy, Received, SessionView, WriteFact as Write, WriteOp, WriteOutcome,
 };
 use crate::plan::{ActionKind, Service};
 
@@ -65,25 +68,56 @@ pub fn action(t: f64, end: f64, action: ActionKind, target: &str) -> Vec<At> {
     ]
 }
 
-pub fn lost(t: f64, account: u64, node: &str) -> At {
+/// A player fact of `account` at `t`.
+pub fn player(t: f64, account: u64, fact: PlayerFact) -> At {
     (
         t,
-        Event::PlayerLost {
+        Event::Player {
+            player: account as usize,
             account,
-            node: node.into(),
-            reason: "reset".into(),
+            fact,
         },
     )
 }
 
-pub fn back(t: f64, account: u64, node: &str) -> At {
-    (
+/// The connection the loss helpers give `account` on `node`: one per pair.
+fn conn_on(account: u64, node: &str) -> u64 {
+    let n: u64 = node.trim_start_matches("node-").parse().unwrap_or(0);
+    1_000_000 + account * 100 + n
+}
+
+/// `account` connected to `node` (a welcome of its own device on the loss helpers'
+/// connection there).
+pub fn on(t: f64, account: u64, node: &str) -> At {
+    welcome(t, account, conn_on(account, node), node)
+}
+
+/// `account` lost its connection to `node` (taken by [`on`] or [`back`]) without a close frame.
+pub fn lost(t: f64, account: u64, node: &str) -> At {
+    closed(
         t,
-        Event::PlayerBack {
-            account,
-            node: node.into(),
-        },
+        account,
+        conn_on(account, node),
+        None,
+        CloseCause::NoCloseFrame,
     )
+}
+
+/// `account`'s connection to `node` (taken by [`on`] or [`back`]) closed by the server with
+/// `code`.
+pub fn lost_closed(t: f64, account: u64, node: &str, code: u16) -> At {
+    closed(
+        t,
+        account,
+        conn_on(account, node),
+        Some(code),
+        CloseCause::CloseFrame,
+    )
+}
+
+/// `account` welcomed by `node` again after a loss.
+pub fn back(t: f64, account: u64, node: &str) -> At {
+    on(t, account, node)
 }
 
 /// A welcome of the player's own device, opened 50 ms earlier.
@@ -91,25 +125,33 @@ pub fn welcome(t: f64, account: u64, conn: u64, node: &str) -> At {
     welcome_device(t, account, conn, node, 1)
 }
 
+/// A welcome of device 1 (the player's own) or 2 (its second).
 pub fn welcome_device(t: f64, account: u64, conn: u64, node: &str, device: u8) -> At {
-    (
+    let device = if device == 2 {
+        Device::Second
+    } else {
+        Device::Primary
+    };
+    player(
         t,
-        Event::Welcome {
-            account,
+        account,
+        PlayerFact::Welcome {
             conn,
-            node: NodeId(node.into()),
             device,
+            node: NodeId(node.into()),
+            node_index: node_index(node),
             opened: t - 0.05,
         },
     )
 }
 
 pub fn closed(t: f64, account: u64, conn: u64, code: Option<u16>, cause: CloseCause) -> At {
-    (
+    player(
         t,
-        Event::Closed {
-            account,
+        account,
+        PlayerFact::Closed {
             conn,
+            device: Device::Primary,
             code,
             cause,
         },
@@ -118,67 +160,90 @@ pub fn closed(t: f64, account: u64, conn: u64, code: Option<u16>, cause: CloseCa
 
 /// A presence event of `from` at `version` on `conn` of `account`.
 pub fn presence(t: f64, account: u64, conn: u64, seq: u64, from: u64, version: u64) -> At {
-    (
+    player(
         t,
-        Event::Received {
-            account,
+        account,
+        PlayerFact::Received {
             conn,
-            seq: Some(seq),
-            event: "presence".into(),
-            from: Some(from),
-            version: Some(version),
-            online: Some(true),
-            session: None,
+            event: Received {
+                seq: Some(seq),
+                kind: "presence".into(),
+                presence: Some((AccountId(from), version, true)),
+                about: None,
+                session: None,
+                delivery: None,
+            },
         },
     )
 }
 
 /// Any other event on `conn`.
 pub fn received(t: f64, account: u64, conn: u64, seq: Option<u64>) -> At {
-    (
+    player(
         t,
-        Event::Received {
-            account,
+        account,
+        PlayerFact::Received {
             conn,
-            seq,
-            event: "session_member_joined".into(),
-            from: None,
-            version: None,
-            online: None,
-            session: None,
+            event: Received {
+                seq,
+                kind: "session_member_joined".into(),
+                presence: None,
+                about: None,
+                session: None,
+                delivery: None,
+            },
         },
     )
 }
 
+/// The node index of `node-N` (N - 1).
+fn node_index(node: &str) -> usize {
+    node.trim_start_matches("node-")
+        .parse::<usize>()
+        .map_or(0, |n| n.saturating_sub(1))
+}
+
 /// An activity change sent at `sent` to `node`, acknowledged at `ack`.
 pub fn change(ack: f64, account: u64, version: u64, sent: f64, node: &str) -> At {
-    (
+    player(
         ack,
-        Event::PresenceChange {
-            account,
+        account,
+        PlayerFact::PresenceSet {
             version,
             sent,
-            node: NodeId(node.into()),
+            node_index: node_index(node),
         },
     )
 }
 
 /// A friend write of `account` about `other`, sent 100 ms before its answer at `t`.
 pub fn friend(t: f64, op: WriteOp, account: u64, other: u64, outcome: WriteOutcome) -> At {
-    (
+    write(
         t,
-        Event::Write(Write {
-            op,
-            account,
-            other: Some(other),
-            session: None,
-            outcome,
-            refusal: None,
-            befriended: false,
-            privacy: None,
-            sent: t - 0.1,
-        }),
+        account,
+        Write {
+            other: Some(AccountId(other)),
+            ..write_of(op, outcome, t)
+        },
     )
+}
+
+/// A write answered at `t`, sent 100 ms before, about nobody yet.
+fn write_of(op: WriteOp, outcome: WriteOutcome, t: f64) -> Write {
+    Write {
+        op,
+        other: None,
+        session: None,
+        outcome,
+        refusal: None,
+        befriended: false,
+        privacy: None,
+        sent: t - 0.1,
+    }
+}
+
+fn write(t: f64, account: u64, w: Write) -> At {
+    player(t, account, PlayerFact::Write(w))
 }
 
 /// A friend request of `account` answered `200 friends` (`other` had asked): they are friends
@@ -190,7 +255,11 @@ pub fn befriend(t: f64, account: u64, other: u64) -> At {
 /// A friend request answered `200 friends`.
 pub fn request_befriending(t: f64, account: u64, other: u64, outcome: WriteOutcome) -> At {
     let (t, mut event) = friend(t, WriteOp::FriendRequest, account, other, outcome);
-    if let Event::Write(w) = &mut event {
+    if let Event::Player {
+        fact: PlayerFact::Write(w),
+        ..
+    } = &mut event
+    {
         w.befriended = true;
     }
     (t, event)
@@ -203,47 +272,35 @@ pub fn session_write(
     session: &str,
     outcome: WriteOutcome,
 ) -> At {
-    (
+    write(
         t,
-        Event::Write(Write {
-            op,
-            account,
-            other: None,
-            session: Some(session.into()),
-            outcome,
-            refusal: None,
-            befriended: false,
-            privacy: None,
-            sent: t - 0.1,
-        }),
+        account,
+        Write {
+            session: Some(SessionId(session.into())),
+            ..write_of(op, outcome, t)
+        },
     )
 }
 
 /// `account` sets its card privacy, sent 100 ms before its answer at `t`.
 pub fn set_privacy(t: f64, account: u64, privacy: Privacy) -> At {
-    (
+    write(
         t,
-        Event::Write(Write {
-            op: WriteOp::SetPrivacy,
-            account,
-            other: None,
-            session: None,
-            outcome: WriteOutcome::Ok,
-            refusal: None,
-            befriended: false,
+        account,
+        Write {
             privacy: Some(privacy),
-            sent: t - 0.1,
-        }),
+            ..write_of(WriteOp::SetPrivacy, WriteOutcome::Ok, t)
+        },
     )
 }
 
 /// A gamer-card call of `account` answered at `t` (sent 50 ms before): each card's id,
 /// shape and relation.
 pub fn cards_read(t: f64, account: u64, cards: &[(u64, CardView, Option<CardRelation>)]) -> At {
-    (
+    player(
         t,
-        Event::CardsRead {
-            account,
+        account,
+        PlayerFact::CardsRead {
             sent: t - 0.05,
             cards: cards
                 .iter()
@@ -256,10 +313,10 @@ pub fn cards_read(t: f64, account: u64, cards: &[(u64, CardView, Option<CardRela
 /// A logout of `account` answered at `t` (sent 50 ms before); `stale`: the refresh token it
 /// revoked was taken after it.
 pub fn logout(t: f64, account: u64, outcome: WriteOutcome, stale: bool) -> At {
-    (
+    player(
         t,
-        Event::Logout {
-            account,
+        account,
+        PlayerFact::LoggedOut {
             sent: t - 0.05,
             outcome,
             stale_refresh_taken: stale,
@@ -268,28 +325,22 @@ pub fn logout(t: f64, account: u64, outcome: WriteOutcome, stale: bool) -> At {
 }
 
 pub fn resync(t: f64, account: u64, conn: u64, friends: &[(u64, bool, u64)]) -> At {
-    (
+    player(
         t,
-        Event::Resync {
-            account,
+        account,
+        PlayerFact::Resync {
             conn,
             sent: t - 0.05,
             friends: friends
                 .iter()
-                .map(
-                    |&(account, online, version)| crate::events::FriendPresence {
-                        account,
-                        online,
-                        version,
-                    },
-                )
+                .map(|&(friend, online, version)| (AccountId(friend), online, version))
                 .collect(),
         },
     )
 }
 
 pub fn sign_off(t: f64, account: u64, for_good: bool) -> At {
-    (t, Event::SignOff { account, for_good })
+    player(t, account, PlayerFact::SignOff { for_good })
 }
 
 pub fn view(account: u64, session: &str, leader: u64, members: &[u64], max: u32) -> SessionView {
@@ -302,18 +353,28 @@ pub fn view(account: u64, session: &str, leader: u64, members: &[u64], max: u32)
     }
 }
 
+/// A session as an answer to `view.account` showed it.
 pub fn session_view(t: f64, view: SessionView) -> At {
-    (t, Event::SessionView(view))
+    player(
+        t,
+        view.account,
+        PlayerFact::SessionView(Session {
+            id: SessionId(view.session),
+            leader: AccountId(view.leader),
+            members: view.members.into_iter().map(AccountId).collect(),
+            max_members: view.max_members,
+        }),
+    )
 }
 
 /// Account 1 read its connection slowly from `from` to `until` while account 2 flooded it,
 /// recorded as the spell ended.
 pub fn slow_reading(from: f64, until: f64) -> At {
-    (
+    player(
         until,
-        Event::SlowReading {
-            account: 1,
-            senders: vec![2],
+        1,
+        PlayerFact::SlowReading {
+            senders: vec![AccountId(2)],
             from,
             until,
             flood: 2000,
@@ -381,5 +442,37 @@ impl Final {
                 offline: self.offline,
             },
         )
+    }
+}
+
+/// The player fact of a hand-made record, to change it.
+pub fn fact_mut(at: &mut At) -> &mut PlayerFact {
+    match &mut at.1 {
+        Event::Player { fact, .. } => fact,
+        other => panic!("not a player fact: {other:?}"),
+    }
+}
+
+/// The write of a hand-made record, to change it.
+pub fn write_mut(at: &mut At) -> &mut Write {
+    match fact_mut(at) {
+        PlayerFact::Write(w) => w,
+        other => panic!("not a write: {other:?}"),
+    }
+}
+
+/// The event received in a hand-made record, to change it.
+pub fn received_mut(at: &mut At) -> &mut Received {
+    match fact_mut(at) {
+        PlayerFact::Received { event, .. } => event,
+        other => panic!("not a received event: {other:?}"),
+    }
+}
+
+/// The account a hand-made player record is of.
+pub fn account_of(at: &At) -> Option<u64> {
+    match &at.1 {
+        Event::Player { account, .. } => Some(*account),
+        _ => None,
     }
 }

@@ -15,7 +15,7 @@ use super::faults::{faults, fmt_num, Fault};
 use super::model::{Model, Relation};
 use super::presence::DELIVERY_WINDOW;
 use super::{some, CheckResult, Quantity};
-use crate::events::{Event, History};
+use crate::events::{History, PlayerFact};
 
 pub const NAME: &str = "unexpected_events";
 
@@ -28,34 +28,17 @@ const CLOCKS_APART: f64 = 1.0;
 struct SetVersions(HashMap<u64, HashMap<u64, f64>>);
 
 impl SetVersions {
-    /// `None` for a history written before players recorded their unanswered activity
-    /// changes: a version shown there may be one of those, so none is judged.
-    fn of(history: &History) -> Option<SetVersions> {
-        let predates = history
-            .iter()
-            .any(|(_, event)| matches!(event, Event::RunStart(meta) if !meta.unanswered_presence));
-        if predates {
-            return None;
-        }
+    fn of(history: &History) -> SetVersions {
         let mut set: HashMap<u64, HashMap<u64, f64>> = HashMap::new();
-        for (_, event) in history.iter() {
-            if let Event::PresenceChange {
-                account,
-                version,
-                sent,
-                ..
-            }
-            | Event::PresenceUnanswered {
-                account,
-                version,
-                sent,
-            } = event
+        for (_, account, fact) in history.facts() {
+            if let PlayerFact::PresenceSet { version, sent, .. }
+            | PlayerFact::PresenceUnanswered { version, sent } = fact
             {
-                let first = set.entry(*account).or_default().entry(*version);
+                let first = set.entry(account).or_default().entry(*version);
                 first.and_modify(|s| *s = s.min(*sent)).or_insert(*sent);
             }
         }
-        Some(SetVersions(set))
+        SetVersions(set)
     }
 
     /// Whether `account`'s presence at `version` may be shown at `t`.
@@ -93,9 +76,8 @@ pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
     let set = SetVersions::of(history);
     let (mut presence, mut session_news, mut versions) = (0u64, 0u64, 0u64);
     let mut unexpected = Vec::new();
-    for (t, event) in history.iter() {
+    for (t, account, fact) in history.facts() {
         let mut shown = |to: u64, of: u64, version: u64| {
-            let Some(set) = &set else { return };
             versions += 1;
             if !set.allows(of, version, t) {
                 unexpected.push(format!(
@@ -104,38 +86,30 @@ pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
                 ));
             }
         };
-        let (account, kind, from, session) = match event {
-            Event::Received {
-                account,
-                event: kind,
-                from,
-                session,
-                version,
-                ..
-            } => {
-                if let (Some(from), Some(version)) = (from, version) {
-                    shown(*account, *from, *version);
+        let event = match fact {
+            PlayerFact::Received { event, .. } => {
+                if let Some((from, version, _)) = event.presence {
+                    shown(account, from.0, version);
                 }
-                (account, kind, from, session)
+                event
             }
-            Event::Resync {
-                account, friends, ..
-            } => {
-                for friend in friends {
-                    shown(*account, friend.account, friend.version);
+            PlayerFact::Resync { friends, .. } => {
+                for &(friend, _, version) in friends {
+                    shown(account, friend.0, version);
                 }
                 continue;
             }
             _ => continue,
         };
-        let relation = match (kind.as_str(), from, session) {
+        let (kind, from) = (event.kind.as_str(), event.from().map(|a| a.0));
+        let relation = match (kind, from, &event.session) {
             ("presence", Some(from), _) => {
                 presence += 1;
-                Relation::friends(*account, *from)
+                Relation::friends(account, from)
             }
             (kind, _, Some(session)) if kind.starts_with("session_") => {
                 session_news += 1;
-                Relation::Member(*account, session.clone())
+                Relation::Member(account, session.0.clone())
             }
             _ => continue,
         };
@@ -168,11 +142,7 @@ pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
     }
     let mut detail = format!(
         "{presence} presence events (to friends only), {session_news} session events (to \
-         members only), {}",
-        match set {
-            Some(_) => format!("{versions} presence versions shown (each one its account set)"),
-            None => "versions not judged (the history predates presence_unanswered)".to_owned(),
-        }
+         members only), {versions} presence versions shown (each one its account set)"
     );
     if !unexpected.is_empty() {
         detail.push_str(&format!(
@@ -189,8 +159,9 @@ mod tests {
     use super::*;
     use crate::checks::testing::*;
     use crate::checks::Verdict;
-    use crate::events::{WriteOp, WriteOutcome};
+    use crate::events::{Event, WriteOp, WriteOutcome};
     use crate::plan::ActionKind;
+    use anyplay_load::wire::SessionId;
 
     /// Judges `events` where account 1 set its presence to version 10 at the start (the
     /// version of the presence events the tests send).
@@ -212,10 +183,10 @@ mod tests {
         let ok = shown(vec![presence(5.0, 2, 1, 1, 1, 10)]);
         assert_eq!(ok.result, Verdict::Pass, "{}", ok.detail);
         let unanswered = shown(vec![
-            (
+            player(
                 3.0,
-                Event::PresenceUnanswered {
-                    account: 1,
+                1,
+                PlayerFact::PresenceUnanswered {
                     version: 12,
                     sent: 2.0,
                 },
@@ -319,8 +290,12 @@ mod tests {
     fn session_news_goes_to_members_only() {
         let news = |t: f64, account: u64| {
             let (t, mut event) = received(t, account, 1, Some(1));
-            if let Event::Received { session, .. } = &mut event {
-                *session = Some("9".into());
+            if let Event::Player {
+                fact: PlayerFact::Received { event, .. },
+                ..
+            } = &mut event
+            {
+                event.session = Some(SessionId("9".into()));
             }
             (t, event)
         };

@@ -164,6 +164,7 @@ pub(crate) fn table(headers: &[&str], right: &[bool], rows: &[Vec<String>]) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checks::testing as h;
     use crate::events::{Event, History};
     use crate::plan::{ActionKind, Plan};
 
@@ -180,21 +181,9 @@ mod tests {
                     via: None,
                 },
             ),
-            (
-                1.1,
-                Event::PlayerLost {
-                    account: 1,
-                    node: "node-1".into(),
-                    reason: "reset".into(),
-                },
-            ),
-            (
-                2.6,
-                Event::PlayerBack {
-                    account: 1,
-                    node: "node-1".into(),
-                },
-            ),
+            h::on(0.5, 1, "node-1"),
+            h::lost(1.1, 1, "node-1"),
+            h::back(2.6, 1, "node-1"),
         ]
         .into_iter()
         .collect();

@@ -2,16 +2,16 @@
 //! settings, the load's target (the nodes as players reach them), the translation of the
 //! facts players live through into the run's history, and the final reads.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyplay_load::budget::{Devices, Holder};
-use anyplay_load::facts::{CallClass, CloseCause, Fact, Stamped};
+use anyplay_load::facts::{CallClass, Fact, Stamped};
 use anyplay_load::final_reads::{FinalReads, Touched};
 use anyplay_load::mail_log::{MailLog, DEFAULT_WAIT};
-use anyplay_load::reconnect::{ReconnectMode, REPLACED};
+use anyplay_load::reconnect::ReconnectMode;
 use anyplay_load::settings::{
     CardSettings, Mode, PresenceSettings, Scenario, SessionSettings, Settings, TrafficSettings,
 };
@@ -21,7 +21,8 @@ use anyplay_load::{NodeEndpoint, Target};
 use hdrhistogram::Histogram;
 use tokio::sync::mpsc;
 
-use crate::events::{Event, EventLog, FriendPresence, SessionView, Write};
+use crate::checks::losses::{self, Change, Losses};
+use crate::events::{Event, EventLog};
 use crate::plan::{Backend, Plan, Reconnect};
 use crate::sync::lock;
 
@@ -174,30 +175,27 @@ pub fn p99_ms(h: &Option<Histogram<u64>>) -> Option<f64> {
         .map(|h| h.value_at_quantile(0.99) as f64 / 1000.0)
 }
 
-/// An account's live connections as its facts tell, and the node it was lost from.
-#[derive(Default)]
-struct Account {
-    live: BTreeMap<u64, NodeId>,
-    lost: bool,
-}
-
-/// Translates the players' facts into the history, and counts the current second.
+/// Writes the players' facts into the history as they come, and counts the current second.
 pub struct Recorder {
     log: EventLog,
-    /// The nodes in the target's order: a call's node index names one.
-    nodes: Vec<NodeId>,
-    accounts: Mutex<HashMap<u64, Account>>,
+    /// The rule that finds losses and returns, for the `player_lost` / `player_back` lines.
+    losses: Mutex<Losses>,
     /// Every (account, session) a session write touched: read again at the end.
     touched: Touched,
     pub second: Mutex<Second>,
 }
 
 impl Recorder {
+    /// A recorder into `log`, which first learns the nodes in the target's order (a fact's
+    /// node index names one).
     pub fn new(log: EventLog, nodes: &[NodeAddrs]) -> Arc<Recorder> {
+        let nodes = nodes.iter().map(|n| NodeId(n.name.clone())).collect();
+        if let Err(e) = log.record(Event::PlayerNodes { nodes }) {
+            tracing::warn!("event log: {e}");
+        }
         Arc::new(Recorder {
             log,
-            nodes: nodes.iter().map(|n| NodeId(n.name.clone())).collect(),
-            accounts: Mutex::new(HashMap::new()),
+            losses: Mutex::new(Losses::default()),
             touched: Touched::default(),
             second: Mutex::new(Second::default()),
         })
@@ -206,13 +204,6 @@ impl Recorder {
     /// Takes the counts of the second that just ended.
     pub fn take_second(&self) -> Second {
         std::mem::take(&mut *lock(&self.second))
-    }
-
-    fn node(&self, index: usize) -> NodeId {
-        self.nodes
-            .get(index)
-            .cloned()
-            .unwrap_or_else(|| NodeId(format!("node-{}", index + 1)))
     }
 
     fn write(&self, at: std::time::Instant, event: Event) {
@@ -243,20 +234,52 @@ impl Recorder {
 
     fn on(&self, stamped: Stamped) {
         self.touched.note(&stamped);
+        self.count(&stamped.fact);
         let Stamped {
-            at, account, fact, ..
+            at,
+            player,
+            account,
+            fact,
         } = stamped;
-        let seconds = |i: std::time::Instant| self.log.seconds(i);
-        // Calls come before sign-in; everything else is of a signed-in account.
-        if let Fact::Call {
-            op,
-            status,
-            latency,
-            node_index,
-        } = &fact
-        {
-            if op.is_http() {
-                let mut second = lock(&self.second);
+        // Calls are counted, not recorded: the series holds them.
+        if matches!(fact, Fact::Call { .. }) {
+            return;
+        }
+        let Some(account) = account.map(|a| a.0) else {
+            return;
+        };
+        if let Some(change) = lock(&self.losses).on(account, &fact) {
+            let event = match change {
+                Change::Lost { node, reason } => Event::PlayerLost {
+                    account,
+                    node,
+                    reason,
+                },
+                Change::Back { node } => Event::PlayerBack { account, node },
+            };
+            self.write(at, event);
+        }
+        let fact = fact.map_times(|i| self.log.seconds(i));
+        self.write(
+            at,
+            Event::Player {
+                player,
+                account,
+                fact,
+            },
+        );
+    }
+
+    /// Counts `fact` into the current second.
+    fn count(&self, fact: &Fact) {
+        let mut second = lock(&self.second);
+        match fact {
+            Fact::Call {
+                op,
+                status,
+                latency,
+                node_index,
+            } if op.is_http() => {
                 second.calls.record_call(*latency, *status);
                 if let Some(node) = node_index {
                     let (calls, errors) = second.calls_by_node.entry(*node).or_default();
@@ -264,191 +287,17 @@ impl Recorder {
                     *errors += u64::from(status.class() == CallClass::Failed);
                 }
             }
-            return;
-        }
-        let Some(account) = account.map(|a| a.0) else {
-            return;
-        };
-        let event = match fact {
-            Fact::Call { .. } => return,
-            Fact::Welcome {
-                conn,
-                device,
-                node,
-                opened,
-                ..
-            } => {
-                lock(&self.second).welcomes += 1;
-                let back = {
-                    let mut accounts = lock(&self.accounts);
-                    let state = accounts.entry(account).or_default();
-                    state.live.insert(conn, node.clone());
-                    std::mem::take(&mut state.lost)
-                };
-                if back {
-                    self.write(
-                        at,
-                        Event::PlayerBack {
-                            account,
-                            node: node.0.clone(),
-                        },
-                    );
-                }
-                Event::Welcome {
-                    account,
-                    conn,
-                    node,
-                    device: device.number(),
-                    opened: seconds(opened),
-                }
+            Fact::Welcome { .. } => second.welcomes += 1,
+            Fact::Closed { code, cause, .. } if !losses::voluntary(*code, *cause) => {
+                second.disconnects += 1;
             }
-            Fact::Closed {
-                conn, code, cause, ..
-            } => {
-                let voluntary = matches!(cause, CloseCause::ClientClose | CloseCause::Shutdown)
-                    || code == Some(REPLACED);
-                if !voluntary {
-                    lock(&self.second).disconnects += 1;
-                }
-                let lost_from = {
-                    let mut accounts = lock(&self.accounts);
-                    let state = accounts.entry(account).or_default();
-                    let node = state.live.remove(&conn);
-                    let lost = !voluntary && state.live.is_empty() && !state.lost;
-                    state.lost |= lost;
-                    node.filter(|_| lost)
-                };
-                if let Some(node) = lost_from {
-                    let reason = match code {
-                        Some(code) => format!("closed {code}"),
-                        None => serde_json::to_value(cause)
-                            .ok()
-                            .and_then(|v| v.as_str().map(str::to_owned))
-                            .unwrap_or_default(),
-                    };
-                    self.write(
-                        at,
-                        Event::PlayerLost {
-                            account,
-                            node: node.0,
-                            reason,
-                        },
-                    );
-                }
-                Event::Closed {
-                    account,
-                    conn,
-                    code,
-                    cause,
-                }
-            }
-            Fact::Received { conn, event } => {
+            Fact::Received { event, .. } => {
                 if let Some(delivery) = event.delivery {
-                    record(&mut lock(&self.second).presence, delivery);
-                }
-                let (from, version, online) = match event.presence {
-                    Some((from, version, online)) => (Some(from.0), Some(version), Some(online)),
-                    None => (event.about.map(|a| a.0), None, None),
-                };
-                Event::Received {
-                    account,
-                    conn,
-                    seq: event.seq,
-                    event: event.kind,
-                    from,
-                    version,
-                    online,
-                    session: event.session.map(|s| s.0),
+                    record(&mut second.presence, delivery);
                 }
             }
-            Fact::PresenceSet {
-                version,
-                sent,
-                node_index,
-            } => Event::PresenceChange {
-                account,
-                version,
-                sent: seconds(sent),
-                node: self.node(node_index),
-            },
-            Fact::PresenceUnanswered { version, sent } => Event::PresenceUnanswered {
-                account,
-                version,
-                sent: seconds(sent),
-            },
-            Fact::Write(w) => Event::Write(Write {
-                op: w.op,
-                account,
-                other: w.other.map(|a| a.0),
-                session: w.session.map(|s| s.0),
-                outcome: w.outcome,
-                refusal: w.refusal,
-                befriended: w.befriended,
-                privacy: w.privacy,
-                sent: seconds(w.sent),
-            }),
-            Fact::CardsRead { sent, cards } => Event::CardsRead {
-                account,
-                sent: seconds(sent),
-                cards,
-            },
-            Fact::Resync {
-                conn,
-                sent,
-                friends,
-            } => Event::Resync {
-                account,
-                conn,
-                sent: seconds(sent),
-                friends: friends
-                    .into_iter()
-                    .map(|(friend, online, version)| FriendPresence {
-                        account: friend.0,
-                        online,
-                        version,
-                    })
-                    .collect(),
-            },
-            Fact::SessionView(session) => Event::SessionView(SessionView::of(account, &session)),
-            Fact::SignOff { for_good } => Event::SignOff { account, for_good },
-            Fact::LoggedOut {
-                sent,
-                outcome,
-                stale_refresh_taken,
-            } => Event::Logout {
-                account,
-                sent: seconds(sent),
-                outcome,
-                stale_refresh_taken,
-            },
-            Fact::LimitBurst {
-                limit,
-                source,
-                sent,
-                wall_ms,
-                answers,
-            } => Event::LimitBurst {
-                account,
-                limit,
-                source,
-                sent: seconds(sent),
-                wall_ms,
-                answers,
-            },
-            Fact::SlowReading {
-                senders,
-                from,
-                until,
-                flood,
-            } => Event::SlowReading {
-                account,
-                senders: senders.into_iter().map(|a| a.0).collect(),
-                from: seconds(from),
-                until: seconds(until),
-                flood,
-            },
-        };
-        self.write(at, event);
+            _ => {}
+        }
     }
 }
 
