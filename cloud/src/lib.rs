@@ -33,6 +33,7 @@ pub mod metrics;
 pub mod ports;
 pub mod presence;
 pub mod ratelimit;
+pub mod retention;
 mod routes;
 pub mod server;
 pub mod state;

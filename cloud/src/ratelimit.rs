@@ -25,9 +25,18 @@ pub fn source_of(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// The window of the per-address call limit (`calls_per_minute`).
+pub const CALL_WINDOW: Duration = Duration::from_secs(60);
+
 pub enum RateLimiter {
     Memory(MemoryWindows),
-    Shared { limit: u32, window: Duration },
+    /// Counted in the store; a source past its limit is remembered here until its window
+    /// ends, so that its further calls are refused without store work.
+    Shared {
+        limit: u32,
+        window: Duration,
+        refused: Refusals,
+    },
 }
 
 impl RateLimiter {
@@ -35,7 +44,11 @@ impl RateLimiter {
     pub fn for_store(backend: Backend, limit: u32, window: Duration) -> RateLimiter {
         match backend {
             Backend::Sqlite => RateLimiter::Memory(MemoryWindows::new(limit, window)),
-            Backend::Postgres => RateLimiter::Shared { limit, window },
+            Backend::Postgres => RateLimiter::Shared {
+                limit,
+                window,
+                refused: Refusals::default(),
+            },
         }
     }
 
@@ -43,13 +56,23 @@ impl RateLimiter {
     pub async fn check(&self, store: &Store, ip: IpAddr) -> StoreResult<Result<(), Duration>> {
         match self {
             RateLimiter::Memory(windows) => Ok(windows.check(ip, Instant::now())),
-            RateLimiter::Shared { limit, window } => {
+            RateLimiter::Shared {
+                limit,
+                window,
+                refused,
+            } => {
+                let key = ip.to_string();
+                if let Some(wait) = refused.remaining(&key, Instant::now()) {
+                    return Ok(Err(wait));
+                }
                 let now = now_ms();
                 let window_ms = window.as_millis() as i64;
                 let start = now - now.rem_euclid(window_ms);
-                let calls = store.count_call(&ip.to_string(), start).await?;
+                let calls = store.count_call(&key, start).await?;
                 Ok(if calls > i64::from(*limit) {
-                    Err(Duration::from_millis((start + window_ms - now) as u64))
+                    let wait = Duration::from_millis((start + window_ms - now) as u64);
+                    refused.remember(key, wait);
+                    Err(wait)
                 } else {
                     Ok(())
                 })
@@ -61,7 +84,17 @@ impl RateLimiter {
 pub struct MemoryWindows {
     limit: u32,
     window: Duration,
-    slots: Mutex<HashMap<IpAddr, Slot>>,
+    slots: Mutex<Slots>,
+}
+
+/// How many addresses are kept before finished windows are forgotten.
+const KEPT: usize = 100_000;
+
+struct Slots {
+    by_ip: HashMap<IpAddr, Slot>,
+    /// When finished windows were last forgotten: at most once a window, so that a spray of
+    /// addresses costs one scan a window, not one per call.
+    swept: Instant,
 }
 
 struct Slot {
@@ -74,17 +107,23 @@ impl MemoryWindows {
         MemoryWindows {
             limit,
             window,
-            slots: Mutex::new(HashMap::new()),
+            slots: Mutex::new(Slots {
+                by_ip: HashMap::new(),
+                swept: Instant::now(),
+            }),
         }
     }
 
     fn check(&self, ip: IpAddr, now: Instant) -> Result<(), Duration> {
         let mut slots = self.slots.lock().unwrap_or_else(|p| p.into_inner());
-        if slots.len() > 100_000 {
+        if slots.by_ip.len() > KEPT && now.saturating_duration_since(slots.swept) >= self.window {
             // Bound memory under a spray of addresses: forget finished windows.
-            slots.retain(|_, s| now.duration_since(s.started) < self.window);
+            slots
+                .by_ip
+                .retain(|_, s| now.saturating_duration_since(s.started) < self.window);
+            slots.swept = now;
         }
-        let slot = slots.entry(ip).or_insert(Slot {
+        let slot = slots.by_ip.entry(ip).or_insert(Slot {
             started: now,
             count: 0,
         });
@@ -99,6 +138,41 @@ impl MemoryWindows {
         }
         slot.count += 1;
         Ok(())
+    }
+}
+
+/// Refusals a node remembers until their wait is over: a limit counted in the store cannot
+/// free up before then (its window only ends), so a call in between is refused from memory.
+#[derive(Default)]
+pub struct Refusals(Mutex<RefusedUntil>);
+
+#[derive(Default)]
+struct RefusedUntil {
+    by_key: HashMap<String, Instant>,
+    /// When ended refusals were last forgotten (as [`Slots::swept`]).
+    swept: Option<Instant>,
+}
+
+impl Refusals {
+    /// How long `key` stays refused from `now`, if it is.
+    pub fn remaining(&self, key: &str, now: Instant) -> Option<Duration> {
+        let refused = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let until = *refused.by_key.get(key)?;
+        (until > now).then(|| until - now)
+    }
+
+    /// Refuses `key` for `wait` from now.
+    pub fn remember(&self, key: String, wait: Duration) {
+        let now = Instant::now();
+        let mut refused = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let due = refused
+            .swept
+            .is_none_or(|at| now.saturating_duration_since(at) >= Duration::from_secs(1));
+        if refused.by_key.len() > KEPT && due {
+            refused.by_key.retain(|_, until| *until > now);
+            refused.swept = Some(now);
+        }
+        refused.by_key.insert(key, now + wait);
     }
 }
 
@@ -123,6 +197,45 @@ mod tests {
         let t0 = Instant::now();
         assert!(limiter.check(source_of(a), t0).is_ok());
         assert!(limiter.check(source_of(b), t0).is_err());
+    }
+
+    /// Regression: past `KEPT` addresses, every call scanned them all under the lock.
+    #[test]
+    fn a_spray_of_addresses_is_swept_once_a_window() {
+        let window = Duration::from_secs(60);
+        let limiter = MemoryWindows::new(5, window);
+        let t0 = Instant::now();
+        let ip = |n: u32| IpAddr::from(std::net::Ipv4Addr::from((10u32 << 24) + n));
+        for n in 0..=KEPT as u32 {
+            assert!(limiter.check(ip(n), t0).is_ok());
+        }
+        let swept = |limiter: &MemoryWindows| limiter.slots.lock().unwrap().swept;
+        let before = swept(&limiter);
+        // Within the window: no scan, however many calls.
+        for n in 0..1000 {
+            let _ = limiter.check(ip(n), t0 + Duration::from_secs(1));
+        }
+        assert_eq!(swept(&limiter), before);
+        // A window later, one sweep forgets the finished windows.
+        let later = t0 + window;
+        assert!(limiter.check(ip(7), later).is_ok());
+        let slots = limiter.slots.lock().unwrap();
+        assert_eq!(slots.swept, later);
+        assert_eq!(slots.by_ip.len(), 1);
+    }
+
+    #[test]
+    fn a_refusal_is_remembered_until_its_wait_is_over() {
+        let refusals = Refusals::default();
+        refusals.remember("127.0.0.1".into(), Duration::from_secs(30));
+        let now = Instant::now();
+        let left = refusals.remaining("127.0.0.1", now).expect("refused");
+        assert!(left <= Duration::from_secs(30) && left > Duration::from_secs(29));
+        assert_eq!(refusals.remaining("127.0.0.2", now), None);
+        assert_eq!(
+            refusals.remaining("127.0.0.1", now + Duration::from_secs(31)),
+            None
+        );
     }
 
     #[test]

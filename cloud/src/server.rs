@@ -25,10 +25,10 @@ use crate::events::{CloseCode, Hub};
 use crate::extract::ClientIp;
 use crate::mail::{MailSink, MemoryMail};
 use crate::metrics::{ConnectionMetrics, Metrics, RouteLabels, RouteOnly};
-use crate::ratelimit::RateLimiter;
+use crate::ratelimit::{RateLimiter, Refusals, CALL_WINDOW};
 use crate::state::{AppState, Shared};
 use crate::store::{Store, StoreOptions};
-use crate::{http, presence, routes};
+use crate::{http, presence, retention, routes};
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
@@ -79,7 +79,7 @@ impl Node {
                 RateLimiter::for_store(
                     store.backend(),
                     config.rate_limits.calls_per_minute,
-                    Duration::from_secs(60),
+                    CALL_WINDOW,
                 )
             });
             let hub = Arc::new(Hub::new(config.outbound_queue, metrics.clone()));
@@ -106,6 +106,7 @@ impl Node {
                 store,
                 mail,
                 limiter,
+                sign_in_refusals: Refusals::default(),
                 metrics,
                 drain: Drain::default(),
             });
@@ -245,6 +246,7 @@ async fn serve(state: AppState, public: TcpListener, ops: TcpListener) -> Result
     let ops_app = routes::ops(state.clone());
 
     let upkeep = AbortOnDrop(tokio::spawn(presence::upkeep(state.clone())));
+    let purge = AbortOnDrop(tokio::spawn(retention::purge(state.clone())));
     let stop = tokio::sync::watch::channel(false);
     let limits = state.config.http;
     let mut public_task = AbortOnDrop(tokio::spawn(http::serve(
@@ -315,6 +317,7 @@ async fn serve(state: AppState, public: TcpListener, ops: TcpListener) -> Result
     })
     .await;
     drop(upkeep);
+    drop(purge);
     // Closing waits for the pool's connections: a hung store must not hold the exit.
     if tokio::time::timeout(STORE_GRACE, state.store.close())
         .await

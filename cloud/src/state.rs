@@ -10,7 +10,7 @@ use crate::drain::Drain;
 use crate::events::{CloseCode, Event, Hub, Payload};
 use crate::mail::MailSink;
 use crate::metrics::Metrics;
-use crate::ratelimit::RateLimiter;
+use crate::ratelimit::{RateLimiter, Refusals};
 use crate::store::Store;
 
 #[derive(Clone)]
@@ -23,6 +23,8 @@ pub struct Shared {
     pub bus: Bus,
     pub mail: MailSink,
     pub limiter: Option<RateLimiter>,
+    /// The sign-in email limit's refusals, remembered until their wait is over.
+    pub sign_in_refusals: Refusals,
     pub metrics: Arc<Metrics>,
     pub drain: Drain,
 }

@@ -359,3 +359,68 @@ async fn nul_characters_in_text_fields_are_refused(topology: Topology) {
     assert!(me["avatar"].is_null(), "{me}");
     assert_eq!(me["privacy"], "friends");
 }
+
+/// Regression (issue 30): a call past a limit counted in the store took a store
+/// connection, an upsert (the per-IP window) or locks and reads (the sign-in email
+/// windows), each time. Once a node has refused a source, it refuses it again from memory
+/// until the window can have freed up: with the tables locked, the refusals still come at once.
+#[tokio::test]
+async fn a_call_refused_by_a_limit_costs_no_store_work() {
+    use sqlx::Executor;
+
+    let cloud = TestCloud::start_limited(
+        Topology::Pair,
+        &["--rate-calls-per-minute", "5", "--rate-auth-email", "2"],
+    )
+    .await;
+    let node = cloud.node(0);
+    let me = || async {
+        node.http
+            .get(format!("{}/v1/me", node.api))
+            .send()
+            .await
+            .expect("request sent")
+            .status()
+    };
+    let email = |address: &'static str| async move {
+        node.call(
+            Method::POST,
+            "/v1/auth/email",
+            None,
+            Some(json!({ "email": address })),
+        )
+        .await
+        .0
+    };
+    // Up to each limit, and one refusal that finds it out in the store.
+    for _ in 0..5 {
+        assert_eq!(me().await, StatusCode::UNAUTHORIZED);
+    }
+    assert_eq!(me().await, StatusCode::TOO_MANY_REQUESTS);
+    for expected in [
+        StatusCode::ACCEPTED,
+        StatusCode::ACCEPTED,
+        StatusCode::TOO_MANY_REQUESTS,
+    ] {
+        assert_eq!(email("refused@y.z").await, expected);
+    }
+    // The store locked: a call that needs it waits out the node's lock timeout and fails.
+    let mut sql = cloud.sql().await;
+    sql.execute("BEGIN").await.unwrap();
+    sql.execute("LOCK TABLE rate_windows, challenges IN ACCESS EXCLUSIVE MODE")
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    for _ in 0..10 {
+        assert_eq!(me().await, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(email("refused@y.z").await, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(email("other@y.z").await, StatusCode::TOO_MANY_REQUESTS);
+    }
+    let took = started.elapsed();
+    sql.execute("ROLLBACK").await.unwrap();
+    // Each call that waited would take the node's lock timeout (2 s): 30 of them, a minute.
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "30 refusals took {took:?}: they waited for the locked store"
+    );
+}

@@ -15,6 +15,8 @@ each_topology!(
     a_burst_of_sign_in_emails_stays_within_the_caps,
     signup_rules,
     logout_closes_the_connection_with_4003_and_revokes,
+    a_refresh_racing_a_logout_keeps_no_token,
+    a_socket_opened_during_a_logout_is_closed,
 );
 
 async fn sign_in_again_refresh_and_profile(topology: Topology) {
@@ -384,4 +386,78 @@ async fn logout_closes_the_connection_with_4003_and_revokes(topology: Topology) 
         )
         .await;
     assert_eq!(s, StatusCode::UNAUTHORIZED);
+}
+
+/// Regression (issue 30): on PostgreSQL a refresh that raced a logout could insert its new
+/// refresh token after the logout had deleted the account's tokens, so it outlived the
+/// logout. Whatever the order, no token made by the refresh works once both answered.
+async fn a_refresh_racing_a_logout_keeps_no_token(topology: Topology) {
+    let cloud = TestCloud::start(topology, &[]).await;
+    for round in 0..30 {
+        let ann = cloud.signup(&format!("race{round}")).await;
+        let refresh = cloud.node(round).call(
+            Method::POST,
+            "/v1/auth/refresh",
+            None,
+            Some(json!({"refresh_token": ann.refresh})),
+        );
+        let logout =
+            cloud
+                .node(round + 1)
+                .call(Method::POST, "/v1/auth/logout", Some(&ann.access), None);
+        let ((refreshed, fresh), (logged_out, _)) = tokio::join!(refresh, logout);
+        assert_eq!(logged_out, StatusCode::NO_CONTENT);
+        if refreshed != StatusCode::OK {
+            assert_eq!(refreshed, StatusCode::UNAUTHORIZED, "{fresh}");
+            continue;
+        }
+        let (s, _) = cloud
+            .node(round)
+            .call(
+                Method::POST,
+                "/v1/auth/refresh",
+                None,
+                Some(json!({"refresh_token": fresh["refresh_token"]})),
+            )
+            .await;
+        assert_eq!(
+            s,
+            StatusCode::UNAUTHORIZED,
+            "round {round}: the new refresh token outlived the logout"
+        );
+        let (s, _) = cloud
+            .node(round)
+            .call(Method::GET, "/v1/me", fresh["access_token"].as_str(), None)
+            .await;
+        assert_eq!(
+            s,
+            StatusCode::UNAUTHORIZED,
+            "round {round}: the new access token outlived the logout"
+        );
+    }
+}
+
+/// Regression (issue 30): a socket whose token was checked just before a logout revoked it,
+/// and registered just after the logout closed the account's connections, stayed open.
+async fn a_socket_opened_during_a_logout_is_closed(topology: Topology) {
+    let cloud = TestCloud::start(topology, &[]).await;
+    for round in 0..20 {
+        let ann = cloud.signup(&format!("sock{round}")).await;
+        let connect = cloud.socket(&ann).try_connect(&ann);
+        let logout =
+            cloud
+                .node(round + 1)
+                .call(Method::POST, "/v1/auth/logout", Some(&ann.access), None);
+        let (connected, (logged_out, _)) = tokio::join!(connect, logout);
+        assert_eq!(logged_out, StatusCode::NO_CONTENT);
+        // Refused: the logout came first.
+        let Ok(mut events) = connected else {
+            continue;
+        };
+        assert_eq!(
+            events.closed().await,
+            End::Close(4003),
+            "round {round}: the socket outlived the logout"
+        );
+    }
 }

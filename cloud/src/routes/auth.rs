@@ -1,5 +1,7 @@
 //! Email-code sign-in, signup, refresh and logout.
 
+use std::time::Instant;
+
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -10,7 +12,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::events::CloseCode;
 use crate::extract::{Auth, ClientIp, Json};
 use crate::state::AppState;
-use crate::store::{Account, ChallengeIssue, CodeCheck, IssuedTokens, Signup};
+use crate::store::{Account, ChallengeIssue, ChallengeKey, CodeCheck, IssuedTokens, Signup};
 
 #[derive(Deserialize)]
 pub struct EmailBody {
@@ -73,9 +75,23 @@ pub async fn email(
     }
     let limits = &state.config.rate_limits;
     let per_window = limits.enabled.then_some(limits.auth_email_per_15m);
+    let ip = ip.0.to_string();
+    // Refused already, and its window cannot have freed up: refused again without store work.
+    let key = |by| match by {
+        ChallengeKey::Ip => format!("ip {ip}"),
+        ChallengeKey::Email => format!("email {email}"),
+    };
+    let refused = [ChallengeKey::Ip, ChallengeKey::Email]
+        .into_iter()
+        .find_map(|by| state.sign_in_refusals.remaining(&key(by), Instant::now()));
+    if let Some(wait) = refused {
+        return Err(ApiError::RateLimited {
+            retry_after_s: wait.as_secs_f64().ceil() as u64,
+        });
+    }
     match state
         .store
-        .create_challenge(&email, &ip.0.to_string(), per_window)
+        .create_challenge(&email, &ip, per_window)
         .await?
     {
         ChallengeIssue::Created { challenge_id, code } => {
@@ -89,9 +105,12 @@ pub async fn email(
             )
                 .into_response())
         }
-        ChallengeIssue::Limited(wait) => Err(ApiError::RateLimited {
-            retry_after_s: wait.as_secs_f64().ceil() as u64,
-        }),
+        ChallengeIssue::Limited { by, wait } => {
+            state.sign_in_refusals.remember(key(by), wait);
+            Err(ApiError::RateLimited {
+                retry_after_s: wait.as_secs_f64().ceil() as u64,
+            })
+        }
     }
 }
 

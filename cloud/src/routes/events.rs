@@ -70,7 +70,7 @@ pub async fn upgrade(
         .write_buffer_size(4 * 1024)
         .max_message_size(TRANSPORT_LIMIT)
         .max_frame_size(TRANSPORT_LIMIT)
-        .on_upgrade(move |socket| serve(state, account_id, socket, open)))
+        .on_upgrade(move |socket| serve(state, account_id, token, socket, open)))
 }
 
 /// Room for the old node's renewal to run and close what it finds taken.
@@ -91,7 +91,13 @@ fn new_connection_id() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-async fn serve(state: AppState, account_id: i64, socket: WebSocket, _open: SocketGuard) {
+async fn serve(
+    state: AppState,
+    account_id: i64,
+    token: String,
+    socket: WebSocket,
+    _open: SocketGuard,
+) {
     let node = state.config.node_id.clone();
     let connection_id = new_connection_id();
     let since = now_ms();
@@ -105,6 +111,16 @@ async fn serve(state: AppState, account_id: i64, socket: WebSocket, _open: Socke
         state
             .hub
             .close_account(account_id, Some(&connection_id), CloseCode::GoingAway);
+    }
+    // A logout that closed the account's connections between the token's check and the
+    // registration above missed this one: the token is read again, now that a later
+    // logout's close finds it.
+    if let Ok(owner) = state.store.account_for_access_token(&token).await {
+        if owner != Some(account_id) {
+            state
+                .hub
+                .close_account(account_id, Some(&connection_id), CloseCode::SignedOut);
+        }
     }
     let registered = match state
         .store

@@ -18,7 +18,7 @@ const CHALLENGE_TTL_MS: i64 = 10 * 60 * 1000;
 const MAX_CODE_TRIES: i64 = 5;
 const SIGNUP_TTL_MS: i64 = 30 * 60 * 1000;
 const REFRESH_TTL_MS: i64 = 30 * 24 * 3600 * 1000;
-const AUTH_EMAIL_WINDOW_MS: i64 = 15 * 60 * 1000;
+pub(super) const AUTH_EMAIL_WINDOW_MS: i64 = 15 * 60 * 1000;
 
 /// A fresh pair of tokens.
 #[derive(Debug, Clone)]
@@ -51,8 +51,18 @@ pub enum ChallengeIssue {
         challenge_id: String,
         code: String,
     },
-    /// Over the limit; retry after this long.
-    Limited(Duration),
+    /// Over the limit of `by` (the address or the IP); retry after this long.
+    Limited {
+        by: ChallengeKey,
+        wait: Duration,
+    },
+}
+
+/// What the sign-in email limit counts challenges by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChallengeKey {
+    Ip,
+    Email,
 }
 
 fn random_token() -> String {
@@ -84,7 +94,10 @@ impl Store {
             // Count and insert as one step, or a burst through several nodes gets past the cap.
             tx.serialize_on(Serial::ChallengesFromIp(ip)).await?;
             tx.serialize_on(Serial::ChallengesToEmail(email)).await?;
-            for (column, value) in [("ip", ip), ("email", email)] {
+            for (by, column, value) in [
+                (ChallengeKey::Ip, "ip", ip),
+                (ChallengeKey::Email, "email", email),
+            ] {
                 let rows = sqlx::query(&format!(
                     "SELECT created_at FROM challenges WHERE {column} = $1 AND created_at > $2 \
                      ORDER BY created_at LIMIT $3"
@@ -101,7 +114,10 @@ impl Store {
                         None => now,
                     };
                     let wait = (oldest + AUTH_EMAIL_WINDOW_MS - now).max(1000);
-                    return Ok(ChallengeIssue::Limited(Duration::from_millis(wait as u64)));
+                    return Ok(ChallengeIssue::Limited {
+                        by,
+                        wait: Duration::from_millis(wait as u64),
+                    });
                 }
             }
         }
@@ -266,13 +282,24 @@ impl Store {
         })
     }
 
-    /// Swaps a refresh token for a new pair; the old one stops working.
+    /// Swaps a refresh token for a new pair; the old one stops working. A logout of the
+    /// account takes turns with it, so the new pair is revoked or never made.
     pub async fn refresh(
         &self,
         refresh_token: &str,
         access_ttl: Duration,
     ) -> StoreResult<Option<(Account, IssuedTokens)>> {
         let mut tx = self.begin().await?;
+        let owner: Option<i64> =
+            sqlx::query_scalar("SELECT account_id FROM refresh_tokens WHERE token_hash = $1")
+                .bind(hash(refresh_token))
+                .fetch_optional(&mut *tx.tx)
+                .await?;
+        let Some(owner) = owner else {
+            return Ok(None);
+        };
+        tx.serialize_on(Serial::Tokens(owner)).await?;
+        // Read again after the turn: a logout before it took the token.
         let account_id: Option<i64> = sqlx::query_scalar(
             "DELETE FROM refresh_tokens WHERE token_hash = $1 AND expires_at > $2 RETURNING account_id",
         )
@@ -292,6 +319,7 @@ impl Store {
     /// Revokes every token of the account.
     pub async fn logout(&self, account_id: i64) -> StoreResult<()> {
         let mut tx = self.begin().await?;
+        tx.serialize_on(Serial::Tokens(account_id)).await?;
         for table in ["refresh_tokens", "access_tokens"] {
             sqlx::query(&format!("DELETE FROM {table} WHERE account_id = $1"))
                 .bind(account_id)

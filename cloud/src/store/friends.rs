@@ -23,7 +23,7 @@ use crate::config::FriendLimits;
 use crate::events::AccountRef;
 
 /// The window of the young accounts' daily request limit.
-const DAY: Duration = Duration::from_secs(24 * 3600);
+pub(super) const DAY: Duration = Duration::from_secs(24 * 3600);
 
 /// Which friend limit a call ran into; the error object names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

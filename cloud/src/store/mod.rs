@@ -27,11 +27,12 @@ mod json_list;
 mod limits;
 mod lookups;
 mod presence;
+mod retention;
 mod sessions;
 mod write_queue;
 
 pub use accounts::{Account, Privacy};
-pub use auth::{ChallengeIssue, CodeCheck, IssuedTokens, Signup};
+pub use auth::{ChallengeIssue, ChallengeKey, CodeCheck, IssuedTokens, Signup};
 pub use cards::{Card, Relation, Trophies, True};
 pub use clock::{now_ms, now_us};
 pub use connections::{ConnectionRecord, Reasserted, Registered};
@@ -171,6 +172,8 @@ pub(crate) enum Serial<'a> {
     ChallengesFromIp(&'a str),
     /// The sign-in challenges to one email address.
     ChallengesToEmail(&'a str),
+    /// One account's tokens: a refresh and a logout of it take turns.
+    Tokens(i64),
 }
 
 impl Serial<'_> {
@@ -179,6 +182,7 @@ impl Serial<'_> {
         match self {
             Serial::ChallengesFromIp(ip) => (2, ip.to_string()),
             Serial::ChallengesToEmail(email) => (3, email.to_string()),
+            Serial::Tokens(account) => (4, account.to_string()),
         }
     }
 }

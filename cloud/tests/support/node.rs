@@ -218,6 +218,18 @@ impl TestNode {
 
     /// Opens the event connection of `player` here and returns it after its welcome.
     pub async fn connect(&self, player: &Player) -> (Events, Value) {
+        let mut events = self.try_connect(player).await.expect("websocket connect");
+        let welcome = events.next().await;
+        assert_eq!(welcome["type"], "welcome", "{welcome}");
+        (events, welcome)
+    }
+
+    /// Opens the event connection of `player` here, before its welcome; the error when
+    /// the upgrade is refused.
+    pub async fn try_connect(
+        &self,
+        player: &Player,
+    ) -> Result<Events, tokio_tungstenite::tungstenite::Error> {
         let url = format!("{}/v1/events", self.api.replace("http://", "ws://"));
         let mut req = url.into_client_request().expect("a WebSocket request");
         req.headers_mut().insert(
@@ -226,13 +238,8 @@ impl TestNode {
                 .parse()
                 .expect("a header value"),
         );
-        let (ws, _) = tokio_tungstenite::connect_async(req)
-            .await
-            .expect("websocket connect");
-        let mut events = Events { ws };
-        let welcome = events.next().await;
-        assert_eq!(welcome["type"], "welcome", "{welcome}");
-        (events, welcome)
+        let (ws, _) = tokio_tungstenite::connect_async(req).await?;
+        Ok(Events { ws })
     }
 
     /// The process id.
