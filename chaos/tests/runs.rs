@@ -387,6 +387,9 @@ fn ctrl_c_in_a_lasting_partition_ends_soon_and_a_second_one_at_once() {
     let out = dir.join("twice");
     let mut supervisor = start_until(&plan, &out, "action_start");
     std::thread::sleep(Duration::from_secs(2));
+    // PostgreSQL's files live in a scratch directory the run dir links to.
+    let postgres_files = std::fs::read_link(out.join("postgres")).expect("postgres is linked");
+    assert!(postgres_files.is_dir());
     interrupt(&supervisor);
     std::thread::sleep(Duration::from_millis(300));
     interrupt(&supervisor);
@@ -394,6 +397,12 @@ fn ctrl_c_in_a_lasting_partition_ends_soon_and_a_second_one_at_once() {
     assert!(
         out.join("report.json").is_file(),
         "no report after a second interrupt"
+    );
+    // Stopping at once still removes what the run made.
+    assert!(
+        !postgres_files.exists(),
+        "{} left behind",
+        postgres_files.display()
     );
     assert!(
         processes_under(&out).is_empty(),

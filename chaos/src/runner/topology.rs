@@ -679,14 +679,13 @@ impl Topology {
         }
     }
 
-    /// Ends every service at once, without a drain (a second interrupt).
+    /// Ends every service at once, without a drain (a second interrupt), and still removes
+    /// what the run made: the process exits next, so nothing is left to a drop.
     pub async fn kill_all(&self) {
         self.proxies.heal_all();
+        self.mend_all();
         self.supervisor.shutdown_all(Duration::ZERO).await;
-        self.supervisor.clean_up().await;
-        if let Some(network) = &self.network {
-            network.remove();
-        }
+        self.release().await;
     }
 
     /// Undoes every lasting fault: links heal and paused services go on (an interrupted timeline
@@ -732,6 +731,12 @@ impl Topology {
             }
         }
         self.supervisor.shutdown_all(Duration::from_secs(5)).await;
+        self.release().await;
+    }
+
+    /// Removes what the run made beside its services, once they have ended: their leftovers
+    /// (containers, cgroups, disks), PostgreSQL's scratch directory and the network.
+    async fn release(&self) {
         self.supervisor.clean_up().await;
         if let Some(scratch) = &self.postgres_scratch {
             scratch.remove();

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::{a_run_turn, reduced_plan_with, report, run_plan, scratch};
+use crate::support::{a_run_turn, chaos, reduced_plan_with, report, run_plan, scratch};
 
 const PORT: u16 = 2376;
 /// The second engine takes about 25 s to answer on these machines.
@@ -263,13 +263,13 @@ impl Drop for Engine {
     }
 }
 
-/// node-crash with node-2 on the engine, reached with `cert` and `key`.
-fn on_engine(dir: &Path, engine: &Engine, cert: &str, key: &str) -> PathBuf {
+/// node-crash with node-2 on the engine, reached with `cert` and `key`, trusting `ca`.
+fn on_engine(dir: &Path, engine: &Engine, ca: &str, cert: &str, key: &str) -> PathBuf {
     let p = |f: &str| engine.dir.join(f).display().to_string();
     let host = format!(
         "{{docker: '{}', tls: {{ca: '{}', cert: '{}', key: '{}'}}}}",
         engine.url(),
-        p("ca.pem"),
+        p(ca),
         p(cert),
         p(key)
     );
@@ -288,7 +288,7 @@ fn a_node_on_a_remote_engine_over_tls_passes_and_a_wrong_certificate_stops_the_r
     let engine = Engine::start(&dir.join("engine"));
     engine.load("anyplay/node:local");
 
-    let wrong = on_engine(&dir, &engine, "stranger.pem", "stranger-key.pem");
+    let wrong = on_engine(&dir, &engine, "ca.pem", "stranger.pem", "stranger-key.pem");
     let out = dir.join("refused");
     let refused = run_plan(&wrong, &out, &[]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
@@ -302,7 +302,33 @@ fn a_node_on_a_remote_engine_over_tls_passes_and_a_wrong_certificate_stops_the_r
         "nothing starts before the engine is reached"
     );
 
-    let plan = on_engine(&dir, &engine, "client.pem", "client-key.pem");
+    // Regression (issue 30): the engine's CA trusted by the system (SSL_CERT_FILE) but not
+    // by the plan, whose CA is another: bollard's TLS trusted the system's roots too.
+    let untrusted = on_engine(
+        &dir,
+        &engine,
+        "other-ca.pem",
+        "client.pem",
+        "client-key.pem",
+    );
+    let out = dir.join("untrusted");
+    let refused = chaos(&[
+        "run",
+        untrusted.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .env("SSL_CERT_FILE", engine.dir.join("ca.pem"))
+    .output()
+    .expect("anyplay-chaos runs");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("host remote: cannot reach the Docker engine at tcp://"),
+        "{stderr}"
+    );
+
+    let plan = on_engine(&dir, &engine, "ca.pem", "client.pem", "client-key.pem");
     let out = dir.join("run");
     let output = run_plan(&plan, &out, &[]);
     assert_eq!(

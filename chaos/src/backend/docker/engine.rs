@@ -15,6 +15,11 @@ pub enum EngineError {
          `dockerd &` (Debian package docker.io) or `systemctl start docker`"
     )]
     Unreachable { endpoint: String, source: Error },
+    #[error("cannot reach the Docker engine at {endpoint}: its TLS files: {source}")]
+    Tls {
+        endpoint: String,
+        source: super::tls::TlsFileError,
+    },
     #[error("docker: cannot {action}: {source}")]
     Call { action: String, source: Error },
 }
@@ -31,7 +36,8 @@ pub async fn connect() -> Result<Docker, EngineError> {
     answering(docker).await.map_err(unreachable)
 }
 
-/// A plan's engine: over TLS (its CA, the client's certificate and key), or a local socket.
+/// A plan's engine: over TLS (its CA alone trusted, the client's certificate and key), or a
+/// local socket.
 /// A certificate the engine refuses, or one of the engine's that the CA did not sign, fails
 /// here, before anything starts.
 pub async fn connect_to(engine: &Engine) -> Result<Docker, EngineError> {
@@ -40,17 +46,15 @@ pub async fn connect_to(engine: &Engine) -> Result<Docker, EngineError> {
         source,
     };
     let docker = match &engine.tls {
-        Some(tls) => Docker::connect_with_ssl(
-            &engine.docker,
-            &tls.key,
-            &tls.cert,
-            &tls.ca,
-            TIMEOUT_S,
-            API_DEFAULT_VERSION,
-        ),
-        None => Docker::connect_with_unix(&engine.docker, TIMEOUT_S, API_DEFAULT_VERSION),
-    }
-    .map_err(unreachable)?;
+        Some(tls) => super::tls::connect(&engine.docker, tls, TIMEOUT_S).map_err(|source| {
+            EngineError::Tls {
+                endpoint: engine.docker.clone(),
+                source,
+            }
+        })?,
+        None => Docker::connect_with_unix(&engine.docker, TIMEOUT_S, API_DEFAULT_VERSION)
+            .map_err(unreachable)?,
+    };
     answering(docker).await.map_err(unreachable)
 }
 

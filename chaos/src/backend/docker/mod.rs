@@ -12,6 +12,7 @@
 mod engine;
 mod leftovers;
 mod output;
+mod tls;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
