@@ -5,7 +5,8 @@
 //!
 //! The JSON: `series` by name (`elements`, `drawn`: those with a non-empty box on screen,
 //! and their `width` in SVG units); `markers` in the page's order (`label`, whether its `line` and `text` are drawn, its
-//! `x`, and `online`: the players-online line's y at the marker, its lowest point (largest
+//! `x`, and `online`: the players-online line's y at its last data point before the marker
+//! (the level before the action, whatever the sampling's phase), its lowest point (largest
 //! y) before the next marker, and its y just before that marker, in SVG units); `bands`:
 //! per service, the states of its drawn bands in time order.
 
@@ -35,11 +36,17 @@ pub const SCRIPT: &str = r#"<pre id="drawn" hidden></pre>
         points.push(online.getPointAtLength(l));
       }
     }
-    var yNear = function (x) {
+    // The line's data points, from its `d` ("M x y L x y …").
+    var vertices = [];
+    if (online) {
+      var re = /[ML]\s*(-?[\d.]+)[ ,](-?[\d.]+)/g, m;
+      while ((m = re.exec(online.getAttribute("d"))) !== null) {
+        vertices.push({x: parseFloat(m[1]), y: parseFloat(m[2])});
+      }
+    }
+    var yBefore = function (x) {
       var best = null;
-      points.forEach(function (p) {
-        if (best === null || Math.abs(p.x - x) < Math.abs(best.x - x)) { best = p; }
-      });
+      vertices.forEach(function (v) { if (v.x < x) { best = v; } });
       return best && best.y;
     };
     var markers = Array.prototype.slice.call(svg.querySelectorAll("g.marker"));
@@ -59,7 +66,7 @@ pub const SCRIPT: &str = r#"<pre id="drawn" hidden></pre>
         line: !!drawn(g.querySelector("line")),
         text: !!drawn(g.querySelector("text")),
         x: x,
-        online: points.length ? {at: yNear(x), lowest: lowest, before_next: last && last.y} : null
+        online: points.length ? {before: yBefore(x), lowest: lowest, before_next: last && last.y} : null
       });
     });
     svg.querySelectorAll("rect[data-service]").forEach(function (el) {
