@@ -3,8 +3,9 @@
 //! connection, every event received with its `seq`, every write with `ok | refused | unknown`.
 //!
 //! A fleet emits them into one [`FactSink`] when somebody asked for them
-//! ([`crate::Fleet::facts`]); `anyplay-chaos` turns them into its `events.jsonl`, so nothing
-//! is rebuilt from ledgers after a run.
+//! ([`crate::Fleet::facts`]); `anyplay-chaos` writes each into its `events.jsonl` as it is
+//! (times in the log's seconds; calls only counted), so nothing is rebuilt from ledgers after a
+//! run and a new fact needs nothing new there.
 //!
 //! A fact is generic over how it tells time: an [`Instant`] in the process that lived it, or
 //! µs since the Unix epoch ([`UnixMicros`]) when it travels to another process (a load agent's

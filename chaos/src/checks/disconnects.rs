@@ -11,7 +11,9 @@
 //! - 1011 (store out of reach): a fault on the node's way to its store.
 //! - 1013 (slow consumer): its player read it slowly on purpose then (`slow_readers`), or a
 //!   fault on the connection's path slows it (the cloud's outbound queue fills while the link
-//!   crawls). A slow reader starved of time may also be dropped without a close frame
+//!   crawls), or it shared a slow reader's flood as a friend of a sender and a fault held that
+//!   flood on its way, to let it through at once ([`slow_consumers::a_held_flood_explains`]).
+//!   A slow reader starved of time may also be dropped without a close frame
 //!   ([`slow_consumers::explains`]).
 //! - No close frame, a frame without a code (unanswered pings), or silence: a fault on the
 //!   connection's path (players, its node, the link between them). Silence is noticed up
@@ -30,7 +32,7 @@ use super::conns::{Conn, Conns, REPLACED};
 use super::faults::{faults, Fault};
 use super::model::Model;
 use super::paths::{self, Hop};
-use super::slow_consumers::{self, Seen, Spell};
+use super::slow_consumers::{self, Seen, Spell, SLOW_CONSUMER};
 use super::{some, CheckResult, Quantity};
 use crate::events::{CloseCause, History, PlayerFact, WriteOutcome};
 use crate::plan::ActionKind;
@@ -67,6 +69,9 @@ struct Reasons<'a> {
     logouts: &'a HashMap<u64, Vec<(f64, f64)>>,
     /// Each connection's slow spells.
     slow: &'a HashMap<u64, Vec<(Spell, Seen)>>,
+    /// Every slow spell, whose flood its senders' other friends get too.
+    spells: &'a [Spell],
+    model: &'a Model,
     grace: f64,
 }
 
@@ -77,6 +82,8 @@ fn explained(conn: &Conn, reasons: &Reasons<'_>) -> bool {
         faults,
         logouts,
         slow,
+        spells,
+        model,
         grace,
     } = *reasons;
     let Some(close) = conn.closed.as_ref() else {
@@ -118,11 +125,13 @@ fn explained(conn: &Conn, reasons: &Reasons<'_>) -> bool {
             .into_iter()
             .flatten()
             .any(|&(sent, answered)| sent <= t && conn.opened <= answered),
+        (CloseCause::CloseFrame, Some(SLOW_CONSUMER)) => {
+            on(&connection, grace)
+                || slow_consumers::a_held_flood_explains(spells, model, conns, faults, conn, t)
+        }
         // A frame without a code is how a node ends a connection that stopped answering
         // its pings: a fault on the path may have starved it.
-        (CloseCause::CloseFrame, Some(1013) | None) | (CloseCause::NoCloseFrame, _) => {
-            on(&connection, grace)
-        }
+        (CloseCause::CloseFrame, None) | (CloseCause::NoCloseFrame, _) => on(&connection, grace),
         (CloseCause::Silent, _) => on(&connection, grace.max(LIVENESS)),
         (CloseCause::CloseFrame, _) => false,
     }
@@ -151,11 +160,14 @@ pub fn check(history: &History, model: &Model, limit: u64, grace: f64) -> CheckR
     let faults = faults(history);
     let logouts = logouts(history);
     let slow = slow_consumers::by_conn(history, model, &conns);
+    let spells = slow_consumers::spells(history);
     let reasons = Reasons {
         conns: &conns,
         faults: &faults,
         logouts: &logouts,
         slow: &slow,
+        spells: &spells,
+        model,
         grace,
     };
     // Per label: (closes, unexplained).
@@ -440,6 +452,36 @@ mod tests {
             spell(2.0, 6.0),
         ];
         assert_eq!(judge(dropped).result, Verdict::Fail);
+    }
+
+    /// Regression (CI, hosts.yaml): a slow reader's flood from node-3 was held by a firewall
+    /// cut of node-3 from the bus and let through at its heal; four friends of the sender on
+    /// node-1, reading normally, got it at once and were closed 1013.
+    #[test]
+    fn a_1013_of_a_flood_a_fault_held_and_let_through_is_explained() {
+        let flooded = |cut: bool, friends: bool| {
+            let mut events = vec![
+                befriend(0.5, 1, 2),
+                welcome(1.0, 1, 1, "node-1"),
+                welcome(1.0, 2, 2, "node-3"),
+                welcome(1.0, 3, 3, "node-1"),
+                // Reader 1 floods by sender 2 from 40 s to 60 s.
+                slow_reading(40.0, 60.0),
+                closed(57.5, 3, 3, Some(1013), CloseFrame),
+            ];
+            if friends {
+                events.push(befriend(0.6, 3, 2));
+            }
+            if cut {
+                events.extend(action(40.0, 50.0, ActionKind::Partition, "node-3<->nats"));
+            }
+            judge(events).result
+        };
+        assert_eq!(flooded(true, true), Verdict::Pass);
+        // No fault held the flood: a friend reading normally keeps up.
+        assert_eq!(flooded(false, true), Verdict::Fail);
+        // Not a friend of the sender: the flood never came its way.
+        assert_eq!(flooded(true, false), Verdict::Fail);
     }
 
     #[test]

@@ -162,6 +162,28 @@ pub fn explains(spells: &[(Spell, Seen)], t: f64, code: Option<u16>, cause: Clos
     })
 }
 
+/// Whether a 1013 of `conn` at `t` came from a flood it shared: every friend of a spell's
+/// sender gets the flood, not only the slow reader, and a fault that held it on the way from a
+/// sender's node lets it through at once when it heals, a burst past any reader's queue.
+pub fn a_held_flood_explains(
+    spells: &[Spell],
+    model: &Model,
+    conns: &Conns,
+    faults: &[Fault],
+    conn: &Conn,
+    t: f64,
+) -> bool {
+    spells.iter().any(|spell| {
+        spell.from <= t
+            && t <= spell.until + CLOSE_AFTER
+            && spell.senders.iter().any(|&sender| {
+                sender != conn.account
+                    && model.may_hold(&Relation::friends(sender, conn.account), spell.from, t)
+            })
+            && on_a_faulted_path(faults, conn, &senders_nodes(conns, spell), spell.from, t)
+    })
+}
+
 /// Whether a fault on the connection's own path, or on the way from a sender's node to it (the
 /// flood then never reached its queue), acted meanwhile, or one on its node's way to the store
 /// held when it ended (a node that cannot renew its leases closes its players).

@@ -55,10 +55,7 @@ pub async fn remove_orphans(docker: &Docker) -> Result<Vec<String>, EngineError>
         let Some(id) = container.id else { continue };
         match docker.remove_container(&id, Some(force())).await {
             Ok(()) => {}
-            // Removed by someone else meanwhile.
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 404, ..
-            }) => {}
+            Err(error) if removed_meanwhile(&error) => {}
             Err(source) => {
                 return Err(EngineError::Call {
                     action: format!("remove the orphaned container {id}"),
@@ -73,6 +70,21 @@ pub async fn remove_orphans(docker: &Docker) -> Result<Vec<String>, EngineError>
         removed.push(name.trim_start_matches('/').to_owned());
     }
     Ok(removed)
+}
+
+/// Whether a removal failed only because somebody else removed the container, or is removing it
+/// (another run starting at the same time sweeps the same orphans).
+fn removed_meanwhile(error: &bollard::errors::Error) -> bool {
+    match error {
+        bollard::errors::Error::DockerResponseServerError {
+            status_code: 404, ..
+        } => true,
+        bollard::errors::Error::DockerResponseServerError {
+            status_code: 409,
+            message,
+        } => message.contains("already in progress"),
+        _ => false,
+    }
 }
 
 /// Kill and remove, anonymous volumes included (the official postgres image declares one).
@@ -99,5 +111,23 @@ mod tests {
         // Without a host label (an older run's container) nothing is provable.
         let older = HashMap::from([(SUPERVISOR.to_owned(), "4194305@1".to_owned())]);
         assert!(!owner_of(&older).is_provably_dead());
+    }
+
+    /// Regression: two runs starting at once both swept one orphan; the second's removal
+    /// got 409 "already in progress" and its run stopped.
+    #[test]
+    fn an_orphan_removed_by_somebody_else_meanwhile_is_gone() {
+        let answer =
+            |status_code: u16, message: &str| bollard::errors::Error::DockerResponseServerError {
+                status_code,
+                message: message.to_owned(),
+            };
+        assert!(removed_meanwhile(&answer(404, "No such container: f0")));
+        assert!(removed_meanwhile(&answer(
+            409,
+            "removal of container f0 is already in progress"
+        )));
+        assert!(!removed_meanwhile(&answer(409, "container f0 is paused")));
+        assert!(!removed_meanwhile(&answer(500, "driver failed")));
     }
 }
