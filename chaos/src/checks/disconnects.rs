@@ -159,8 +159,8 @@ pub fn check(history: &History, model: &Model, limit: u64, grace: f64) -> CheckR
     }
     let faults = faults(history);
     let logouts = logouts(history);
-    let slow = slow_consumers::by_conn(history, model, &conns);
     let spells = slow_consumers::spells(history);
+    let slow = slow_consumers::by_conn(history, model, &conns, &spells);
     let reasons = Reasons {
         conns: &conns,
         faults: &faults,

@@ -129,14 +129,15 @@ pub fn seen(history: &History, model: &Model, spell: &Spell, conn: &Conn) -> See
     }
 }
 
-/// Each connection's spells (by connection id), with what it lived through.
+/// Each connection's spells of `spells` (by connection id), with what it lived through.
 pub fn by_conn(
     history: &History,
     model: &Model,
     conns: &Conns,
+    spells: &[Spell],
 ) -> HashMap<u64, Vec<(Spell, Seen)>> {
     let mut by_conn: HashMap<u64, Vec<(Spell, Seen)>> = HashMap::new();
-    for spell in spells(history) {
+    for spell in spells.iter().cloned() {
         let Some(conn) = conns
             .own_device_at(spell.account, spell.from)
             .and_then(|id| conns.get(id))
@@ -429,7 +430,7 @@ mod tests {
             Some((5.0, closed(1, 10, Some(1013), CloseCause::CloseFrame))),
         );
         let conns = Conns::of(&history);
-        let spells = by_conn(&history, &Model::of(&history), &conns);
+        let spells = by_conn(&history, &Model::of(&history), &conns, &spells(&history));
         let of_10 = &spells[&10];
         assert!(explains(of_10, 5.0, Some(1013), CloseCause::CloseFrame));
         assert!(!explains(of_10, 9.5, Some(1013), CloseCause::CloseFrame));
@@ -440,7 +441,12 @@ mod tests {
             0.02,
             Some((5.0, closed(1, 10, None, CloseCause::NoCloseFrame))),
         );
-        let calm = by_conn(&calm, &Model::of(&calm), &Conns::of(&calm));
+        let calm = by_conn(
+            &calm,
+            &Model::of(&calm),
+            &Conns::of(&calm),
+            &super::spells(&calm),
+        );
         assert!(!explains(&calm[&10], 5.0, None, CloseCause::NoCloseFrame));
     }
 

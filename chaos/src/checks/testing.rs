@@ -82,8 +82,7 @@ pub fn player(t: f64, account: u64, fact: PlayerFact) -> At {
 
 /// The connection the loss helpers give `account` on `node`: one per pair.
 fn conn_on(account: u64, node: &str) -> u64 {
-    let n: u64 = node.trim_start_matches("node-").parse().unwrap_or(0);
-    1_000_000 + account * 100 + n
+    1_000_000 + account * 100 + node_index(node) as u64
 }
 
 /// `account` connected to `node` (a welcome of its own device on the loss helpers'

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyplay_load::budget::{Devices, Holder};
-use anyplay_load::facts::{CallClass, Fact, Stamped};
+use anyplay_load::facts::{CallClass, Fact, Received, Stamped};
 use anyplay_load::final_reads::{FinalReads, Touched};
 use anyplay_load::mail_log::{MailLog, DEFAULT_WAIT};
 use anyplay_load::reconnect::ReconnectMode;
@@ -270,9 +270,8 @@ impl Recorder {
         );
     }
 
-    /// Counts `fact` into the current second.
+    /// Counts `fact` into the current second (most facts count nothing).
     fn count(&self, fact: &Fact) {
-        let mut second = lock(&self.second);
         match fact {
             Fact::Call {
                 op,
@@ -280,6 +279,7 @@ impl Recorder {
                 latency,
                 node_index,
             } if op.is_http() => {
+                let mut second = lock(&self.second);
                 second.calls.record_call(*latency, *status);
                 if let Some(node) = node_index {
                     let (calls, errors) = second.calls_by_node.entry(*node).or_default();
@@ -287,15 +287,18 @@ impl Recorder {
                     *errors += u64::from(status.class() == CallClass::Failed);
                 }
             }
-            Fact::Welcome { .. } => second.welcomes += 1,
+            Fact::Welcome { .. } => lock(&self.second).welcomes += 1,
             Fact::Closed { code, cause, .. } if !losses::voluntary(*code, *cause) => {
-                second.disconnects += 1;
+                lock(&self.second).disconnects += 1;
             }
-            Fact::Received { event, .. } => {
-                if let Some(delivery) = event.delivery {
-                    record(&mut second.presence, delivery);
-                }
-            }
+            Fact::Received {
+                event:
+                    Received {
+                        delivery: Some(delivery),
+                        ..
+                    },
+                ..
+            } => record(&mut lock(&self.second).presence, *delivery),
             _ => {}
         }
     }
