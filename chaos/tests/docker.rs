@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use crate::support::containers::containers_of;
-use crate::support::{a_run_turn, chaos, reduced_plan, report, run_plan, scratch};
+use crate::support::{a_run_turn, assert_passed, chaos, reduced_plan, report, run_plan, scratch};
 
 /// The local images, for a machine that cannot pull the plans' upstream ones.
 const LOCAL_IMAGES: [&str; 6] = [
@@ -50,13 +50,7 @@ fn node_crash_passes_in_containers_and_the_kill_is_a_signal() {
     std::fs::write(&plan, serde_yaml::to_string(&yaml).unwrap()).unwrap();
     let out = dir.join("run");
     let output = run_plan(&plan, &out, &docker_args(&[]));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "node-crash did not pass in containers:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_passed(&output, "node-crash in containers");
     let report = report(&out);
     assert_eq!(report["verdict"], "pass");
     assert!(!report["series"].as_array().unwrap().is_empty());
@@ -102,13 +96,7 @@ fn resource_faults_pass_in_containers_and_leave_nothing_behind() {
     let plan = reduced_plan("resource-faults", &dir, 200, "10s");
     let out = dir.join("run");
     let output = run_plan(&plan, &out, &docker_args(&[]));
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "resource-faults did not pass in containers:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_passed(&output, "resource-faults in containers");
     // Every fault ran its course: limits set and cleared, the disk filled and freed.
     let ended: Vec<String> = events(&out)
         .into_iter()

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support::{
-    a_run_turn, chaos, reduced_plan, reduced_plan_with, report, run_plan, scratch,
+    a_run_turn, assert_passed, chaos, reduced_plan, reduced_plan_with, report, run_plan, scratch,
 };
 
 /// Runs a reduced plan and asserts a pass, with every check and the files a run writes.
@@ -31,13 +31,7 @@ fn passes_with(
     let plan = reduced_plan_with(name, &dir, players, "10s", edit);
     let out = dir.join("run");
     let output = run_plan(&plan, &out, &[]);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{name} did not pass:\n{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_passed(&output, name);
     for file in [
         "plan.yaml",
         "events.jsonl",
@@ -72,6 +66,7 @@ fn passes_with(
         assert!(checks.contains(&check), "{check} missing from {checks:?}");
     }
     assert!(!report["series"].as_array().unwrap().is_empty());
+    let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         stdout.contains("## Checks") && stdout.contains("## Faults"),
         "{stdout}"
@@ -147,13 +142,7 @@ fn nodes_outlive_restarts_of_nats_and_postgres() {
     let plan = reduced_plan("dependency-restarts", &dir, 100, "15s");
     let out = dir.join("run");
     let output = run_plan(&plan, &out, &[]);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_passed(&output, "dependency-restarts");
     // After the last restart was done, presence changes still reached friends, who are
     // spread over both nodes (so through NATS), and the nodes answered calls.
     let events = std::fs::read_to_string(out.join("events.jsonl")).unwrap();
@@ -450,13 +439,8 @@ fn netns_hosts_pass_firewall_partitions_and_a_killed_runs_leftovers_go() {
 
     let out = dir.join("run");
     let output = run_plan(&plan, &out, &[]);
+    assert_passed(&output, "hosts");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "hosts did not pass:\n{}\n{stderr}",
-        String::from_utf8_lossy(&output.stdout)
-    );
     for ns in &left {
         assert!(
             stderr.contains(&format!(

@@ -484,6 +484,34 @@ mod tests {
         assert_eq!(flooded(true, false), Verdict::Fail);
     }
 
+    /// Regression (CI, hosts.yaml): the slow reader was closed (its spell over) while a
+    /// firewall cut still held the flood; TCP resent it seconds after the heal, and friends
+    /// of the senders got it then.
+    #[test]
+    fn a_flood_let_through_after_its_reader_was_closed_is_explained_until_the_fault_lets_go() {
+        let flooded = |firewall: bool, at: f64| {
+            let cut = action(44.3, 54.3, ActionKind::Partition, "node-3<->nats");
+            let mut events = vec![
+                befriend(0.5, 1, 2),
+                befriend(0.6, 3, 2),
+                welcome(1.0, 1, 1, "node-1"),
+                welcome(1.0, 2, 2, "node-3"),
+                welcome(1.0, 3, 3, "node-1"),
+                slow_reading(44.3, 53.5),
+                closed(53.5, 1, 1, Some(1013), CloseFrame),
+                closed(at, 3, 3, Some(1013), CloseFrame),
+            ];
+            events.extend(if firewall { via_firewall(cut) } else { cut });
+            judge(events).result
+        };
+        assert_eq!(flooded(true, 58.0), Verdict::Pass);
+        // The proxy lets what it held through at the heal: 3.7 s later is no part of it.
+        assert_eq!(flooded(false, 58.0), Verdict::Fail);
+        assert_eq!(flooded(false, 54.8), Verdict::Pass);
+        // Past the cut's aftermath (as long as the cut), nothing of the flood is left.
+        assert_eq!(flooded(true, 66.0), Verdict::Fail);
+    }
+
     #[test]
     fn a_4003_needs_a_logout_of_the_account_during_the_connection() {
         let signed_out = |logout_at: f64, account: u64| {

@@ -165,7 +165,8 @@ pub fn explains(spells: &[(Spell, Seen)], t: f64, code: Option<u16>, cause: Clos
 
 /// Whether a 1013 of `conn` at `t` came from a flood it shared: every friend of a spell's
 /// sender gets the flood, not only the slow reader, and a fault that held it on the way from a
-/// sender's node lets it through at once when it heals, a burst past any reader's queue.
+/// sender's node lets it through at once when it heals, a burst past any reader's queue. That
+/// burst comes when the fault lets go, which may be after the spell ended (its reader closed).
 pub fn a_held_flood_explains(
     spells: &[Spell],
     model: &Model,
@@ -176,12 +177,12 @@ pub fn a_held_flood_explains(
 ) -> bool {
     spells.iter().any(|spell| {
         spell.from <= t
-            && t <= spell.until + CLOSE_AFTER
             && spell.senders.iter().any(|&sender| {
                 sender != conn.account
                     && model.may_hold(&Relation::friends(sender, conn.account), spell.from, t)
             })
-            && on_a_faulted_path(faults, conn, &senders_nodes(conns, spell), spell.from, t)
+            && released(faults, conn, &senders_nodes(conns, spell), spell.from, t)
+                .is_some_and(|at| t <= spell.until.max(at) + CLOSE_AFTER)
     })
 }
 
@@ -195,17 +196,32 @@ fn on_a_faulted_path(
     from: f64,
     until: f64,
 ) -> bool {
+    released(faults, conn, senders, from, until).is_some()
+}
+
+/// When the last of the faults [`on_a_faulted_path`] finds let through what it held (its
+/// heal and aftermath; for the store, the close it caused); `None` when there is none.
+fn released(faults: &[Fault], conn: &Conn, senders: &[&str], from: f64, until: f64) -> Option<f64> {
     let (path, store) = (paths::connection(&conn.node), paths::store(&conn.node));
     let ways: Vec<_> = senders
         .iter()
         .map(|sender| paths::delivery(sender, &conn.node))
         .collect();
     let ended = conn.closed.as_ref().map(|c| c.t).filter(|t| *t <= until);
-    faults.iter().any(|f| {
-        let during = |from: f64, until: f64| f.start <= until && f.end + f.aftermath() >= from;
-        ((f.on_path(&path) || ways.iter().any(|way| f.on_path(way))) && during(from, until))
-            || (f.on_path(&store) && ended.is_some_and(|t| during(t - STORE_NOTICED, t)))
-    })
+    let during =
+        |f: &Fault, from: f64, until: f64| f.start <= until && f.end + f.aftermath() >= from;
+    let on_the_way = faults
+        .iter()
+        .filter(|f| {
+            (f.on_path(&path) || ways.iter().any(|way| f.on_path(way))) && during(f, from, until)
+        })
+        .map(|f| f.end + f.aftermath());
+    let store_lost = ended.filter(|&t| {
+        faults
+            .iter()
+            .any(|f| f.on_path(&store) && during(f, t - STORE_NOTICED, t))
+    });
+    on_the_way.chain(store_lost).reduce(f64::max)
 }
 
 /// The nodes the spell's senders were connected to during it.

@@ -68,6 +68,14 @@ pub fn action(t: f64, end: f64, action: ActionKind, target: &str) -> Vec<At> {
     ]
 }
 
+/// `action`'s events of a partition cut by the hosts' firewalls.
+pub fn via_firewall(mut action: Vec<At>) -> Vec<At> {
+    if let Some((_, Event::ActionStart { via, .. })) = action.first_mut() {
+        *via = Some(crate::plan::Via::Firewall);
+    }
+    action
+}
+
 /// A player fact of `account` at `t`.
 pub fn player(t: f64, account: u64, fact: PlayerFact) -> At {
     (

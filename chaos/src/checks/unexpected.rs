@@ -255,11 +255,12 @@ mod tests {
         // A firewall partition holds traffic as long again after its heal.
         let firewall = |arrives: f64| {
             let mut events = base();
-            let mut cut = action(8.0, 12.0, ActionKind::Partition, "node-1<->nats");
-            if let (_, Event::ActionStart { via, .. }) = &mut cut[0] {
-                *via = Some(crate::plan::Via::Firewall);
-            }
-            events.extend(cut);
+            events.extend(via_firewall(action(
+                8.0,
+                12.0,
+                ActionKind::Partition,
+                "node-1<->nats",
+            )));
             events.push(presence(arrives, 2, 1, 1, 1, 10));
             judge(events).result
         };

@@ -98,6 +98,25 @@ pub fn run_plan(plan: &Path, out: &Path, extra: &[&str]) -> Output {
     chaos(&args).output().expect("anyplay-chaos runs")
 }
 
+/// Asserts that a run passed; if not, says which checks failed before the whole output, so
+/// that a log that keeps only the first lines of a failure still names them.
+pub fn assert_passed(output: &Output, what: &str) {
+    if output.status.code() == Some(0) {
+        return;
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let failed: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.contains("| FAIL ") || line.contains("| UNKNOWN "))
+        .collect();
+    panic!(
+        "{what} did not pass ({}):\n{}\n\n{stdout}\n{}",
+        output.status,
+        failed.join("\n"),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 pub fn report(out: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).expect("report.json"))
         .unwrap()
