@@ -86,6 +86,10 @@ async fn renew(state: &AppState, fence: &Fence) {
         let live = state.hub.accounts();
         #[cfg(feature = "seeded-defects")]
         let renewing = std::time::Instant::now();
+        // The store's clock first: the leases about to be written are on it.
+        if let Err(e) = state.store.sync_cluster_clock().await {
+            tracing::warn!(error = %e, "could not read the store's clock");
+        }
         let renewed = fence.renew(state, &live).await;
         // A renewal that hangs a whole period is a store out of reach (a cut link hangs, it
         // does not error); a busy pool only delays it.

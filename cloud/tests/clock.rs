@@ -1,6 +1,6 @@
-//! A node whose wall clock steps (a bad NTP step) while players are connected, on two
-//! nodes sharing PostgreSQL and NATS: the step must not expire anyone's connection
-//! record, on either node, so no friend hears anyone leave.
+//! A node whose wall clock steps (a bad NTP step) while players are connected, or was
+//! wrong already when it started, on two nodes sharing PostgreSQL and NATS: neither may
+//! expire anyone's connection record, on either node, so no friend hears anyone leave.
 
 use std::time::{Duration, Instant};
 
@@ -15,21 +15,46 @@ const LEASE_RENEW: Duration = Duration::from_secs(3);
 /// Node B's wall clock 30 s ahead: its sweeps would see node A's leases as run out.
 #[tokio::test]
 async fn a_wall_clock_step_forward_on_one_node_keeps_the_other_node_s_players_online() {
-    friends_stay_online_through_a_step(30).await;
+    friends_stay_online(30, When::Connected).await;
 }
 
 /// Node B's wall clock 30 s behind: its renewals would give its own records leases
 /// that node A's sweeps see as run out.
 #[tokio::test]
 async fn a_wall_clock_step_back_on_one_node_keeps_its_own_players_online() {
-    friends_stay_online_through_a_step(-30).await;
+    friends_stay_online(-30, When::Connected).await;
 }
 
-/// Ann on node A and cat on node B, friends, both connected; B's wall clock steps by
-/// `seconds`. For three lease renewals and a margin, neither hears any presence event
-/// (nobody's presence changed), and each keeps listing the other online.
-async fn friends_stay_online_through_a_step(seconds: i64) {
+/// Node B started 8 s ahead: judged on its own clock, every sweep of its would delete
+/// node A's live records (their leases seen run out).
+#[tokio::test]
+async fn a_node_started_with_its_clock_ahead_keeps_the_other_node_s_players_online() {
+    friends_stay_online(8, When::BeforeStart).await;
+}
+
+/// Node B started 30 s behind: judged on its own clock, its leases would be run out for
+/// node A as soon as written.
+#[tokio::test]
+async fn a_node_started_with_its_clock_behind_keeps_its_own_players_online() {
+    friends_stay_online(-30, When::BeforeStart).await;
+}
+
+/// When node B's clock goes wrong.
+#[derive(Clone, Copy, PartialEq)]
+enum When {
+    BeforeStart,
+    Connected,
+}
+
+/// Ann on node A and cat on node B, friends, both connected; B's wall clock is off by
+/// `seconds` (from its start, or stepped once both are connected). For three lease
+/// renewals and a margin after that, neither hears any presence event (nobody's presence
+/// changed), and each keeps listing the other online.
+async fn friends_stay_online(seconds: i64, when: When) {
     let clock = SteppedClock::new();
+    if when == When::BeforeStart {
+        clock.step(seconds);
+    }
     let cloud = TestCloud::pair_builder()
         .env(1, clock.env())
         .start(&["--no-rate-limits"])
@@ -56,7 +81,7 @@ async fn friends_stay_online_through_a_step(seconds: i64) {
         for (who, events) in [("ann", &mut ann_ev), ("cat", &mut cat_ev)] {
             if let Some(e) = events.quiet_for(slice).await {
                 panic!(
-                    "{who} heard {e} {:?} after node B's clock stepped {seconds:+} s",
+                    "{who} heard {e} {:?} after node B's clock went {seconds:+} s",
                     stepped.elapsed()
                 );
             }
@@ -65,7 +90,7 @@ async fn friends_stay_online_through_a_step(seconds: i64) {
             let listed = online_in_friends_of(&cloud, viewer, friend).await;
             assert!(
                 listed,
-                "{} lists {} offline {:?} after node B's clock stepped {seconds:+} s",
+                "{} lists {} offline {:?} after node B's clock went {seconds:+} s",
                 viewer.handle,
                 friend.handle,
                 stepped.elapsed()

@@ -65,7 +65,7 @@ impl Payload {
         Payload {
             // Serialising these plain structs cannot fail.
             json: serde_json::to_string(event).unwrap_or_default().into(),
-            made_us: crate::store::now_us(),
+            made_us: crate::store::cluster_now_us(),
         }
     }
 

@@ -156,7 +156,7 @@ impl Hub {
         let handle = Handle {
             connection_id,
             since_ms,
-            opened_us: crate::store::now_us(),
+            opened_us: crate::store::cluster_now_us(),
             established: Arc::default(),
             queue: queue_tx,
             close: close_tx,

@@ -26,7 +26,7 @@ use crate::http::SendBuffer;
 use crate::metrics::CloseLabels;
 use crate::presence;
 use crate::state::AppState;
-use crate::store::{now_ms, rfc3339, ConnectionRecord};
+use crate::store::{cluster_now_ms, now_ms, rfc3339, ConnectionRecord};
 
 #[derive(Deserialize, Default)]
 pub struct TokenQuery {
@@ -82,7 +82,7 @@ fn renewal_seen(previous: &ConnectionRecord, config: &Config) -> Duration {
     let renewed_ms = previous.lease_until_ms - config.lease_expiry.as_millis() as i64;
     let due_ms = (renewed_ms + (config.lease_renew + RENEWAL_MARGIN).as_millis() as i64)
         .min(previous.lease_until_ms);
-    Duration::from_millis(u64::try_from(due_ms - now_ms()).unwrap_or(0))
+    Duration::from_millis(u64::try_from(due_ms - cluster_now_ms()).unwrap_or(0))
 }
 
 fn new_connection_id() -> String {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use sqlx::Row;
 
 use super::json_list::{json_in, json_list};
-use super::{now_ms, Backend, Privacy, Store, StoreResult};
+use super::{cluster_now_ms, Backend, Privacy, Store, StoreResult};
 
 /// The viewer's relation to the card's account.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -280,7 +280,7 @@ impl Store {
         let mut conn = self.reader().acquire().await?;
         let row = sqlx::query(sql.facts)
             .bind(viewer)
-            .bind(now_ms())
+            .bind(cluster_now_ms())
             .bind(json_list(&unique))
             .fetch_one(&mut *conn)
             .await?;

@@ -6,8 +6,11 @@
 //! would see every other node's leases as run out, and one whose clock jumped back would
 //! write leases the others see as run out, so players would go offline while connected.
 //! A step does not move the monotonic clock. The price: a node whose wall clock was
-//! already wrong at its start stays as wrong until it restarts.
+//! already wrong at its start stays as wrong until it restarts; so leases, which nodes
+//! compare with each other's, are written and judged on the store's clock instead
+//! ([`cluster_now_us`]).
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::OnceLock;
 use std::time::{Instant, SystemTime};
 
@@ -46,6 +49,34 @@ pub fn now_ms() -> i64 {
     now_us().div_euclid(1_000)
 }
 
+/// How far the store's clock was last found from this node's, in microseconds.
+static STORE_OFFSET_US: AtomicI64 = AtomicI64::new(0);
+
+/// Microseconds since the epoch on the cluster's one clock, the store's: what nodes
+/// compare with each other's (connection leases, the moment an event was made against
+/// the moment a connection opened). A node whose wall clock was wrong at its start would
+/// otherwise expire the others' live records or drop their events (ahead), or write
+/// leases they see as run out and events they see as older than their connections
+/// (behind), for as long as it runs.
+pub fn cluster_now_us() -> i64 {
+    now_us() + STORE_OFFSET_US.load(Ordering::Relaxed)
+}
+
+/// [`cluster_now_us`] in milliseconds, the store's unit.
+pub fn cluster_now_ms() -> i64 {
+    cluster_now_us().div_euclid(1_000)
+}
+
+/// The store read `store_us` on its clock between this node's `before_us` and `after_us`:
+/// taken as read halfway, which is off by at most half the round trip.
+pub(super) fn observed(before_us: i64, store_us: i64, after_us: i64) {
+    STORE_OFFSET_US.store(offset_us(before_us, store_us, after_us), Ordering::Relaxed);
+}
+
+fn offset_us(before_us: i64, store_us: i64, after_us: i64) -> i64 {
+    store_us - (before_us + (after_us - before_us) / 2)
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -61,6 +92,16 @@ mod tests {
         let later = anchor.at + Duration::from_millis(1_500);
         assert_eq!(anchor.us_at(later), 2_500_000);
         assert_eq!(anchor.us_at(anchor.at), 1_000_000);
+    }
+
+    #[test]
+    fn the_store_s_clock_is_taken_as_read_halfway_through_the_round_trip() {
+        // The store's clock is 7 s behind this node's; its answer took 40 ms.
+        assert_eq!(
+            offset_us(1_000_000, 1_020_000 - 7_000_000, 1_040_000),
+            -7_000_000
+        );
+        assert_eq!(offset_us(5, 5, 5), 0);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use tokio::sync::oneshot;
 
 use super::connections::{ConnectionRecord, Registered};
 use super::write_queue::{self, WriteQueue};
-use super::{now_ms, StoreError, StoreResult, Writer};
+use super::{cluster_now_ms, StoreError, StoreResult, Writer};
 use crate::metrics::PoolMetrics;
 
 /// The most calls one statement takes. SQLite finds each bound parameter by a scan of
@@ -209,7 +209,7 @@ fn answer(group: Vec<Call>, outcomes: Outcomes) {
 /// once never both see no previous connection. Rows go in account order, so two
 /// nodes' statements lock shared rows in the same order and cannot deadlock.
 async fn register_rows(pool: &AnyPool, group: &[Call]) -> StoreResult<HashMap<String, Registered>> {
-    let now = now_ms();
+    let now = cluster_now_ms();
     let mut rows: Vec<(i64, &str, &str, i64)> = group
         .iter()
         .filter_map(|call| match call {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::json_list::{json_list, json_texts};
-use super::{now_ms, Backend, Store, StoreResult};
+use super::{cluster_now_ms, Backend, Store, StoreResult};
 
 /// Renews the leases of `$2`'s records whose connection id is in the JSON array `$3`:
 /// one statement whatever their number. SQLite has one writer, so nothing else holds
@@ -116,7 +116,7 @@ impl Store {
         live: &[(i64, String, i64)],
         lease: Duration,
     ) -> StoreResult<u64> {
-        let until = now_ms() + lease.as_millis() as i64;
+        let until = cluster_now_ms() + lease.as_millis() as i64;
         let ids: Vec<&str> = live.iter().map(|(_, id, _)| id.as_str()).collect();
         let ids = json_list(&ids);
         let mut tx = self.begin_upkeep().await?;
@@ -150,7 +150,7 @@ impl Store {
         live: &[(i64, String, i64)],
         lease: Duration,
     ) -> StoreResult<Reasserted> {
-        let until = now_ms() + lease.as_millis() as i64;
+        let until = cluster_now_ms() + lease.as_millis() as i64;
         let mut found = Reasserted::default();
         // In account order, as registrations write: inserts that wait on each other's
         // rows then cannot deadlock.
@@ -204,7 +204,7 @@ impl Store {
         let gone = sqlx::query_scalar(
             "DELETE FROM connections WHERE lease_until < $1 RETURNING account_id",
         )
-        .bind(now_ms())
+        .bind(cluster_now_ms())
         .fetch_all(&mut *tx.tx)
         .await?;
         tx.commit().await?;
@@ -358,14 +358,14 @@ mod tests {
             (replaced.connection_id.as_str(), replaced.node.as_str()),
             (first.as_str(), "n1")
         );
-        assert!(replaced.lease_until_ms >= now_ms());
+        assert!(replaced.lease_until_ms >= cluster_now_ms());
 
         // A record whose lease ran out is no previous connection (its node is gone).
         exec(
             store,
             "UPDATE connections SET lease_until = $2, since = $3 WHERE account_id = $1",
             ann,
-            now_ms() - 1,
+            cluster_now_ms() - 1,
         )
         .await;
         let expired = store.register_connection(ann, &third, "n1", lease).await;

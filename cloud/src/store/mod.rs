@@ -34,7 +34,7 @@ mod write_queue;
 pub use accounts::{Account, Privacy};
 pub use auth::{ChallengeIssue, ChallengeKey, CodeCheck, IssuedTokens, Signup};
 pub use cards::{Card, Relation, Trophies, True};
-pub use clock::{now_ms, now_us};
+pub use clock::{cluster_now_ms, cluster_now_us, now_ms, now_us};
 pub use connections::{ConnectionRecord, Reasserted, Registered};
 pub use friends::{
     BlockOutcome, Friend, FriendError, FriendsOverview, LimitKind, PendingRequest, RequestOutcome,
@@ -289,9 +289,28 @@ impl Store {
             metrics,
         };
         store.metrics.size.set(opts.connections as i64);
-        Ok(Store {
+        let store = Store {
             inner: Arc::new(store),
-        })
+        };
+        store.sync_cluster_clock().await?;
+        Ok(store)
+    }
+
+    /// Sets the cluster's clock ([`cluster_now_us`]) by the store's own; on SQLite, one
+    /// node alone, its own clock is the cluster's. The node does so at its start and
+    /// before each renewal of its leases.
+    pub async fn sync_cluster_clock(&self) -> StoreResult<()> {
+        if self.backend() == Backend::Sqlite {
+            return Ok(());
+        }
+        let before_us = now_us();
+        let store_us: i64 = sqlx::query_scalar(
+            "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT)",
+        )
+        .fetch_one(&self.inner.upkeep.pool)
+        .await?;
+        clock::observed(before_us, store_us, now_us());
+        Ok(())
     }
 
     pub fn backend(&self) -> Backend {
