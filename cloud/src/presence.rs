@@ -70,6 +70,9 @@ pub async fn clear_own_records(state: &AppState) -> StoreResult<()> {
     Ok(())
 }
 
+/// How long a renewal waits for the store's clock before it goes on without.
+const CLOCK_READ_LIMIT: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Renews the leases of this node's live connections and expires everyone's stale
 /// ones, forever; lets the connections go when the leases cannot be renewed in time.
 pub async fn upkeep(state: AppState) {
@@ -86,9 +89,11 @@ async fn renew(state: &AppState, fence: &Fence) {
         let live = state.hub.accounts();
         #[cfg(feature = "seeded-defects")]
         let renewing = std::time::Instant::now();
-        // The store's clock first: the leases about to be written are on it.
-        if let Err(e) = state.store.sync_cluster_clock().await {
-            tracing::warn!(error = %e, "could not read the store's clock");
+        // The store's clock first (the leases about to be written are on it), never holding
+        // the renewal up for long.
+        match tokio::time::timeout(CLOCK_READ_LIMIT, state.store.sync_cluster_clock(1)).await {
+            Ok(Ok(())) | Err(_) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not read the store's clock"),
         }
         let renewed = fence.renew(state, &live).await;
         // A renewal that hangs a whole period is a store out of reach (a cut link hangs, it

@@ -67,14 +67,27 @@ pub fn cluster_now_ms() -> i64 {
     cluster_now_us().div_euclid(1_000)
 }
 
+/// The longest round trip whose reading of the store's clock is taken: a reading is off by
+/// up to half its round trip, and a store that was paused or queued the question answers
+/// seconds late (the cluster's clock would then jump by as much, and a connection opened
+/// on it refuse events made elsewhere just before).
+const MAX_ROUND_TRIP_US: i64 = 50_000;
+
 /// The store read `store_us` on its clock between this node's `before_us` and `after_us`:
-/// taken as read halfway, which is off by at most half the round trip.
-pub(super) fn observed(before_us: i64, store_us: i64, after_us: i64) {
-    STORE_OFFSET_US.store(offset_us(before_us, store_us, after_us), Ordering::Relaxed);
+/// taken as read halfway, unless the answer came too late to tell. True when taken.
+pub(super) fn observed(before_us: i64, store_us: i64, after_us: i64) -> bool {
+    match offset_us(before_us, store_us, after_us) {
+        Some(offset) => {
+            STORE_OFFSET_US.store(offset, Ordering::Relaxed);
+            true
+        }
+        None => false,
+    }
 }
 
-fn offset_us(before_us: i64, store_us: i64, after_us: i64) -> i64 {
-    store_us - (before_us + (after_us - before_us) / 2)
+fn offset_us(before_us: i64, store_us: i64, after_us: i64) -> Option<i64> {
+    let round_trip = after_us - before_us;
+    (round_trip <= MAX_ROUND_TRIP_US).then(|| store_us - (before_us + round_trip / 2))
 }
 
 #[cfg(test)]
@@ -95,13 +108,15 @@ mod tests {
     }
 
     #[test]
-    fn the_store_s_clock_is_taken_as_read_halfway_through_the_round_trip() {
+    fn the_store_s_clock_is_taken_as_read_halfway_through_a_short_round_trip() {
         // The store's clock is 7 s behind this node's; its answer took 40 ms.
         assert_eq!(
             offset_us(1_000_000, 1_020_000 - 7_000_000, 1_040_000),
-            -7_000_000
+            Some(-7_000_000)
         );
-        assert_eq!(offset_us(5, 5, 5), 0);
+        assert_eq!(offset_us(5, 5, 5), Some(0));
+        // Answered 3 s late (a paused store): too late to tell the time by.
+        assert_eq!(offset_us(1_000_000, 4_000_000, 4_000_000), None);
     }
 
     #[test]

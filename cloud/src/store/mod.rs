@@ -292,24 +292,29 @@ impl Store {
         let store = Store {
             inner: Arc::new(store),
         };
-        store.sync_cluster_clock().await?;
+        store.sync_cluster_clock(3).await?;
         Ok(store)
     }
 
     /// Sets the cluster's clock ([`cluster_now_us`]) by the store's own; on SQLite, one
     /// node alone, its own clock is the cluster's. The node does so at its start and
-    /// before each renewal of its leases.
-    pub async fn sync_cluster_clock(&self) -> StoreResult<()> {
+    /// before each renewal of its leases. A reading that came back too slowly to tell the
+    /// time by is left (the clock keeps the last one), and asked again up to `tries` times.
+    pub async fn sync_cluster_clock(&self, tries: u32) -> StoreResult<()> {
         if self.backend() == Backend::Sqlite {
             return Ok(());
         }
-        let before_us = now_us();
-        let store_us: i64 = sqlx::query_scalar(
-            "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT)",
-        )
-        .fetch_one(&self.inner.upkeep.pool)
-        .await?;
-        clock::observed(before_us, store_us, now_us());
+        for _ in 0..tries {
+            let before_us = now_us();
+            let store_us: i64 = sqlx::query_scalar(
+                "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000 AS BIGINT)",
+            )
+            .fetch_one(&self.inner.upkeep.pool)
+            .await?;
+            if clock::observed(before_us, store_us, now_us()) {
+                break;
+            }
+        }
         Ok(())
     }
 
