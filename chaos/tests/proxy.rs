@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyplay_chaos::proxy::{
-    CutMode, Endpoint, Latency, LinkFault, LinkFaultKind, LinkName, Proxy, Ways,
+    Admit, CutMode, Endpoint, Latency, LinkFault, LinkFaultKind, LinkName, Proxy, Ways,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -260,4 +260,49 @@ async fn a_client_on_its_own_loopback_address_reaches_upstream_from_it() {
             .expect("accept");
         assert_eq!(from.ip(), std::net::IpAddr::from(own));
     }
+}
+
+/// A node's proxy serves that node alone: a client from another address is closed before
+/// anything reaches upstream; the node's own address passes.
+#[tokio::test]
+async fn a_proxy_for_one_peer_closes_everyone_else() {
+    let upstream = TcpListener::bind("127.0.0.1:0").await.expect("listener");
+    let name = LinkName::new(Endpoint::Node(1), Endpoint::Postgres);
+    let node = std::net::IpAddr::from([127, 64, 0, 1]);
+    let proxy = Proxy::serving(
+        name,
+        ([127, 0, 0, 1], 0).into(),
+        upstream.local_addr().expect("address"),
+        Admit::Only(node),
+    )
+    .await
+    .expect("proxy");
+    let from = |own: [u8; 4]| {
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket.bind((own, 0).into()).expect("bind");
+        socket.connect(proxy.listen_addr())
+    };
+
+    let mut stranger = from([127, 0, 0, 1]).await.expect("the listener accepts");
+    let mut byte = [0u8; 1];
+    let read = timeout(Duration::from_secs(10), stranger.read(&mut byte))
+        .await
+        .expect("closed in time");
+    assert!(
+        matches!(read, Ok(0) | Err(_)),
+        "a stranger's connection stayed open"
+    );
+    assert!(
+        timeout(Duration::from_millis(300), upstream.accept())
+            .await
+            .is_err(),
+        "a stranger reached upstream"
+    );
+
+    let _node = from([127, 64, 0, 1]).await.expect("connect");
+    let (_, seen) = timeout(Duration::from_secs(10), upstream.accept())
+        .await
+        .expect("accepted in time")
+        .expect("accept");
+    assert_eq!(seen.ip(), node);
 }

@@ -755,11 +755,32 @@ async fn docker_a_full_disk_under_postgres_fails_its_writes_until_cleared() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// The run's cluster lets its superuser in over TCP with the password it was made with, and
+/// not without: a superuser can run programs on the server's host.
+async fn wants_its_password(url: &str) {
+    let user = format!("postgres://{}", postgres::USER);
+    let (password, rest) = url
+        .strip_prefix(&format!("{user}:"))
+        .and_then(|after| after.split_once('@'))
+        .unwrap_or_else(|| panic!("no password in {url}"));
+    assert!(!password.is_empty(), "{url}");
+    let without = format!("{user}@{rest}");
+    let refused = sqlx::PgConnection::connect(&without).await;
+    assert!(
+        refused.is_err(),
+        "{without} let the superuser in without a password"
+    );
+    sqlx::PgConnection::connect(url)
+        .await
+        .expect("the password lets the superuser in");
+}
+
 /// On a live cluster, an insert fails for want of space while its disk is full, and works
 /// again after the clear.
 async fn full_disk_fails_postgres_writes(supervisor: &Supervisor, prepared: &postgres::Postgres) {
     let pg = supervisor.add(prepared.spec.clone()).await.unwrap();
     pg.start().await.unwrap();
+    wants_its_password(&prepared.url).await;
     let url = prepared.url.clone();
     let insert = move || {
         let url = url.clone();

@@ -1,7 +1,7 @@
 //! A proxy: listens on a loopback port, forwards each connection to its upstream, and carries the
 //! controls that set and remove faults on all its connections at once.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,12 +27,40 @@ pub struct Proxy {
     accepting: JoinHandle<()>,
 }
 
+/// Which clients a proxy serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    Anyone,
+    /// Only connections from this address: a proxy listening where others reach it (a netns
+    /// bridge, the LAN toward a Docker host) serves its one peer, not whoever finds the port.
+    Only(IpAddr),
+}
+
+impl Admit {
+    fn admits(self, peer: IpAddr) -> bool {
+        match self {
+            Admit::Anyone => true,
+            Admit::Only(only) => peer == only,
+        }
+    }
+}
+
 impl Proxy {
-    /// Listens on `listen` (port 0 picks one) and forwards to `upstream`.
+    /// Listens on `listen` (port 0 picks one) and forwards to `upstream`, for anyone.
     pub async fn start(
         name: LinkName,
         listen: SocketAddr,
         upstream: SocketAddr,
+    ) -> Result<Proxy, ProxyError> {
+        Proxy::serving(name, listen, upstream, Admit::Anyone).await
+    }
+
+    /// As [`Proxy::start`], for the clients `admit` lets in; others are closed at once.
+    pub async fn serving(
+        name: LinkName,
+        listen: SocketAddr,
+        upstream: SocketAddr,
+        admit: Admit,
     ) -> Result<Proxy, ProxyError> {
         let bind_error = |source| ProxyError::Bind {
             addr: listen,
@@ -46,6 +74,7 @@ impl Proxy {
         let buffers = Buffers::of(name);
         let accepting = tokio::spawn(accept(
             listener,
+            admit,
             upstream,
             buffers,
             Arc::clone(&faults),
@@ -114,6 +143,7 @@ impl Drop for Proxy {
 
 async fn accept(
     listener: TcpListener,
+    admit: Admit,
     upstream: SocketAddr,
     buffers: Buffers,
     faults: Arc<Faults>,
@@ -123,6 +153,10 @@ async fn accept(
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
+                Ok((client, peer)) if !admit.admits(peer.ip()) => {
+                    tracing::warn!(%peer, "proxy: closed a connection from a client it does not serve");
+                    drop(client);
+                }
                 Ok((client, _)) => {
                     connections.spawn(connection::serve(
                         client,

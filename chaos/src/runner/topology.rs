@@ -22,7 +22,7 @@ use crate::plan::{
     ActionKind, Backend, DropScope, Host, HostKind, Hosts, ImageSlot, Op, Plan, Route, Service,
     Store, Ways,
 };
-use crate::proxy::{Endpoint, LinkName, Proxy, ProxySet};
+use crate::proxy::{Admit, Endpoint, LinkName, Proxy, ProxySet};
 use crate::supervisor::faults::Disk;
 use crate::supervisor::services::scratch::Scratch;
 use crate::supervisor::services::{log_path, nats, node, postgres, Placement};
@@ -403,7 +403,9 @@ impl Topology {
                 .args(["--listen".to_string(), api.to_string()])
                 .args(["--ops-listen".to_string(), ops.to_string()])
                 .args(["--node-id".to_string(), name.clone()])
-                .args(["--database-url".to_string(), database_url])
+                // Not on the command line, which anyone on the host may read: it holds
+                // PostgreSQL's password.
+                .env("ANYPLAY_DATABASE_URL", database_url)
                 .args(["--mail-log".to_string(), mail_log.display().to_string()])
                 .args([
                     "--drain-timeout".to_string(),
@@ -521,7 +523,8 @@ impl Topology {
     }
 
     /// A proxy from `from` to `to` (which listens at `upstream`), listening on `listen`;
-    /// returns where it listens.
+    /// returns where it listens. A node's proxy serves that node alone: it may listen where
+    /// other hosts reach it, and NATS serves whoever reaches it.
     async fn proxy(
         &mut self,
         from: Endpoint,
@@ -529,7 +532,11 @@ impl Topology {
         listen: Ipv4Addr,
         upstream: SocketAddr,
     ) -> Result<SocketAddr, RunError> {
-        let proxy = Proxy::start(LinkName::new(from, to), (listen, 0).into(), upstream)
+        let admit = match from {
+            Endpoint::Node(n) => Admit::Only(self.placement(Service::Node(n)).address.into()),
+            _ => Admit::Anyone,
+        };
+        let proxy = Proxy::serving(LinkName::new(from, to), (listen, 0).into(), upstream, admit)
             .await
             .map_err(|e| RunError::Topology(e.to_string()))?;
         let at = proxy.listen_addr();

@@ -25,7 +25,9 @@ use crate::supervisor::{Probe, ServiceSpec};
 pub const NAME: &str = "postgres";
 /// The database the nodes use; the readiness probe creates it.
 pub const DATABASE: &str = "anyplay";
-/// The cluster's superuser, trusted on loopback (a throwaway cluster needs no password).
+/// The cluster's superuser. Over TCP it needs its password, made for the cluster: a
+/// superuser can run programs on the server's host (`COPY … TO PROGRAM`), and a server on a
+/// netns or Docker host listens where others may reach it.
 pub const USER: &str = "anyplay";
 /// Connections beyond the nodes' pools: probes, a psql, superuser_reserved_connections (3).
 const HEADROOM: u32 = 10;
@@ -65,7 +67,7 @@ impl Default for PostgresSettings {
 pub struct Postgres {
     pub spec: ServiceSpec,
     pub port: u16,
-    /// `postgres://anyplay@ADDRESS:PORT/anyplay`
+    /// `postgres://anyplay:PASSWORD@ADDRESS:PORT/anyplay`
     pub url: String,
     /// On the host: the process backend's cluster (a container keeps its own inside).
     pub data_dir: Option<PathBuf>,
@@ -133,9 +135,13 @@ pub async fn prepare_on_disk(
     check_socket_path(&sockets)?;
 
     let log = log_path(run_dir, NAME);
+    let password = kept_password(&base, user.as_ref())?;
     if !data.join("PG_VERSION").exists() {
         let initdb = Command::new(bin.join("initdb"), &log)
-            .args(["-D", utf8(&data)?, "-U", USER, "-A", "trust", "-E", "UTF8"])
+            .args(["-D", utf8(&data)?, "-U", USER, "-E", "UTF8"])
+            // Its own socket trusts the server's user; TCP wants the password.
+            .args(["--auth-local=trust", "--auth-host=scram-sha-256"])
+            .arg(format!("--pwfile={}", utf8(&base.join(PASSWORD_FILE))?))
             .args(["--locale=C", "--no-sync"])
             .cwd(&base)
             .run_as(user.clone());
@@ -158,7 +164,7 @@ pub async fn prepare_on_disk(
 
     let address = settings.placement.address;
     if !address.is_loopback() {
-        trust_same_net(&data)?;
+        admit_same_net(&data)?;
     }
 
     let port = pick_port(settings.port)?;
@@ -175,22 +181,58 @@ pub async fn prepare_on_disk(
         Postgres {
             data_dir: Some(data),
             scratch,
-            ..served(command, port, address)
+            ..served(command, port, address, password)
         },
         disk,
     ))
 }
 
-/// Lets the nodes of the run's own subnet in (as `initdb -A trust` lets loopback in): a server
-/// on a netns host is reached from the other namespaces on the run's bridge.
-fn trust_same_net(data: &Path) -> Result<(), SetupError> {
-    const LINE: &str = "host all all samenet trust";
+/// Lets the nodes of the run's own subnet in, with the password (as `initdb` lets loopback in):
+/// a server on a netns host is reached from the other namespaces on the run's bridge.
+fn admit_same_net(data: &Path) -> Result<(), SetupError> {
+    const LINE: &str = "host all all samenet scram-sha-256";
     let hba = data.join("pg_hba.conf");
     let text = std::fs::read_to_string(&hba).map_err(io_error(&hba))?;
     if !text.lines().any(|l| l.trim() == LINE) {
         std::fs::write(&hba, format!("{text}\n{LINE}\n")).map_err(io_error(&hba))?;
     }
     Ok(())
+}
+
+/// Where the superuser's password is kept, beside the cluster.
+const PASSWORD_FILE: &str = "password";
+
+/// The password of the cluster under `base`: the one kept there when a cluster was made there
+/// before, else a new one, kept (mode 600, for the server's user, whose `initdb` reads it).
+fn kept_password(base: &Path, user: Option<&RunAs>) -> Result<String, SetupError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let file = base.join(PASSWORD_FILE);
+    match std::fs::read_to_string(&file) {
+        Ok(kept) => return Ok(kept.trim().to_owned()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_error(&file)(e)),
+    }
+    let password = new_password();
+    // `create_new` follows no link that something else put there.
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&file)
+        .map_err(io_error(&file))?;
+    writeln!(out, "{password}").map_err(io_error(&file))?;
+    if let Some(user) = user {
+        user.chown(&file).map_err(io_error(&file))?;
+    }
+    Ok(password)
+}
+
+/// 128 random bits, in hex.
+fn new_password() -> String {
+    let bytes: [u8; 16] = rand::random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// WAL settings for a cluster on a size-limited disk: two 16 MB segments kept, a checkpoint
@@ -238,6 +280,8 @@ pub fn container_on_disk(
     disk: Option<u64>,
 ) -> Result<Postgres, SetupError> {
     let port = pick_port(settings.port)?;
+    // The container keeps its cluster for the run's length; a password made now is its own.
+    let password = new_password();
     let disk = match disk {
         Some(bytes) => Some(Arc::new(Disk::mount(
             &run_dir.join("postgres-disk"),
@@ -256,12 +300,12 @@ pub fn container_on_disk(
     let command = command
         .env("POSTGRES_USER", USER)
         .env("POSTGRES_DB", DATABASE)
-        .env("POSTGRES_HOST_AUTH_METHOD", "trust")
+        .env("POSTGRES_PASSWORD", &password)
         // A throwaway cluster, as with processes: no fsync while it is made either.
         .env("POSTGRES_INITDB_ARGS", "--no-sync")
         .stop_signal(Signal::SIGINT);
     Ok(on_disk(
-        served(command, port, settings.placement.address),
+        served(command, port, settings.placement.address, password),
         disk,
     ))
 }
@@ -295,11 +339,12 @@ fn server_args(port: u16, settings: &PostgresSettings) -> Vec<String> {
 }
 
 /// The spec, probe and URL of a server that `command` runs on `port`.
-fn served(command: Command, port: u16, address: Ipv4Addr) -> Postgres {
+fn served(command: Command, port: u16, address: Ipv4Addr, password: String) -> Postgres {
     let server = PgConnectOptions::new()
         .host(&address.to_string())
         .port(port)
         .username(USER)
+        .password(&password)
         .database("postgres");
     let probe = Probe::Postgres {
         server: Box::new(server),
@@ -308,7 +353,8 @@ fn served(command: Command, port: u16, address: Ipv4Addr) -> Postgres {
     Postgres {
         spec: ServiceSpec::new(NAME, command, probe).ready_timeout(READY_TIMEOUT),
         port,
-        url: format!("postgres://{USER}@{address}:{port}/{DATABASE}"),
+        // Hex: nothing to escape in a URL.
+        url: format!("postgres://{USER}:{password}@{address}:{port}/{DATABASE}"),
         data_dir: None,
         scratch: None,
     }
