@@ -15,6 +15,39 @@ use crate::state::AppState;
 /// Largest request body the API takes; more gets `413 too_large`.
 pub const MAX_BODY: usize = 16 * 1024;
 
+/// The most of a refused body the node still reads (and throws away) before it answers.
+const REFUSED_BODY_READ: u64 = 4 << 20;
+
+/// Refuses a body that says it is larger than [`MAX_BODY`] with `413 too_large`, after
+/// reading what the client sends of it (up to [`REFUSED_BODY_READ`], within the body
+/// timeout). A node that answers and closes while the body still arrives resets the
+/// connection, and the client, still sending, meets the reset instead of its answer.
+pub async fn refuse_large_bodies(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    req: Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    use futures_util::StreamExt;
+
+    let declared = req
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    match declared {
+        Some(length) if length > MAX_BODY as u64 => {
+            if length <= REFUSED_BODY_READ {
+                let mut body = req.into_body().into_data_stream();
+                let read = async { while let Some(Ok(_)) = body.next().await {} };
+                let _ = tokio::time::timeout(state.config.http.body_timeout, read).await;
+            }
+            ApiError::TooLarge(MAX_BODY).into_response()
+        }
+        _ => next.run(req).await,
+    }
+}
+
 /// `axum::Json`, but a malformed body gets the contract's `400 bad_request`
 /// (and an oversized one `413 too_large`) instead of axum's plain-text rejection, and a body
 /// that does not arrive whole within the node's body timeout `408 request_timeout`: one that

@@ -14,7 +14,7 @@ use axum::routing::{delete, get, post, put};
 use axum::Router;
 
 use crate::error::ApiError;
-use crate::extract::MAX_BODY;
+use crate::extract::{refuse_large_bodies, MAX_BODY};
 use crate::state::AppState;
 
 /// The public API and the event WebSocket.
@@ -51,6 +51,10 @@ pub fn public(state: AppState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            refuse_large_bodies,
+        ))
         .with_state(state)
 }
 
