@@ -2,7 +2,8 @@
 //! timed plan of faults, checks invariants over the recorded history, and reports.
 //!
 //! Layout (one job per module):
-//! - `backend`: how a service runs (real processes now, Docker later) behind one trait.
+//! - `backend`: how a service runs (a real process, or a container on a local or remote Docker
+//!   engine) behind one trait.
 //! - `supervisor`: service handles, lifecycle states and events, readiness, service builders.
 //! - `network`: the network namespaces, bridge and firewall cuts of `netns` hosts.
 //! - `proxy`: the in-process TCP fault proxy (toxiproxy's faults, one way or both) on each link.
@@ -11,6 +12,7 @@
 //! - `checks`: pure invariant checks over the history, and the faults table.
 //! - `report`: `report.json` and `summary.md`, rendered from a run directory.
 //! - `runner`: a whole run: up, players, timeline, heal, check, report.
+//! - `run_files`: the files written into a run directory, never through a link.
 //! - `selftest` (feature `seeded-defects`): the checks proven against defects built into the cloud.
 
 pub mod backend;

@@ -67,16 +67,6 @@ impl Store {
         row.as_ref().map(account_from_row).transpose()
     }
 
-    /// The id of the account with this (already lower-cased) handle.
-    pub async fn account_id_by_handle(&self, handle: &str) -> StoreResult<Option<i64>> {
-        Ok(
-            sqlx::query_scalar("SELECT id FROM accounts WHERE handle = $1")
-                .bind(handle)
-                .fetch_optional(self.reader())
-                .await?,
-        )
-    }
-
     /// Changes avatar and/or privacy; `avatar: Some(None)` clears it.
     pub async fn update_account(
         &self,
