@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::store::{now_ms, Backend, Store, StoreResult};
+use crate::store::{cluster_now_ms, Backend, Store, StoreResult};
 
 /// What a per-source limit counts for a peer: its IPv4 address (an IPv4-mapped IPv6 address
 /// too), or the /64 of its IPv6 address, the block one subscriber gets, so that one host
@@ -65,7 +65,9 @@ impl RateLimiter {
                 if let Some(wait) = refused.remaining(&key, Instant::now()) {
                     return Ok(Err(wait));
                 }
-                let now = now_ms();
+                // The nodes share the windows: on the cluster's clock, they agree where one
+                // ends.
+                let now = cluster_now_ms();
                 let window_ms = window.as_millis() as i64;
                 let start = now - now.rem_euclid(window_ms);
                 let calls = store.count_call(&key, start).await?;

@@ -4,9 +4,11 @@ use super::{Store, StoreResult};
 
 impl Store {
     /// Counts one call of `ip` in the window starting at `window_start` (ms); returns
-    /// the calls of that window so far, this one included.
+    /// the calls of that window so far, this one included. One statement on its own: the
+    /// address's row stays locked for that statement, not for a transaction's round trips
+    /// (every player behind one address shares the row). Ended windows go with the
+    /// retention purge.
     pub async fn count_call(&self, ip: &str, window_start: i64) -> StoreResult<i64> {
-        let mut tx = self.begin().await?;
         let calls = sqlx::query_scalar(
             "INSERT INTO rate_windows (ip, window_start, calls) VALUES ($1, $2, 1) \
              ON CONFLICT (ip, window_start) DO UPDATE SET calls = rate_windows.calls + 1 \
@@ -14,15 +16,8 @@ impl Store {
         )
         .bind(ip)
         .bind(window_start)
-        .fetch_one(&mut *tx.tx)
+        .fetch_one(&self.inner.writer.pool)
         .await?;
-        // Windows that ended are of no further use.
-        sqlx::query("DELETE FROM rate_windows WHERE ip = $1 AND window_start < $2")
-            .bind(ip)
-            .bind(window_start)
-            .execute(&mut *tx.tx)
-            .await?;
-        tx.commit().await?;
         Ok(calls)
     }
 }
