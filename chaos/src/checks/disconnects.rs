@@ -454,24 +454,33 @@ mod tests {
         assert_eq!(judge(dropped).result, Verdict::Fail);
     }
 
+    /// Slow reader 1 on node-1, a friend of sender 2 on node-3; account 3 on node-1, a friend
+    /// of the sender too when `friends`.
+    fn flood_cast(friends: bool) -> Vec<At> {
+        let mut events = vec![
+            befriend(0.5, 1, 2),
+            welcome(1.0, 1, 1, "node-1"),
+            welcome(1.0, 2, 2, "node-3"),
+            welcome(1.0, 3, 3, "node-1"),
+        ];
+        if friends {
+            events.push(befriend(0.6, 3, 2));
+        }
+        events
+    }
+
     /// Regression (CI, hosts.yaml): a slow reader's flood from node-3 was held by a firewall
     /// cut of node-3 from the bus and let through at its heal; four friends of the sender on
     /// node-1, reading normally, got it at once and were closed 1013.
     #[test]
     fn a_1013_of_a_flood_a_fault_held_and_let_through_is_explained() {
         let flooded = |cut: bool, friends: bool| {
-            let mut events = vec![
-                befriend(0.5, 1, 2),
-                welcome(1.0, 1, 1, "node-1"),
-                welcome(1.0, 2, 2, "node-3"),
-                welcome(1.0, 3, 3, "node-1"),
+            let mut events = flood_cast(friends);
+            events.extend([
                 // Reader 1 floods by sender 2 from 40 s to 60 s.
                 slow_reading(40.0, 60.0),
                 closed(57.5, 3, 3, Some(1013), CloseFrame),
-            ];
-            if friends {
-                events.push(befriend(0.6, 3, 2));
-            }
+            ]);
             if cut {
                 events.extend(action(40.0, 50.0, ActionKind::Partition, "node-3<->nats"));
             }
@@ -491,16 +500,12 @@ mod tests {
     fn a_flood_let_through_after_its_reader_was_closed_is_explained_until_the_fault_lets_go() {
         let flooded = |firewall: bool, at: f64| {
             let cut = action(44.3, 54.3, ActionKind::Partition, "node-3<->nats");
-            let mut events = vec![
-                befriend(0.5, 1, 2),
-                befriend(0.6, 3, 2),
-                welcome(1.0, 1, 1, "node-1"),
-                welcome(1.0, 2, 2, "node-3"),
-                welcome(1.0, 3, 3, "node-1"),
+            let mut events = flood_cast(true);
+            events.extend([
                 slow_reading(44.3, 53.5),
                 closed(53.5, 1, 1, Some(1013), CloseFrame),
                 closed(at, 3, 3, Some(1013), CloseFrame),
-            ];
+            ]);
             events.extend(if firewall { via_firewall(cut) } else { cut });
             judge(events).result
         };
