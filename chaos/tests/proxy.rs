@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyplay_chaos::proxy::{
-    Admit, CutMode, Endpoint, Latency, LinkFault, LinkFaultKind, LinkName, Proxy, Ways,
+    Admit, CutMode, Endpoint, Forward, Latency, LinkFault, LinkFaultKind, LinkName, Proxy, Ways,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -274,6 +274,7 @@ async fn a_proxy_for_one_peer_closes_everyone_else() {
         ([127, 0, 0, 1], 0).into(),
         upstream.local_addr().expect("address"),
         Admit::Only(node),
+        Forward::Source,
     )
     .await
     .expect("proxy");
@@ -305,4 +306,44 @@ async fn a_proxy_for_one_peer_closes_everyone_else() {
         .expect("accepted in time")
         .expect("accept");
     assert_eq!(seen.ip(), node);
+}
+
+/// A proxy whose upstream cannot see the client's address (a node behind a netns bridge)
+/// names the client in a PROXY v1 line ahead of its bytes, and connects from its own.
+#[tokio::test]
+async fn a_proxy_header_names_the_client_ahead_of_its_bytes() {
+    let upstream = TcpListener::bind("127.0.0.1:0").await.expect("listener");
+    let upstream_addr = upstream.local_addr().expect("address");
+    let name = LinkName::new(Endpoint::Players, Endpoint::Node(1));
+    let proxy = Proxy::serving(
+        name,
+        ([127, 0, 0, 1], 0).into(),
+        upstream_addr,
+        Admit::Anyone,
+        Forward::ProxyHeader,
+    )
+    .await
+    .expect("proxy");
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.bind(([127, 0, 7, 7], 0).into()).expect("bind");
+    let mut client = socket.connect(proxy.listen_addr()).await.expect("connect");
+    let client_addr = client.local_addr().expect("address");
+    client.write_all(b"hello").await.expect("write");
+
+    let (mut seen, from) = timeout(Duration::from_secs(10), upstream.accept())
+        .await
+        .expect("accepted in time")
+        .expect("accept");
+    assert_eq!(from.ip(), std::net::IpAddr::from([127, 0, 0, 1]));
+    let expected = format!(
+        "PROXY TCP4 127.0.7.7 127.0.0.1 {} {}\r\nhello",
+        client_addr.port(),
+        upstream_addr.port()
+    );
+    let mut got = vec![0; expected.len()];
+    timeout(Duration::from_secs(10), seen.read_exact(&mut got))
+        .await
+        .expect("in time")
+        .expect("read");
+    assert_eq!(String::from_utf8_lossy(&got), expected);
 }

@@ -1,7 +1,7 @@
 //! Node configuration: defaults, then a TOML file, then `ANYPLAY_*` environment
 //! variables and flags (a flag wins over its variable, both win over the file).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -109,6 +109,8 @@ pub struct Config {
     /// Longest a write to an event socket may take before the client counts as stalled.
     pub ws_write_timeout: Duration,
     pub http: HttpLimits,
+    /// Forwarders whose connections may open with a PROXY v1 header naming their client.
+    pub proxy_protocol_from: Vec<IpAddr>,
     /// Deliveries for other nodes that may wait for NATS; more are shed.
     pub bus_queue: usize,
     pub lease_renew: Duration,
@@ -156,6 +158,7 @@ impl Default for Config {
                 max_connections: 50_000,
                 max_connections_per_ip: Some(256),
             },
+            proxy_protocol_from: Vec::new(),
             bus_queue: 4096,
             lease_renew: Duration::from_secs(3),
             lease_expiry: Duration::from_secs(10),
@@ -350,6 +353,10 @@ pub struct Args {
     #[arg(long, env = "ANYPLAY_MAX_CONNECTIONS_PER_IP")]
     pub max_connections_per_ip: Option<usize>,
 
+    /// Addresses of forwarders (a load balancer, a fault proxy) whose connections may begin with a PROXY protocol v1 header; the client it names is then the source for the per-IP limits. Comma-separated [default: none].
+    #[arg(long, env = "ANYPLAY_PROXY_PROTOCOL_FROM", value_delimiter = ',')]
+    pub proxy_protocol_from: Option<Vec<IpAddr>>,
+
     /// Events for other nodes that may queue while NATS is slow or away; more are shed (counted) [default: 4096].
     #[arg(long, env = "ANYPLAY_BUS_QUEUE")]
     pub bus_queue: Option<usize>,
@@ -383,7 +390,7 @@ impl Args {
             no_rate_limits, rate_auth_email, rate_calls_per_minute, max_friends, max_outgoing,
             daily_requests_new, ping_interval, outbound_queue, event_send_buffer, ws_write_timeout,
             http_header_timeout, http_body_timeout, http_idle_timeout, max_connections,
-            max_connections_per_ip, bus_queue)
+            max_connections_per_ip, proxy_protocol_from, bus_queue)
     }
 
     fn read_file(path: &Path) -> Result<Args, ConfigError> {
@@ -463,6 +470,7 @@ impl Args {
                     None => d.http.max_connections_per_ip,
                 },
             },
+            proxy_protocol_from: args.proxy_protocol_from.unwrap_or_default(),
             bus_queue: args.bus_queue.unwrap_or(d.bus_queue),
             lease_renew: d.lease_renew,
             lease_expiry: d.lease_expiry,

@@ -4,6 +4,10 @@
 //! request head (slowloris, silent or idle keep-alive clients), and an idle
 //! timeout while a request or its response makes no progress. HTTP/1.1 only.
 //!
+//! A forwarder the node trusts (`--proxy-protocol-from`) may begin a connection with a PROXY
+//! protocol v1 header (HAProxy's): the client it names is then the source for every
+//! per-address limit. Anyone else's header is just a bad request.
+//!
 //! A connection's place under the cap travels with its socket, so an event
 //! WebSocket upgraded from it keeps the place until it closes. A handler may
 //! bound the socket's kernel send buffer ([`SendBuffer`]): the event route does,
@@ -38,6 +42,7 @@ pub async fn serve(
     listener: TcpListener,
     app: Router,
     limits: HttpLimits,
+    forwarders: Arc<[IpAddr]>,
     metrics: ConnectionMetrics,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -64,24 +69,77 @@ pub async fn serve(
             // Dropped at once: the client sees its connection closed.
             continue;
         };
-        let Some(source) = sources.take(remote.ip(), limits.max_connections_per_ip) else {
-            metrics.refused_per_ip.inc();
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
-        let io = Tracked::new(stream, place, source, Held::new(&metrics.open));
-        tokio::spawn(connection(
-            io,
-            remote,
-            app.clone(),
-            limits,
-            stop.clone(),
-            done_rx.clone(),
-        ));
+        let (app, metrics, sources) = (app.clone(), metrics.clone(), sources.clone());
+        let (stop, done) = (stop.clone(), done_rx.clone());
+        let forwarded = forwarders.contains(&remote.ip());
+        tokio::spawn(async move {
+            let mut stream = stream;
+            // A forwarder's header is read in the connection's own task: a slow one holds
+            // no one else up, and gets the head's deadline.
+            let remote = match forwarded {
+                false => remote,
+                true => match client_of(&mut stream, remote, limits.header_timeout).await {
+                    Some(client) => client,
+                    None => return,
+                },
+            };
+            let Some(source) = sources.take(remote.ip(), limits.max_connections_per_ip) else {
+                metrics.refused_per_ip.inc();
+                return;
+            };
+            let _ = stream.set_nodelay(true);
+            let io = Tracked::new(stream, place, source, Held::new(&metrics.open));
+            connection(io, remote, app, limits, stop, done).await;
+        });
     }
     drop(done_rx);
     drop(listener);
     done_tx.closed().await;
+}
+
+/// The longest PROXY v1 header: `PROXY TCP6`, two full IPv6 addresses, two ports, CRLF.
+const PROXY_HEADER_MAX: usize = 107;
+
+/// The client a forwarder's PROXY v1 header names, the header consumed; the forwarder itself
+/// when it sent none (or `UNKNOWN`). `None`: a malformed or late header, and the connection
+/// is closed.
+async fn client_of(
+    stream: &mut TcpStream,
+    forwarder: SocketAddr,
+    deadline: std::time::Duration,
+) -> Option<SocketAddr> {
+    const SIGNATURE: &[u8] = b"PROXY ";
+    let read = async {
+        let mut head = [0u8; PROXY_HEADER_MAX];
+        loop {
+            let seen = stream.peek(&mut head).await.ok()?;
+            let head = &head[..seen];
+            let prefix = seen.min(SIGNATURE.len());
+            if seen == 0 || head[..prefix] != SIGNATURE[..prefix] {
+                // Closed, or plain HTTP from the forwarder itself.
+                return (seen > 0).then_some(forwarder);
+            }
+            if let Some(end) = head.windows(2).position(|w| w == b"\r\n") {
+                let line = std::str::from_utf8(&head[..end + 2]).ok()?;
+                let addresses: ppp::v1::Addresses = line.parse().ok()?;
+                let mut consumed = [0u8; PROXY_HEADER_MAX];
+                tokio::io::AsyncReadExt::read_exact(stream, &mut consumed[..end + 2])
+                    .await
+                    .ok()?;
+                return Some(match addresses {
+                    ppp::v1::Addresses::Tcp4(a) => (a.source_address, a.source_port).into(),
+                    ppp::v1::Addresses::Tcp6(a) => (a.source_address, a.source_port).into(),
+                    ppp::v1::Addresses::Unknown => forwarder,
+                });
+            }
+            if seen == PROXY_HEADER_MAX {
+                return None;
+            }
+            // Part of a header: peek returns at once while bytes wait, so wait a little.
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    };
+    tokio::time::timeout(deadline, read).await.ok().flatten()
 }
 
 async fn stopped(stop: &mut watch::Receiver<bool>) {

@@ -253,6 +253,7 @@ async fn serve(state: AppState, public: TcpListener, ops: TcpListener) -> Result
         public,
         public_app,
         limits,
+        state.config.proxy_protocol_from.as_slice().into(),
         state.metrics.http_connections.clone(),
         stop.0.subscribe(),
     )));
@@ -260,6 +261,8 @@ async fn serve(state: AppState, public: TcpListener, ops: TcpListener) -> Result
         ops,
         ops_app,
         limits,
+        // Operators reach it directly.
+        Arc::from([]),
         // Operators' connections are few; they are not the public's figures.
         ConnectionMetrics::default(),
         stop.0.subscribe(),

@@ -424,3 +424,64 @@ async fn a_call_refused_by_a_limit_costs_no_store_work() {
         "30 refusals took {took:?}: they waited for the locked store"
     );
 }
+
+/// Sends `GET /v1/me` on a connection of its own from `from`, opened with `header` (a PROXY
+/// v1 line, or nothing); the status line the node answered, or "" when it closed without one.
+async fn me_via(node: &TestNode, from: std::net::Ipv4Addr, header: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let addr: std::net::SocketAddr = node.api.trim_start_matches("http://").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind((from, 0).into()).unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    let request = format!("{header}GET /v1/me HTTP/1.1\r\nHost: n\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer).await;
+    let answer = String::from_utf8_lossy(&answer);
+    answer.lines().next().unwrap_or_default().to_string()
+}
+
+/// Behind a forwarder every client shares its address: the forwarder the node trusts names
+/// each client in a PROXY header, and the per-address limits count that client. Anyone
+/// else's header is a bad request, so a client cannot pick the address it is counted as.
+#[tokio::test]
+async fn a_trusted_forwarders_proxy_header_names_whom_the_limits_count() {
+    let forwarder = std::net::Ipv4Addr::new(127, 0, 0, 1);
+    let cloud = TestCloud::start_limited(
+        Topology::Single,
+        &[
+            "--rate-calls-per-minute",
+            "3",
+            "--proxy-protocol-from",
+            "127.0.0.1",
+        ],
+    )
+    .await;
+    let node = cloud.node(0);
+    let header = |client: &str| format!("PROXY TCP4 {client} 127.0.0.1 40000 80\r\n");
+    let ann = header("127.0.9.1");
+    for _ in 0..3 {
+        assert!(me_via(node, forwarder, &ann).await.contains(" 401 "));
+    }
+    assert!(me_via(node, forwarder, &ann).await.contains(" 429 "));
+    // Another client behind the same forwarder, and the forwarder's own calls, count apart.
+    assert!(me_via(node, forwarder, &header("127.0.9.2"))
+        .await
+        .contains(" 401 "));
+    assert!(me_via(node, forwarder, "").await.contains(" 401 "));
+    // From an address the node does not trust, the header is not read.
+    let stranger = me_via(
+        node,
+        std::net::Ipv4Addr::new(127, 0, 0, 2),
+        &header("127.0.9.3"),
+    )
+    .await;
+    assert!(
+        !stranger.contains(" 401 ") && !stranger.contains(" 429 "),
+        "{stranger}"
+    );
+    // A malformed header from the forwarder closes the connection.
+    let bad = me_via(node, forwarder, "PROXY TCP4 not-an-address\r\n").await;
+    assert_eq!(bad, "");
+}

@@ -529,7 +529,8 @@ impl Cx<'_> {
     }
 
     /// `rate_limits` needs every player to reach every node from a loopback address of its
-    /// own: nodes on the supervisor's machine, and players played there.
+    /// own (players played on this machine), or named by the fault proxy in front of a node on
+    /// a netns host: only a Docker host's node would see them all as one address.
     fn limits_counted_per_player(
         &self,
         load: &Load,
@@ -540,12 +541,21 @@ impl Cx<'_> {
             return Ok(());
         }
         let path = KeyPath::default().key("load").key("rate_limits");
-        if let Some(n) = (1..=nodes).find(|n| hosts.kind_of(Service::Node(*n)) != HostKind::Local) {
+        let unnamed = |n: &u32| match hosts.kind_of(Service::Node(*n)) {
+            HostKind::Local => false,
+            HostKind::Netns => !load.through_proxy,
+            HostKind::Docker => true,
+        };
+        if let Some(n) = (1..=nodes).find(unnamed) {
+            let how = match hosts.kind_of(Service::Node(n)) {
+                HostKind::Netns => "set load.through_proxy, whose proxies name each player to it",
+                _ => "it would see them all as one address",
+            };
             return Err(self.err(
                 &path,
                 format!(
-                    "players count alone only from loopback addresses of their own, and node-{n} \
-                     is on host {} (it would see them all as the bridge's address)",
+                    "players count alone only from addresses of their own, and node-{n} is on \
+                     host {} ({how})",
                     hosts.of(Service::Node(n))
                 ),
             ));
@@ -1328,19 +1338,23 @@ mod tests {
     }
 
     #[test]
-    fn rate_limits_are_taken_only_where_players_keep_their_own_addresses() {
+    fn rate_limits_are_taken_only_where_each_player_is_seen_as_itself() {
         let local =
             check("name: one\nload: {players: 10, through_proxy: true, rate_limits: true}\n")
                 .unwrap();
         assert!(local.load.rate_limits);
         assert_eq!(check(&local.to_yaml()).unwrap(), local);
-        let src = on_hosts("").replace(
+        // On netns hosts the players' proxies name each player to its node.
+        let named = on_hosts("").replace(
             "through_proxy: true}",
             "through_proxy: true, rate_limits: true}",
         );
+        assert!(check(&named).unwrap().load.rate_limits);
+        let src = on_hosts("").replace("through_proxy: true}", "rate_limits: true}");
         let (line, key, message) = refused(&src);
         assert_eq!((line, key.as_str()), (11, "load.rate_limits"));
         assert!(message.contains("node-1 is on host a"), "{message}");
+        assert!(message.contains("set load.through_proxy"), "{message}");
     }
 
     #[test]

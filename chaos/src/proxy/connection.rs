@@ -15,7 +15,7 @@ use super::fault::connection::{ConnectionFaults, Ending};
 use super::fault::reset::abort;
 use super::fault::Faults;
 use super::link::{self, Direction};
-use super::{Endpoint, LinkName};
+use super::{Endpoint, Forward, LinkName};
 
 /// The kernel buffers of a link's sockets. A players link bounds the buffers that carry a node's
 /// events to a player (towards the player, and from the node) as the node bounds its own event
@@ -64,6 +64,7 @@ enum Outcome {
 pub(crate) async fn serve(
     client: TcpStream,
     upstream: SocketAddr,
+    forward: Forward,
     buffers: Buffers,
     shared: Arc<Faults>,
     counters: Arc<Counters>,
@@ -71,9 +72,9 @@ pub(crate) async fn serve(
     let open = counters.opened();
     let faults = ConnectionFaults::new(&shared, open.serial());
     let mut reset = shared.reset.subscribe();
-    let source = client.peer_addr().ok().map(|a| a.ip());
+    let source = client.peer_addr().ok();
     let connected = tokio::select! {
-        connected = connect(upstream, source, buffers, &faults) => connected,
+        connected = connect(upstream, source, forward, buffers, &faults) => connected,
         () = reset.fired() => return abort(client),
     };
     let mut server = match connected {
@@ -157,7 +158,8 @@ pub(crate) async fn serve(
 /// upstream from that same address, as it would without the proxy.
 async fn connect(
     upstream: SocketAddr,
-    client: Option<IpAddr>,
+    client: Option<SocketAddr>,
+    forward: Forward,
     buffers: Buffers,
     faults: &ConnectionFaults<'_>,
 ) -> io::Result<Option<TcpStream>> {
@@ -173,10 +175,33 @@ async fn connect(
     if let Buffers::Bounded(bytes) = buffers {
         socket.set_recv_buffer_size(bytes)?;
     }
-    if let Some(ip) = client.filter(|ip| keeps_source(*ip, upstream)) {
-        socket.bind(SocketAddr::new(ip, 0))?;
+    let kept = client.filter(|c| forward == Forward::Source && keeps_source(c.ip(), upstream));
+    if let Some(client) = kept {
+        socket.bind(SocketAddr::new(client.ip(), 0))?;
     }
-    socket.connect(upstream).await.map(Some)
+    let mut server = socket.connect(upstream).await?;
+    if forward == Forward::ProxyHeader {
+        // Ahead of the client's bytes and of every fault: it is this proxy's word, not traffic.
+        server
+            .write_all(proxy_header(client, upstream).as_bytes())
+            .await?;
+    }
+    Ok(Some(server))
+}
+
+/// The PROXY v1 line that names `client` to `upstream`.
+fn proxy_header(client: Option<SocketAddr>, upstream: SocketAddr) -> String {
+    use ppp::v1::Addresses;
+    let addresses = match (client, upstream) {
+        (Some(SocketAddr::V4(c)), SocketAddr::V4(u)) => {
+            Addresses::new_tcp4(*c.ip(), *u.ip(), c.port(), u.port())
+        }
+        (Some(SocketAddr::V6(c)), SocketAddr::V6(u)) => {
+            Addresses::new_tcp6(*c.ip(), *u.ip(), c.port(), u.port())
+        }
+        _ => Addresses::Unknown,
+    };
+    addresses.to_string()
 }
 
 /// Whether the proxy connects upstream from the client's own address: a loopback one other

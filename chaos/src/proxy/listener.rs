@@ -36,6 +36,17 @@ pub enum Admit {
     Only(IpAddr),
 }
 
+/// How the upstream learns who a client is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forward {
+    /// From the connection itself: a client on a loopback address of its own reaches a
+    /// loopback upstream from that address.
+    Source,
+    /// From a PROXY protocol v1 header ahead of the client's bytes, for an upstream that
+    /// reads one from this proxy (a node on a netns host, which sees only the bridge).
+    ProxyHeader,
+}
+
 impl Admit {
     fn admits(self, peer: IpAddr) -> bool {
         match self {
@@ -52,15 +63,17 @@ impl Proxy {
         listen: SocketAddr,
         upstream: SocketAddr,
     ) -> Result<Proxy, ProxyError> {
-        Proxy::serving(name, listen, upstream, Admit::Anyone).await
+        Proxy::serving(name, listen, upstream, Admit::Anyone, Forward::Source).await
     }
 
-    /// As [`Proxy::start`], for the clients `admit` lets in; others are closed at once.
+    /// As [`Proxy::start`], for the clients `admit` lets in (others are closed at once), told
+    /// to the upstream as `forward` says.
     pub async fn serving(
         name: LinkName,
         listen: SocketAddr,
         upstream: SocketAddr,
         admit: Admit,
+        forward: Forward,
     ) -> Result<Proxy, ProxyError> {
         let bind_error = |source| ProxyError::Bind {
             addr: listen,
@@ -76,6 +89,7 @@ impl Proxy {
             listener,
             admit,
             upstream,
+            forward,
             buffers,
             Arc::clone(&faults),
             Arc::clone(&counters),
@@ -145,6 +159,7 @@ async fn accept(
     listener: TcpListener,
     admit: Admit,
     upstream: SocketAddr,
+    forward: Forward,
     buffers: Buffers,
     faults: Arc<Faults>,
     counters: Arc<Counters>,
@@ -161,6 +176,7 @@ async fn accept(
                     connections.spawn(connection::serve(
                         client,
                         upstream,
+                        forward,
                         buffers,
                         Arc::clone(&faults),
                         Arc::clone(&counters),

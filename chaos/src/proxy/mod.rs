@@ -24,7 +24,7 @@ pub use counters::Stats;
 pub use fault::latency::Latency;
 pub use fault::{CutMode, LinkFault, LinkFaultKind, Toxicity, Ways};
 pub use link::Direction;
-pub use listener::{Admit, Proxy};
+pub use listener::{Admit, Forward, Proxy};
 pub use name::{Endpoint, LinkName};
 pub use set::ProxySet;
 

@@ -22,7 +22,7 @@ use crate::plan::{
     ActionKind, Backend, DropScope, Host, HostKind, Hosts, ImageSlot, Op, Plan, Route, Service,
     Store, Ways,
 };
-use crate::proxy::{Admit, Endpoint, LinkName, Proxy, ProxySet};
+use crate::proxy::{Admit, Endpoint, Forward, LinkName, Proxy, ProxySet};
 use crate::supervisor::faults::Disk;
 use crate::supervisor::services::scratch::Scratch;
 use crate::supervisor::services::{log_path, nats, node, postgres, Placement};
@@ -417,6 +417,13 @@ impl Topology {
             if let Some(url) = url_of.get(&Endpoint::Nats) {
                 command = command.args(["--nats-url".to_string(), url.clone()]);
             }
+            if topology.on_netns(service) {
+                // Its player proxies name each player (`Forward::ProxyHeader`), from the bridge.
+                command = command.args([
+                    "--proxy-protocol-from".to_string(),
+                    topology.nearest(service)?.to_string(),
+                ]);
+            }
             if !plan.load.rate_limits {
                 // Every player comes from 127.0.0.1: per-IP limits would throttle the load.
                 command = command.arg("--no-rate-limits");
@@ -536,9 +543,20 @@ impl Topology {
             Endpoint::Node(n) => Admit::Only(self.placement(Service::Node(n)).address.into()),
             _ => Admit::Anyone,
         };
-        let proxy = Proxy::serving(LinkName::new(from, to), (listen, 0).into(), upstream, admit)
-            .await
-            .map_err(|e| RunError::Topology(e.to_string()))?;
+        // A node on a netns host sees every player as the bridge: the proxy names each.
+        let forward = match to {
+            Endpoint::Node(n) if self.on_netns(Service::Node(n)) => Forward::ProxyHeader,
+            _ => Forward::Source,
+        };
+        let proxy = Proxy::serving(
+            LinkName::new(from, to),
+            (listen, 0).into(),
+            upstream,
+            admit,
+            forward,
+        )
+        .await
+        .map_err(|e| RunError::Topology(e.to_string()))?;
         let at = proxy.listen_addr();
         self.proxies
             .insert(proxy)
