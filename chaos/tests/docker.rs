@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::support::containers::containers_of;
+use crate::support::containers::{containers_of, engine_alone, engine_shared};
 use crate::support::{a_run_turn, assert_passed, chaos, reduced_plan, report, run_plan, scratch};
 
 /// The local images, for a machine that cannot pull the plans' upstream ones.
@@ -39,6 +39,7 @@ fn events(out: &Path) -> Vec<serde_json::Value> {
 
 #[test]
 fn node_crash_passes_in_containers_and_the_kill_is_a_signal() {
+    let _engine = engine_shared();
     let _turn = a_run_turn();
     let dir = scratch("docker-node-crash");
     let plan = reduced_plan("node-crash", &dir, 200, "10s");
@@ -91,6 +92,7 @@ fn node_crash_passes_in_containers_and_the_kill_is_a_signal() {
 
 #[test]
 fn resource_faults_pass_in_containers_and_leave_nothing_behind() {
+    let _engine = engine_shared();
     let _turn = a_run_turn();
     let dir = scratch("docker-resource-faults");
     let plan = reduced_plan("resource-faults", &dir, 200, "10s");
@@ -123,6 +125,9 @@ fn resource_faults_pass_in_containers_and_leave_nothing_behind() {
 
 #[test]
 fn a_sigkilled_supervisor_s_containers_go_when_the_next_run_starts() {
+    // Another test's run would remove the orphans before they are counted. (The engine
+    // before a run turn, as every test takes them: none waits for one holding the other.)
+    let _engine = engine_alone();
     let _turn = a_run_turn();
     let dir = scratch("docker-sigkill");
     let plan = reduced_plan("node-crash", &dir, 20, "5s");
@@ -206,6 +211,7 @@ fn an_unreachable_engine_is_a_clear_error_before_anything_starts() {
 
 #[test]
 fn a_missing_image_is_named_with_how_to_get_it() {
+    let _engine = engine_shared();
     let dir = scratch("docker-missing-image");
     let plan = reduced_plan("node-crash", &dir, 10, "1s");
     let out = dir.join("run");

@@ -58,6 +58,7 @@ fn running_containers_of(dir: &Path) -> Vec<String> {
         .collect()
 }
 
+#[allow(clippy::await_holding_lock)] // held only while connecting
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vanished_engine_is_lost_not_an_exit() {
     let dir = run_dir();
@@ -65,9 +66,12 @@ async fn a_vanished_engine_is_lost_not_an_exit() {
     let proxy = proxy(&socket);
     // Before anything of this binary (one test) reads the environment.
     std::env::set_var("DOCKER_HOST", format!("unix://{}", socket.display()));
+    // Connecting sweeps dead runs' containers (see `engine_shared`).
+    let engine = crate::support::containers::engine_shared();
     let (backend, _) = DockerBackend::connect(&dir)
         .await
         .expect("the engine answers through the proxy (deploy/test.sh starts one)");
+    drop(engine);
     // The backend keeps its client; the docker CLI below must reach the real engine.
     std::env::remove_var("DOCKER_HOST");
     assert!(

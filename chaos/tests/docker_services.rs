@@ -26,10 +26,14 @@ fn run_dir(name: &str) -> PathBuf {
     dir
 }
 
+// Held only while connecting, which sweeps dead runs' containers (see `engine_shared`).
+#[allow(clippy::await_holding_lock)]
 async fn supervisor(dir: &Path) -> Supervisor {
+    let engine = crate::support::containers::engine_shared();
     let (backend, _orphans) = DockerBackend::connect(dir)
         .await
         .expect("a Docker engine answers (deploy/test.sh starts one)");
+    drop(engine);
     let missing = backend.missing_images([IMAGE]).await.unwrap();
     assert!(
         missing.is_empty(),

@@ -42,10 +42,14 @@ fn processes() -> (Supervisor, UnboundedReceiver<ServiceEvent>) {
     Supervisor::new(Arc::new(ProcessBackend))
 }
 
+// Held only while connecting, which sweeps dead runs' containers (see `engine_shared`).
+#[allow(clippy::await_holding_lock)]
 async fn containers(dir: &Path) -> (Supervisor, UnboundedReceiver<ServiceEvent>) {
+    let engine = crate::support::containers::engine_shared();
     let (backend, _orphans) = DockerBackend::connect(dir)
         .await
         .expect("a Docker engine answers (source deploy/docker-engine.sh)");
+    drop(engine);
     let missing = backend.missing_images([IMAGE]).await.unwrap();
     assert!(
         missing.is_empty(),

@@ -283,6 +283,7 @@ fn on_engine(dir: &Path, engine: &Engine, ca: &str, cert: &str, key: &str) -> Pa
 
 #[test]
 fn a_node_on_a_remote_engine_over_tls_passes_and_a_wrong_certificate_stops_the_run() {
+    let _engine = crate::support::containers::engine_shared();
     let _turn = a_run_turn();
     let dir = scratch("remote-engine");
     let engine = Engine::start(&dir.join("engine"));

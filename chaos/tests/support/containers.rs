@@ -3,6 +3,22 @@
 
 use std::path::Path;
 use std::process::Command;
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// Every run that starts on the local engine removes the containers of runs whose supervisor
+/// died. Runs share the engine; a test that leaves such containers on purpose, to count them,
+/// holds it alone meanwhile.
+static ENGINE: RwLock<()> = RwLock::new(());
+
+/// A share of the local engine, for a test that starts runs on it.
+pub fn engine_shared() -> RwLockReadGuard<'static, ()> {
+    ENGINE.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The local engine alone: no other test's run starts there until this is dropped.
+pub fn engine_alone() -> RwLockWriteGuard<'static, ()> {
+    ENGINE.write().unwrap_or_else(PoisonError::into_inner)
+}
 
 /// Names of the containers (running or not) labelled with run directory `dir`.
 pub fn containers_of(dir: &Path) -> Vec<String> {
