@@ -43,6 +43,14 @@ prepare_log=$(mktemp -t anyplay-prepare.XXXXXX)
 prepare >"$prepare_log" 2>&1 &
 prepare_pid=$!
 
+# The self-test's binary first, with the defects seeded into the cloud, and kept aside: the
+# workspace build after it puts the plain anyplay-chaos back where the tests run it from, and
+# recompiles only the three crates (dependencies are shared).
+selftest_bin=target/selftest/anyplay-chaos
+cargo build --release --locked -p anyplay-chaos --features seeded-defects
+mkdir -p "$(dirname "$selftest_bin")"
+cp target/release/anyplay-chaos "$selftest_bin"
+
 # One profile for tests and binaries, so everything is compiled once.
 cargo build --release --workspace --all-targets --locked
 
@@ -58,23 +66,30 @@ fi
 deploy/images/build.sh
 
 source deploy/test-services.sh
-# Every test binary runs even after a failure, so one run shows everything that fails.
 status=0
+
+# The checks proven against defects seeded into the cloud: one short plan runs clean and once
+# per defect, three at a time, beside the tests. Whole runs mostly wait on their timelines:
+# two of them leave 75 to 90 % of two cores idle, so the five at once still fit.
+# Its progress goes to stderr as it comes, marked; its table waits for the end.
+selftest_table=$(mktemp -t anyplay-selftest-table.XXXXXX)
+"$selftest_bin" selftest --jobs 3 --out "$(mktemp -d -t anyplay-selftest.XXXXXX)" \
+    >"$selftest_table" 2> >(sed -u 's/^/[selftest] /' >&2) &
+selftest_pid=$!
+
+# Every test binary runs even after a failure, so one run shows everything that fails.
 test_log=$(mktemp -t anyplay-cargo-test.XXXXXX)
 cargo test --release --workspace --locked --no-fail-fast 2>&1 | tee "$test_log" || status=$?
 
-# The checks proven against defects seeded into the cloud: the feature build recompiles only
-# anyplay-cloud and anyplay-chaos (their default artifacts stay beside, so nothing after
-# this rebuilds), then one short plan runs clean and once per defect, two at a time (each
-# case uses about half a core, so two fit beside each other on two cores).
-cargo run --release --locked -p anyplay-chaos --features seeded-defects -- \
-    selftest --jobs 2 --out "$(mktemp -d -t anyplay-selftest.XXXXXX)" || status=$?
-# The self-test's table ends the output: name the failed tests again below it, where a
-# reader of the tail (CI shows only that) finds them.
+wait "$selftest_pid" || status=$?
+# The self-test's table, then the failed tests named again below it, where a reader of the
+# tail (CI shows only that) finds them.
+cat "$selftest_table" >&2
+rm -f "$selftest_table"
 if grep -q -e '^test .* FAILED$' -e '^error: test failed' "$test_log"; then
     echo "deploy/test.sh: cargo test failed:" >&2
-    grep -e '^test .* FAILED$' -e '^error: test failed' -e '^---- .* stdout ----$' -A12 "$test_log" |
-        head -n 200 >&2
+    grep -e '^test .* FAILED$' -e '^error: test failed' -e '^---- .* stdout ----$' -A30 "$test_log" |
+        head -n 300 >&2
 fi
 rm -f "$test_log"
 exit "$status"

@@ -329,34 +329,38 @@ pub fn run<'a>(
     Box::pin(async move {
         let base = base_plan()?;
         let interrupted = AtomicBool::new(false);
-        let finished: Vec<Result<Option<Row>, RunError>> = futures_util::stream::iter(cases)
-            .map(|&case| {
-                let (base, interrupted) = (&base, &interrupted);
-                async move {
-                    if interrupted.load(Ordering::SeqCst) {
-                        return Ok(None);
-                    }
-                    eprintln!("anyplay-chaos selftest: {case}");
-                    let finished = runner::run(RunOptions {
-                        plan: case.plan(base),
-                        out: Some(out.join(case.to_string())),
-                        seed: None,
-                        backend: None,
-                        images: Vec::new(),
-                    })
-                    .await?;
-                    interrupted.fetch_or(finished.interrupted, Ordering::SeqCst);
-                    let row = judge(case, &finished.report, &finished.dir);
-                    eprintln!("anyplay-chaos selftest: {case}: {}", row.result);
-                    Ok(Some(row))
-                }
-            })
-            .buffered(jobs.get())
-            .collect()
-            .await;
+        let mut finished: Vec<(usize, Result<Option<Row>, RunError>)> =
+            futures_util::stream::iter(cases.iter().enumerate())
+                .map(|(order, &case)| {
+                    let (base, interrupted) = (&base, &interrupted);
+                    let run = async move {
+                        if interrupted.load(Ordering::SeqCst) {
+                            return Ok(None);
+                        }
+                        eprintln!("anyplay-chaos selftest: {case}");
+                        let finished = runner::run(RunOptions {
+                            plan: case.plan(base),
+                            out: Some(out.join(case.to_string())),
+                            seed: None,
+                            backend: None,
+                            images: Vec::new(),
+                        })
+                        .await?;
+                        interrupted.fetch_or(finished.interrupted, Ordering::SeqCst);
+                        let row = judge(case, &finished.report, &finished.dir);
+                        eprintln!("anyplay-chaos selftest: {case}: {}", row.result);
+                        Ok(Some(row))
+                    };
+                    async move { (order, run.await) }
+                })
+                // A case starts as soon as any running one ends, not only the oldest.
+                .buffer_unordered(jobs.get())
+                .collect()
+                .await;
+        finished.sort_by_key(|(order, _)| *order);
         // Every started run has ended (and cleaned up) before an error is reported.
         let mut rows = Vec::new();
-        for row in finished {
+        for (_, row) in finished {
             rows.extend(row?);
         }
         let summary = Summary {
