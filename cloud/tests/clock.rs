@@ -71,6 +71,17 @@ async fn friends_stay_online(seconds: i64, when: When) {
         (Some(cat.id), Some(true)),
         "{e}"
     );
+    // What the two connections brought may still be on its way (one friend's coming online,
+    // made as the other connected); the step is judged from here.
+    for events in [&mut ann_ev, &mut cat_ev] {
+        while let Some(e) = events.quiet_for(Duration::from_millis(500)).await {
+            assert_eq!(
+                (e["type"].as_str(), e["online"].as_bool()),
+                (Some("presence"), Some(true)),
+                "before the step: {e}"
+            );
+        }
+    }
 
     clock.step(seconds);
     clock.seen_by(b, seconds).await;

@@ -49,8 +49,10 @@ pub fn now_ms() -> i64 {
     now_us().div_euclid(1_000)
 }
 
-/// How far the store's clock was last found from this node's, in microseconds.
+/// How far the store's clock was found from this node's, in microseconds, and how far that
+/// reading may be off (half its round trip; `i64::MAX` before any).
 static STORE_OFFSET_US: AtomicI64 = AtomicI64::new(0);
+static STORE_OFFSET_ERROR_US: AtomicI64 = AtomicI64::new(i64::MAX);
 
 /// Microseconds since the epoch on the cluster's one clock, the store's: what nodes
 /// compare with each other's (connection leases, the moment an event was made against
@@ -74,20 +76,50 @@ pub fn cluster_now_ms() -> i64 {
 const MAX_ROUND_TRIP_US: i64 = 50_000;
 
 /// The store read `store_us` on its clock between this node's `before_us` and `after_us`:
-/// taken as read halfway, unless the answer came too late to tell. True when taken.
+/// taken as read halfway, unless the answer came too late to tell. True when it was told.
 pub(super) fn observed(before_us: i64, store_us: i64, after_us: i64) -> bool {
-    match offset_us(before_us, store_us, after_us) {
-        Some(offset) => {
-            STORE_OFFSET_US.store(offset, Ordering::Relaxed);
-            true
+    let Some(reading) = offset_us(before_us, store_us, after_us) else {
+        return false;
+    };
+    let kept = Reading {
+        offset_us: STORE_OFFSET_US.load(Ordering::Relaxed),
+        error_us: STORE_OFFSET_ERROR_US.load(Ordering::Relaxed),
+    };
+    let taken = kept.or(reading);
+    STORE_OFFSET_US.store(taken.offset_us, Ordering::Relaxed);
+    STORE_OFFSET_ERROR_US.store(taken.error_us, Ordering::Relaxed);
+    true
+}
+
+/// An offset from the store's clock, give or take `error_us`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Reading {
+    offset_us: i64,
+    error_us: i64,
+}
+
+impl Reading {
+    /// The better of the kept reading and a new one. Nodes on one machine must agree to the
+    /// millisecond (an event made elsewhere just before a connection opened here is not for
+    /// it), so a new reading that agrees with the kept one within both their errors, and is
+    /// no finer, leaves the finer kept; one that disagrees means a clock stepped, and wins.
+    fn or(self, new: Reading) -> Reading {
+        let agrees =
+            (new.offset_us - self.offset_us).abs() <= new.error_us.saturating_add(self.error_us);
+        if agrees && new.error_us >= self.error_us {
+            self
+        } else {
+            new
         }
-        None => false,
     }
 }
 
-fn offset_us(before_us: i64, store_us: i64, after_us: i64) -> Option<i64> {
+fn offset_us(before_us: i64, store_us: i64, after_us: i64) -> Option<Reading> {
     let round_trip = after_us - before_us;
-    (round_trip <= MAX_ROUND_TRIP_US).then(|| store_us - (before_us + round_trip / 2))
+    (round_trip <= MAX_ROUND_TRIP_US).then(|| Reading {
+        offset_us: store_us - (before_us + round_trip / 2),
+        error_us: round_trip / 2,
+    })
 }
 
 #[cfg(test)]
@@ -112,11 +144,34 @@ mod tests {
         // The store's clock is 7 s behind this node's; its answer took 40 ms.
         assert_eq!(
             offset_us(1_000_000, 1_020_000 - 7_000_000, 1_040_000),
-            Some(-7_000_000)
+            Some(Reading {
+                offset_us: -7_000_000,
+                error_us: 20_000
+            })
         );
-        assert_eq!(offset_us(5, 5, 5), Some(0));
+        assert_eq!(offset_us(5, 5, 5).map(|r| r.offset_us), Some(0));
         // Answered 3 s late (a paused store): too late to tell the time by.
         assert_eq!(offset_us(1_000_000, 4_000_000, 4_000_000), None);
+    }
+
+    #[test]
+    fn the_finest_reading_is_kept_until_the_clocks_step_apart() {
+        let reading = |offset_us, error_us| Reading {
+            offset_us,
+            error_us,
+        };
+        let none = reading(0, i64::MAX);
+        let fine = none.or(reading(1_000, 300));
+        assert_eq!(fine, reading(1_000, 300));
+        // A slower reading that agrees tells nothing new: the finer one stays.
+        assert_eq!(fine.or(reading(9_000, 20_000)), fine);
+        // A finer one replaces it.
+        assert_eq!(fine.or(reading(1_100, 100)), reading(1_100, 100));
+        // One that cannot be the same offset, however slow: a clock stepped.
+        assert_eq!(
+            fine.or(reading(-30_000_000, 20_000)),
+            reading(-30_000_000, 20_000)
+        );
     }
 
     #[test]
