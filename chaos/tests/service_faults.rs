@@ -144,7 +144,20 @@ async fn cpu_limit_holds_and_lifts(
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let [limited, free] = cores_used(pids, Duration::from_secs(3)).await;
+    // A machine busy with others' work (CI runs whole plans beside) can leave the free twin
+    // less than the cap, and then the cap cannot be seen: measure again until it has room.
+    let mut samples = Vec::new();
+    let [limited, free] = loop {
+        let sample = cores_used(pids, Duration::from_secs(3)).await;
+        samples.push(sample);
+        if sample[1] >= 0.4 || samples.len() == 8 {
+            break sample;
+        }
+    };
+    assert!(
+        free >= 0.4,
+        "the machine never left the free twin 0.4 core in 8 tries: {samples:.2?}"
+    );
     service.clear(ServiceFaultKind::Cpu).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     let [cleared, twin_after] = cores_used(pids, Duration::from_secs(3)).await;
