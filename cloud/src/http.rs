@@ -70,17 +70,21 @@ pub async fn serve(
             continue;
         };
         let (app, metrics, sources) = (app.clone(), metrics.clone(), sources.clone());
-        let (stop, done) = (stop.clone(), done_rx.clone());
+        let (mut stop, done) = (stop.clone(), done_rx.clone());
         let forwarded = forwarders.contains(&remote.ip());
         tokio::spawn(async move {
             let mut stream = stream;
             // A forwarder's header is read in the connection's own task: a slow one holds
-            // no one else up, and gets the head's deadline.
+            // no one else up, and gets the head's deadline; a drain closes it at once, as
+            // it does a connection with no request under way.
             let remote = match forwarded {
                 false => remote,
-                true => match client_of(&mut stream, remote, limits.header_timeout).await {
-                    Some(client) => client,
-                    None => return,
+                true => tokio::select! {
+                    client = client_of(&mut stream, remote, limits.header_timeout) => match client {
+                        Some(client) => client,
+                        None => return,
+                    },
+                    _ = stopped(&mut stop) => return,
                 },
             };
             let Some(source) = sources.take(remote.ip(), limits.max_connections_per_ip) else {
