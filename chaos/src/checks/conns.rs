@@ -31,6 +31,10 @@ pub struct Close {
 /// The close code the cloud replaces an older connection of the same account with.
 pub use anyplay_load::reconnect::REPLACED;
 
+/// WebSocket's "no status received": how a close frame without a code is reported (RFC 6455,
+/// 7.1.5), never a code a peer sends.
+const NO_STATUS: u16 = 1005;
+
 impl Conn {
     /// Whether it was welcomed at or before `t` and not closed by then.
     pub fn up_at(&self, t: f64) -> bool {
@@ -99,7 +103,9 @@ impl Conns {
                     if let Some(c) = conns.by_id.get_mut(conn) {
                         c.closed.get_or_insert(Close {
                             t,
-                            code: *code,
+                            // The load names a frame without a code by the protocol's 1005,
+                            // which never travels on the wire: here it is no code.
+                            code: code.filter(|&code| code != NO_STATUS),
                             cause: *cause,
                         });
                     }

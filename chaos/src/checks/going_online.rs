@@ -53,7 +53,7 @@ pub struct StateChange<'a> {
 fn seen_close(conn: &Conn) -> bool {
     conn.closed.as_ref().is_some_and(|c| match c.cause {
         CloseCause::ClientClose => true,
-        CloseCause::CloseFrame => c.code.is_some_and(|code| code != REPLACED),
+        CloseCause::CloseFrame => c.code != Some(REPLACED),
         _ => false,
     })
 }
