@@ -10,6 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=results/plans
 scratch=$(mktemp -d -t anyplay-plans.XXXXXX)
+# Before the old results go: their removal is not a change of what runs.
+commit=$(git rev-parse HEAD)
+dirty=$(git status --porcelain --untracked-files=no | wc -l)
 if (($#)); then
     plans=()
     for name in "$@"; do
@@ -24,8 +27,6 @@ else
 fi
 mkdir -p "$out"
 cargo build --release -q -p anyplay-chaos
-commit=$(git rev-parse HEAD)
-dirty=$(git status --porcelain --untracked-files=no | wc -l)
 codes=()
 for plan in "${plans[@]}"; do
     name=$(basename "$plan" .yaml)
