@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::containers::containers_of;
-use anyplay_chaos::backend::docker::DockerBackend;
 use anyplay_chaos::backend::{Command, Exit, Program};
 use anyplay_chaos::supervisor::services::log_path;
 use anyplay_chaos::supervisor::{Probe, ServiceSpec, Supervisor};
@@ -58,7 +57,6 @@ fn running_containers_of(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-#[allow(clippy::await_holding_lock)] // held only while connecting
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vanished_engine_is_lost_not_an_exit() {
     let dir = run_dir();
@@ -66,12 +64,9 @@ async fn a_vanished_engine_is_lost_not_an_exit() {
     let proxy = proxy(&socket);
     // Before anything of this binary (one test) reads the environment.
     std::env::set_var("DOCKER_HOST", format!("unix://{}", socket.display()));
-    // Connecting sweeps dead runs' containers (see `engine_shared`).
-    let engine = crate::support::containers::engine_shared();
-    let (backend, _) = DockerBackend::connect(&dir)
+    let (backend, _) = crate::support::containers::connect(&dir)
         .await
         .expect("the engine answers through the proxy (deploy/test.sh starts one)");
-    drop(engine);
     // The backend keeps its client; the docker CLI below must reach the real engine.
     std::env::remove_var("DOCKER_HOST");
     assert!(

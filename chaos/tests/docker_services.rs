@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::support::containers::containers_of;
-use anyplay_chaos::backend::docker::DockerBackend;
 use anyplay_chaos::backend::{Command, Exit, Program};
 use anyplay_chaos::supervisor::services::log_path;
 use anyplay_chaos::supervisor::{Probe, ServiceSpec, Supervisor};
@@ -26,14 +25,10 @@ fn run_dir(name: &str) -> PathBuf {
     dir
 }
 
-// Held only while connecting, which sweeps dead runs' containers (see `engine_shared`).
-#[allow(clippy::await_holding_lock)]
 async fn supervisor(dir: &Path) -> Supervisor {
-    let engine = crate::support::containers::engine_shared();
-    let (backend, _orphans) = DockerBackend::connect(dir)
+    let (backend, _orphans) = crate::support::containers::connect(dir)
         .await
         .expect("a Docker engine answers (deploy/test.sh starts one)");
-    drop(engine);
     let missing = backend.missing_images([IMAGE]).await.unwrap();
     assert!(
         missing.is_empty(),

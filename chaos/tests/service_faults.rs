@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyplay_chaos::backend::docker::DockerBackend;
 use anyplay_chaos::backend::owner::Owner;
 use anyplay_chaos::backend::process::ProcessBackend;
 use anyplay_chaos::backend::{BackendError, Command, Exit, Program};
@@ -42,14 +41,10 @@ fn processes() -> (Supervisor, UnboundedReceiver<ServiceEvent>) {
     Supervisor::new(Arc::new(ProcessBackend))
 }
 
-// Held only while connecting, which sweeps dead runs' containers (see `engine_shared`).
-#[allow(clippy::await_holding_lock)]
 async fn containers(dir: &Path) -> (Supervisor, UnboundedReceiver<ServiceEvent>) {
-    let engine = crate::support::containers::engine_shared();
-    let (backend, _orphans) = DockerBackend::connect(dir)
+    let (backend, _orphans) = crate::support::containers::connect(dir)
         .await
         .expect("a Docker engine answers (source deploy/docker-engine.sh)");
-    drop(engine);
     let missing = backend.missing_images([IMAGE]).await.unwrap();
     assert!(
         missing.is_empty(),

@@ -22,7 +22,7 @@ use crate::client::ClientError;
 use crate::facts::{CloseCause, ConnId, Device};
 use crate::fleet::{Node, Shared};
 use crate::player::Player;
-use crate::reconnect::{Break, Next, Reconnect, SIGNED_OUT};
+use crate::reconnect::{Break, Next, Reconnect, NO_STATUS, SIGNED_OUT};
 use crate::stats::{Op, Status};
 use crate::wire::{NodeId, ServerMessage};
 
@@ -317,9 +317,8 @@ async fn serve(
                         tokio::time::sleep(SLOW_READ_PAUSE).await;
                     }
                 }
-                // A close frame without a code is the protocol's 1005 "no status".
                 Ok(Some(Ok(Message::Close(frame)))) => {
-                    return Ended::Lost(Break::Closed(frame.map_or(1005, |f| u16::from(f.code))))
+                    return Ended::Lost(Break::Closed(frame.map_or(NO_STATUS, |f| u16::from(f.code))))
                 }
                 // Pings count as life; tungstenite answers them.
                 Ok(Some(Ok(_))) => {}

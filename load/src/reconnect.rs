@@ -56,6 +56,9 @@ pub const GOING_AWAY: u16 = 1001;
 pub const RESTARTING: u16 = 1012;
 pub const REPLACED: u16 = 4001;
 pub const SIGNED_OUT: u16 = 4003;
+/// WebSocket's "no status received": how a close frame without a code is recorded (RFC 6455,
+/// 7.1.5), never a code a peer sends.
+pub const NO_STATUS: u16 = 1005;
 
 impl Break {
     /// Whether another node is the better next try: the node said it is going away, or

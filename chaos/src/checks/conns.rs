@@ -28,12 +28,9 @@ pub struct Close {
     pub cause: CloseCause,
 }
 
+use anyplay_load::reconnect::NO_STATUS;
 /// The close code the cloud replaces an older connection of the same account with.
 pub use anyplay_load::reconnect::REPLACED;
-
-/// WebSocket's "no status received": how a close frame without a code is reported (RFC 6455,
-/// 7.1.5), never a code a peer sends.
-const NO_STATUS: u16 = 1005;
 
 impl Conn {
     /// Whether it was welcomed at or before `t` and not closed by then.
@@ -103,8 +100,8 @@ impl Conns {
                     if let Some(c) = conns.by_id.get_mut(conn) {
                         c.closed.get_or_insert(Close {
                             t,
-                            // The load names a frame without a code by the protocol's 1005,
-                            // which never travels on the wire: here it is no code.
+                            // The load records a frame without a code as `NO_STATUS`: here
+                            // it is no code.
                             code: code.filter(|&code| code != NO_STATUS),
                             cause: *cause,
                         });

@@ -5,6 +5,8 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use anyplay_chaos::backend::docker::{DockerBackend, EngineError};
+
 /// Every run that starts on the local engine removes the containers of runs whose supervisor
 /// died. Runs share the engine; a test that leaves such containers on purpose, to count them,
 /// holds it alone meanwhile.
@@ -13,6 +15,13 @@ static ENGINE: RwLock<()> = RwLock::new(());
 /// A share of the local engine, for a test that starts runs on it.
 pub fn engine_shared() -> RwLockReadGuard<'static, ()> {
     ENGINE.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `DockerBackend::connect` (which sweeps dead runs' containers) with a share of the engine.
+#[allow(clippy::await_holding_lock)] // held only while connecting
+pub async fn connect(dir: &Path) -> Result<(DockerBackend, Vec<String>), EngineError> {
+    let _engine = engine_shared();
+    DockerBackend::connect(dir).await
 }
 
 /// The local engine alone: no other test's run starts there until this is dropped.
