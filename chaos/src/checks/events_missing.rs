@@ -383,7 +383,7 @@ fn judge_state(
         };
         let owed = Owed::on(
             cx.faults,
-            &going_online::path(change.node, &conn.node),
+            &change.path(&conn.node),
             change.at,
             change.at + DELIVERY_WINDOW,
         )
@@ -687,6 +687,49 @@ mod tests {
         ];
         let result = judge(silent);
         assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+    }
+
+    #[test]
+    fn a_sign_off_cut_off_on_its_way_in_is_not_owed() {
+        // 1 on node-1 signs off while its link to node-1 is cut, and is back on node-2 before
+        // the cut heals: node-1 never read the close, so its friend 5 on node-2 was owed no
+        // offline. The same close with the link up is owed.
+        let signed_off = || {
+            vec![
+                welcome(0.0, 5, 5, "node-2"),
+                befriend(2.0, 1, 5),
+                event(2.02, 5, "friend_accepted", 1, None),
+                state(2.03, 5, 1, true),
+                closed(10.0, 1, 1, Some(1000), CloseCause::ClientClose),
+                welcome(15.0, 1, 6, "node-2"),
+            ]
+        };
+        let mut cut = signed_off();
+        cut.extend(action(8.0, 30.0, ActionKind::Partition, "players<->node-1"));
+        let result = judge(cut);
+        assert_ne!(result.result, Verdict::Fail, "{}", result.detail);
+        assert!(
+            result.detail.contains("1 with a fault that loses data"),
+            "{}",
+            result.detail
+        );
+        let result = judge(signed_off());
+        assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
+        assert!(
+            result.detail.contains("offline of 1 → 5 at 10s (never)"),
+            "{}",
+            result.detail
+        );
+        // A cut off the change's way (the friend's node from the store) excuses nothing.
+        let mut elsewhere = signed_off();
+        elsewhere.extend(action(
+            8.0,
+            30.0,
+            ActionKind::Partition,
+            "node-2<->postgres",
+        ));
+        let result = judge(elsewhere);
+        assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
     }
 
     #[test]

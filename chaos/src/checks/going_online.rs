@@ -47,6 +47,9 @@ pub struct StateChange<'a> {
     pub node: &'a str,
     /// When the account changed back, if it did: its next welcome, or this connection's close.
     pub undone: Option<f64>,
+    /// The player's own close frame made it: it reached the cloud over the player's link to
+    /// its node, where a fault may have kept it from the cloud.
+    pub by_client: bool,
 }
 
 /// Whether the cloud surely saw this close: a close frame of either side, other than 4001.
@@ -78,6 +81,7 @@ pub fn changes<'a>(conns: &'a Conns, states: &States) -> Vec<StateChange<'a>> {
                     since: conn.opened,
                     node: &conn.node,
                     undone: conn.closed.as_ref().map(|c| c.t),
+                    by_client: false,
                 });
             }
             let Some(close) = conn.closed.as_ref().filter(|_| seen_close(conn)) else {
@@ -93,6 +97,7 @@ pub fn changes<'a>(conns: &'a Conns, states: &States) -> Vec<StateChange<'a>> {
                     since: conn.welcomed,
                     node: &conn.node,
                     undone: next_welcome,
+                    by_client: close.cause == CloseCause::ClientClose,
                 });
             }
         }
@@ -101,14 +106,22 @@ pub fn changes<'a>(conns: &'a Conns, states: &States) -> Vec<StateChange<'a>> {
     out
 }
 
-/// The way a state change on node `origin` travels to a friend connected to `recipient`:
-/// through the store (the cloud looks the account's other connections up there) and, from
-/// another node, over the bus.
-pub fn path<'a>(origin: &'a str, recipient: &'a str) -> Vec<Hop<'a>> {
-    if origin == recipient {
-        vec![Hop::Players, Hop::Node(recipient), Hop::Postgres]
-    } else {
-        super::paths::delivery(origin, recipient)
+impl StateChange<'_> {
+    /// The way this change travels to a friend connected to `recipient`, as a walk: in from
+    /// the player when its close made it, then through the store (the cloud looks the
+    /// account's other connections up there) and, to another node, over the bus.
+    pub fn path<'a>(&'a self, recipient: &'a str) -> Vec<Hop<'a>> {
+        let origin = Hop::Node(self.node);
+        let mut walk = Vec::new();
+        if self.by_client {
+            walk.push(Hop::Players);
+        }
+        walk.extend([origin, Hop::Postgres, origin]);
+        if recipient != self.node {
+            walk.extend([Hop::Nats, Hop::Node(recipient)]);
+        }
+        walk.push(Hop::Players);
+        walk
     }
 }
 
