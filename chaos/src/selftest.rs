@@ -373,8 +373,7 @@ pub fn run<'a>(
         };
         let write = |name: &str, text: String| {
             let path = out.join(name);
-            std::fs::write(&path, text)
-                .map_err(|e| RunError::Files(format!("{}: {e}", path.display())))
+            std::fs::write(&path, text).map_err(runner::file(&path))
         };
         write(
             JSON_FILE,

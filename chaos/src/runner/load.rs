@@ -65,10 +65,9 @@ impl Load {
         dir: &Path,
         log: &EventLog,
     ) -> Result<(Load, mpsc::UnboundedReceiver<Stamped>), RunError> {
-        let taken = || RunError::Files("the players' facts were taken already".into());
         let Some(agents) = &plan.load.agents else {
             let run = Run::start(settings, target, Progress::stderr()).await?;
-            let facts = run.ctx.fleet.facts().ok_or_else(taken)?;
+            let facts = run.ctx.fleet.facts().ok_or(RunError::FactsTaken)?;
             return Ok((Load::InProcess { run, playing: None }, facts));
         };
         let nats_url = agents
@@ -115,7 +114,7 @@ impl Load {
             Ok((session, None)) => {
                 session.abort().await;
                 stop_local(local).await;
-                Err(taken())
+                Err(RunError::FactsTaken)
             }
             Err(e) => {
                 stop_local(local).await;

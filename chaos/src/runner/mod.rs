@@ -1,7 +1,10 @@
-//! A run, in Jepsen's order: set up (the topology, then the players signed in and friends),
-//! run and record (the timeline fires while players keep playing and samplers watch), heal
-//! (every link restored, settle), check (the final state read back) and store (the report).
+//! A run, in Jepsen's order, one function per phase: [`set_up`] (the history, the topology,
+//! the players signed in), [`play`] (the timeline fires while the players play and the
+//! samplers and clients watch, then the run settles), [`heal`] (every link restored, the final
+//! state read back) and [`store`] (the history on disk, the checks judged into the report).
+//! An interrupt ([`interrupt`]) cuts the phase that waits short; the run then goes to its store.
 //!
+//! - [`interrupt`]: Ctrl-C, SIGTERM or SIGHUP, listened for once.
 //! - [`topology`]: services and fault proxies, and the ops that act on them.
 //! - [`images`]: the Docker images of the services.
 //! - [`load`]: the players, in this process or over load agents ([`agents`]: the local ones).
@@ -13,6 +16,7 @@
 mod agents;
 mod clients;
 pub mod images;
+mod interrupt;
 mod load;
 mod players;
 mod samplers;
@@ -27,13 +31,16 @@ use anyplay_load::facts::Stamped;
 use futures_util::future::LocalBoxFuture;
 use indicatif::ProgressBar;
 use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::events::{Event, EventLog, RunMeta, EVENTS_FILE};
-use crate::plan::{Backend, ImageOverride, Plan, Service};
+use crate::plan::{Backend, ImageOverride, Plan, Service, Timeline};
 use crate::report::{self, markdown, LOAD_REPORT_FILE, PLAN_FILE};
 use crate::supervisor::{ServiceEvent, ServiceEventKind};
 
+use anyplay_load::report::ScenarioReport;
+use interrupt::Interrupt;
 use load::Load;
 use topology::Topology;
 
@@ -44,10 +51,22 @@ pub enum RunError {
     Plan(#[from] crate::plan::PlanError),
     #[error("the topology could not start: {0}")]
     Topology(String),
+    #[error("the history: {0}")]
+    History(#[from] crate::events::EventsError),
+    #[error("cannot listen for Ctrl-C: {0}")]
+    Signals(#[source] std::io::Error),
+    #[error("the players' facts were taken already")]
+    FactsTaken,
+    #[error("cannot encode the load report: {0}")]
+    Encode(#[source] serde_json::Error),
     #[error("the players could not start: {0}")]
     Load(#[from] anyplay_load::LoadError),
-    #[error("the run directory: {0}")]
-    Files(String),
+    #[error("the run directory: {}: {source}", path.display())]
+    File {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("the run needs more sockets than a process may open: {0}")]
     Sockets(#[from] anyplay_load::budget::TooManySockets),
     #[error("the report: {0}")]
@@ -80,8 +99,12 @@ pub struct Finished {
     pub interrupted: bool,
 }
 
-fn files(path: &Path) -> impl Fn(std::io::Error) -> RunError + '_ {
-    move |e| RunError::Files(format!("{}: {e}", path.display()))
+/// The error of a file or folder of the run directory at `path`.
+pub fn file(path: &Path) -> impl Fn(std::io::Error) -> RunError + '_ {
+    move |source| RunError::File {
+        path: path.to_owned(),
+        source,
+    }
 }
 
 /// Now, as run directories name it: `20261201T081500Z`.
@@ -122,11 +145,11 @@ fn prepare(options: RunOptions) -> Result<(Plan, PathBuf), RunError> {
         plan = plan.with_image(image);
     }
     let dir = options.out.unwrap_or_else(|| default_dir(&plan));
-    std::fs::create_dir_all(dir.join("logs")).map_err(files(&dir))?;
+    std::fs::create_dir_all(dir.join("logs")).map_err(file(&dir))?;
     // Services run in the run directory: every path handed to them must be absolute.
-    let dir = dir.canonicalize().map_err(files(&dir))?;
+    let dir = dir.canonicalize().map_err(file(&dir))?;
     let plan_file = dir.join(PLAN_FILE);
-    crate::run_files::write(&plan_file, plan.to_yaml()).map_err(files(&plan_file))?;
+    crate::run_files::write(&plan_file, plan.to_yaml()).map_err(file(&plan_file))?;
     Ok((plan, dir))
 }
 
@@ -140,8 +163,7 @@ pub fn run(options: RunOptions) -> LocalBoxFuture<'static, Result<Finished, RunE
 async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
     let (plan, dir) = prepare(options)?;
     let timeline = plan.resolve(plan.seed)?;
-    let interrupt = crate::supervisor::signals::termination_requested()
-        .map_err(|e| RunError::Files(e.to_string()))?;
+    let mut interrupt = Interrupt::listen().map_err(RunError::Signals)?;
     eprintln!(
         "anyplay-chaos: run {} (seed {}) in {}",
         plan.name,
@@ -149,23 +171,57 @@ async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
         dir.display()
     );
     eprint!("{timeline}");
-
-    let zero = Instant::now();
-    let log = EventLog::create(&dir.join(EVENTS_FILE), zero.into_std())
-        .map_err(|e| RunError::Files(e.to_string()))?;
-    log.record(Event::RunStart(RunMeta::now(&plan.name, plan.seed)))
-        .map_err(|e| RunError::Files(e.to_string()))?;
-    log.record(Event::FriendLimits(topology::friend_limits(&plan)))
-        .map_err(|e| RunError::Files(e.to_string()))?;
-    if plan.load.rate_limits {
-        log.record(Event::RateLimits(topology::rate_limits(&plan)))
-            .map_err(|e| RunError::Files(e.to_string()))?;
+    let mut stage = set_up(&plan, &dir, timeline.length() + plan.settle).await?;
+    let mut scenarios = match interrupt
+        .or_stop(stage.load.warm_up(), "during the warm-up", &stage.log)
+        .await
+    {
+        Some(Ok(reports)) => reports,
+        Some(Err(e)) => {
+            stage.abandon().await;
+            return Err(e.into());
+        }
+        None => Vec::new(),
+    };
+    if !interrupt.heard() {
+        let watching = Watching::start(&plan, &dir, &stage);
+        scenarios.extend(play(&plan, &timeline, &mut stage, &mut interrupt, &dir).await);
+        heal(&mut stage, watching).await;
     }
+    let report = store(stage, &dir, scenarios).await?;
+    Ok(Finished {
+        dir,
+        report,
+        interrupted: interrupt.heard(),
+    })
+}
 
-    let (supervisor, service_events) = Topology::supervisor(&plan, &dir).await?;
+/// What a run plays on: the history, the topology and its players, with the tasks that
+/// record what happens to them.
+struct Stage {
+    log: EventLog,
+    topology: Arc<Topology>,
+    load: Load,
+    recorder: Arc<players::Recorder>,
+    pids: samplers::Pids,
+    /// Told `true` when the players' facts and the samplers are to stop.
+    stop: watch::Sender<bool>,
+    following: JoinHandle<()>,
+    services: JoinHandle<()>,
+}
+
+/// Set up: the history opened, the topology started and the players signed in for `length`.
+async fn set_up(plan: &Plan, dir: &Path, length: Duration) -> Result<Stage, RunError> {
+    let log = EventLog::create(&dir.join(EVENTS_FILE), Instant::now().into_std())?;
+    log.record(Event::RunStart(RunMeta::now(&plan.name, plan.seed)))?;
+    log.record(Event::FriendLimits(topology::friend_limits(plan)))?;
+    if plan.load.rate_limits {
+        log.record(Event::RateLimits(topology::rate_limits(plan)))?;
+    }
+    let (supervisor, service_events) = Topology::supervisor(plan, dir).await?;
     let pids = samplers::Pids::default();
-    let services_task = tokio::spawn(follow_services(service_events, log.clone(), pids.clone()));
-    let topology = Arc::new(Topology::start(&plan, &dir, supervisor).await?);
+    let services = tokio::spawn(follow_services(service_events, log.clone(), pids.clone()));
+    let topology = Arc::new(Topology::start(plan, dir, supervisor).await?);
     for node in &topology.nodes {
         eprintln!(
             "  {}: api http://{} (players via {}), ops http://{}",
@@ -186,38 +242,43 @@ async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
             host_kind: host.kind,
             address: host.address.to_string(),
             services: host.services,
-        })
-        .map_err(|e| RunError::Files(e.to_string()))?;
+        })?;
     }
-
-    let length = timeline.length();
-    let (mut load, facts) =
-        start_players(&plan, length + plan.settle, &dir, &topology, &log).await?;
-    let online = load.online();
+    let (load, facts) = start_players(plan, length, dir, &topology, &log).await?;
     let (stop, stopped) = watch::channel(false);
     let recorder = players::Recorder::new(log.clone(), &topology.nodes);
-    let following = tokio::spawn(recorder.clone().follow(facts, stopped.clone()));
+    let following = tokio::spawn(recorder.clone().follow(facts, stopped));
+    Ok(Stage {
+        log,
+        topology,
+        load,
+        recorder,
+        pids,
+        stop,
+        following,
+        services,
+    })
+}
 
-    let mut interrupted = false;
-    tokio::pin!(interrupt);
-    let mut scenarios = tokio::select! {
-        done = load.warm_up() => match done {
-            Ok(reports) => reports,
-            Err(e) => {
-                let _ = stop.send(true);
-                let _ = load.finish(Vec::new()).await;
-                topology.shutdown().await;
-                return Err(e.into());
-            }
-        },
-        signal = &mut interrupt => {
-            interrupted = true;
-            let _ = log.record(Event::Note { text: format!("{signal} during the warm-up: the run stops") });
-            Vec::new()
-        }
-    };
+impl Stage {
+    /// After a failed warm-up: everything stopped, nothing judged.
+    async fn abandon(self) {
+        let _ = self.stop.send(true);
+        let _ = self.load.finish(Vec::new()).await;
+        self.topology.shutdown().await;
+    }
+}
 
-    if !interrupted {
+/// What watches the run besides the players: the samplers and the plan's own clients.
+struct Watching {
+    samplers: [JoinHandle<()>; 2],
+    clients: Vec<clients::Running>,
+}
+
+impl Watching {
+    fn start(plan: &Plan, dir: &Path, stage: &Stage) -> Watching {
+        let (log, topology) = (&stage.log, &stage.topology);
+        let stopped = stage.stop.subscribe();
         let samplers = [
             tokio::spawn(samplers::duplicates_sampler(
                 log.clone(),
@@ -228,89 +289,123 @@ async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
                 let topology = topology.clone();
                 samplers::ticks(
                     log.clone(),
-                    recorder.clone(),
-                    online.clone(),
+                    stage.recorder.clone(),
+                    stage.load.online(),
                     topology.nodes.clone(),
-                    pids.clone(),
+                    stage.pids.clone(),
                     move |name| {
                         name.parse::<Service>()
                             .is_ok_and(|s| topology.is_running(s))
                     },
-                    stopped.clone(),
+                    stopped,
                 )
             }),
         ];
-        let clients = clients::start(&plan.clients, &dir, &topology.nodes, &log);
-        // The series starts with the timeline: the warm-up's calls are in the load report.
-        recorder.take_second();
-        let _ = log.record(Event::Note {
-            text: format!("{} of {} players online", online(), plan.load.players),
-        });
-        if let Err(e) = load.play(length).await {
-            let _ = log.record(Event::Note {
-                text: format!("the players could not start playing: {e}"),
-            });
-        }
-        // An action's `t` minus this one's is its actual offset, to hold against its `at`.
-        let _ = log.record(Event::TimelineStart);
-        let timeline_zero = Instant::now();
-        let bar = ProgressBar::new(timeline.steps.len() as u64);
-        let fired = timeline::fire(&timeline, timeline_zero, topology.clone(), &log, &bar);
-        tokio::select! {
-            () = fired => {
-                bar.finish_and_clear();
-                let _ = log.record(Event::Note { text: format!("timeline done; settling for {:?}", plan.settle) });
-                if plan.load.churn_rate > 0.0 {
-                    // Some players leave for good, so that stale_online judges both states.
-                    match load.leave_for_good(plan.seed).await {
-                        Ok(leaving) => {
-                            let _ = log.record(Event::Note { text: format!("{leaving} players signed off for good") });
-                        }
-                        Err(e) => {
-                            let _ = log.record(Event::Note { text: format!("the players could not sign off: {e}") });
-                        }
-                    }
-                }
-                tokio::select! {
-                    () = tokio::time::sleep(plan.settle) => {}
-                    signal = &mut interrupt => {
-                        interrupted = true;
-                        let _ = log.record(Event::Note { text: format!("{signal} while settling: the run stops") });
-                    }
-                }
-            }
-            signal = &mut interrupt => {
-                interrupted = true;
-                let _ = log.record(Event::Note { text: format!("{signal} during the timeline: the run stops") });
-            }
-        }
-        if interrupted {
-            load.stop_play();
-            // Listening starts here, before anything else runs, so a quick second press counts.
-            if let Ok(again) = crate::supervisor::signals::termination_requested() {
-                tokio::spawn(stop_at_once_on(again, dir.clone(), topology.clone()));
-            }
-        } else {
-            match load.end_play().await {
-                Ok(report) => scenarios.extend(report),
-                Err(e) => tracing::warn!("the players' activity ended badly: {e}"),
+        let clients = clients::start(&plan.clients, dir, &topology.nodes, log);
+        Watching { samplers, clients }
+    }
+}
+
+/// Run and record: the timeline fires while the players play, then the run settles; what
+/// the players' activity reported. Cut short by an interrupt, the players stop at once and
+/// a second interrupt ends the run without grace.
+async fn play(
+    plan: &Plan,
+    timeline: &Timeline,
+    stage: &mut Stage,
+    interrupt: &mut Interrupt,
+    dir: &Path,
+) -> Option<ScenarioReport> {
+    let (log, load) = (&stage.log, &mut stage.load);
+    // The series starts with the timeline: the warm-up's calls are in the load report.
+    stage.recorder.take_second();
+    note(
+        log,
+        format!(
+            "{} of {} players online",
+            load.online()(),
+            plan.load.players
+        ),
+    );
+    if let Err(e) = load.play(timeline.length()).await {
+        note(log, format!("the players could not start playing: {e}"));
+    }
+    // An action's `t` minus this one's is its actual offset, to hold against its `at`.
+    let _ = log.record(Event::TimelineStart);
+    let bar = ProgressBar::new(timeline.steps.len() as u64);
+    let fired = timeline::fire(timeline, Instant::now(), stage.topology.clone(), log, &bar);
+    if interrupt
+        .or_stop(fired, "during the timeline", log)
+        .await
+        .is_some()
+    {
+        bar.finish_and_clear();
+        note(
+            log,
+            format!("timeline done; settling for {:?}", plan.settle),
+        );
+        if plan.load.churn_rate > 0.0 {
+            // Some players leave for good, so that stale_online judges both states.
+            match load.leave_for_good(plan.seed).await {
+                Ok(leaving) => note(log, format!("{leaving} players signed off for good")),
+                Err(e) => note(log, format!("the players could not sign off: {e}")),
             }
         }
-        clients::finish(clients, &log).await;
-        // The final reads go over healed links, whatever the timeline was doing when it ended.
-        topology.heal().await;
-        players::record_final_state(&log, &recorder, &mut load).await;
-        let _ = stop.send(true);
-        for sampler in samplers {
-            let _ = sampler.await;
+        let settle = tokio::time::sleep(plan.settle);
+        interrupt.or_stop(settle, "while settling", log).await;
+    }
+    if interrupt.heard() {
+        load.stop_play();
+        // Listening starts here, before anything else runs, so a quick second press counts.
+        if let Ok(again) = crate::supervisor::signals::termination_requested() {
+            let stop_at_once = stop_at_once_on(again, dir.to_owned(), stage.topology.clone());
+            tokio::spawn(stop_at_once);
+        }
+        return None;
+    }
+    match load.end_play().await {
+        Ok(report) => report,
+        Err(e) => {
+            tracing::warn!("the players' activity ended badly: {e}");
+            None
         }
     }
+}
+
+/// Heal: the clients end, every link is restored, and the final state is read over healed
+/// links, whatever the timeline was doing when it ended; then the samplers stop.
+async fn heal(stage: &mut Stage, watching: Watching) {
+    clients::finish(watching.clients, &stage.log).await;
+    stage.topology.heal().await;
+    players::record_final_state(&stage.log, &stage.recorder, &mut stage.load).await;
+    let _ = stage.stop.send(true);
+    for sampler in watching.samplers {
+        let _ = sampler.await;
+    }
+}
+
+/// Store: the players and the topology shut down, the history on disk, the load report and
+/// the run's report written and printed.
+async fn store(
+    stage: Stage,
+    dir: &Path,
+    scenarios: Vec<ScenarioReport>,
+) -> Result<report::Report, RunError> {
+    let Stage {
+        log,
+        topology,
+        load,
+        stop,
+        following,
+        services,
+        ..
+    } = stage;
     let _ = stop.send(true);
     let _ = following.await;
     let load_report = load.finish(scenarios).await?;
     topology.shutdown().await;
     // Every exit has been seen once shutdown returned; the channel itself lives as long as the supervisor.
-    services_task.abort();
+    services.abort();
     let unwritten = log.failed_writes();
     if unwritten > 0 {
         let _ = log.record(Event::Unwritten { records: unwritten });
@@ -319,22 +414,21 @@ async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
     if let Err(e) = log.sync() {
         eprintln!("anyplay-chaos: the history may not be on disk: {e}");
     }
-
     let load_file = dir.join(LOAD_REPORT_FILE);
-    let text =
-        serde_json::to_string_pretty(&load_report).map_err(|e| RunError::Files(e.to_string()))?;
-    crate::run_files::write(&load_file, text).map_err(files(&load_file))?;
-    let report = report::render_dir(&dir)?;
+    let text = serde_json::to_string_pretty(&load_report).map_err(RunError::Encode)?;
+    crate::run_files::write(&load_file, text).map_err(file(&load_file))?;
+    let report = report::render_dir(dir)?;
     if let Some(shortfall) = report.login_shortfall() {
         println!("Load: {shortfall}.\n");
     }
     print!("{}", markdown::tables(&report));
     println!("report: {}", dir.display());
-    Ok(Finished {
-        dir,
-        report,
-        interrupted,
-    })
+    Ok(report)
+}
+
+/// A note in the history; a note that cannot be written is counted by the log.
+fn note(log: &EventLog, text: String) {
+    let _ = log.record(Event::Note { text });
 }
 
 /// The players of `plan`, their rates running for `duration`, against the topology's nodes,
@@ -424,8 +518,7 @@ async fn follow_services(
 pub fn up(options: RunOptions) -> LocalBoxFuture<'static, Result<(), RunError>> {
     Box::pin(async move {
         let (plan, dir) = prepare(options)?;
-        let interrupt = crate::supervisor::signals::termination_requested()
-            .map_err(|e| RunError::Files(e.to_string()))?;
+        let mut interrupt = Interrupt::listen().map_err(RunError::Signals)?;
         let (supervisor, _events) = Topology::supervisor(&plan, &dir).await?;
         let topology = Topology::start(&plan, &dir, supervisor).await?;
         for node in &topology.nodes {
@@ -441,32 +534,28 @@ pub fn up(options: RunOptions) -> LocalBoxFuture<'static, Result<(), RunError>> 
             println!("nats: {url}");
         }
         // The players play for as long as the topology is held.
-        let log = EventLog::create(&dir.join(EVENTS_FILE), Instant::now().into_std())
-            .map_err(|e| RunError::Files(e.to_string()))?;
+        let log = EventLog::create(&dir.join(EVENTS_FILE), Instant::now().into_std())?;
         let year = Duration::from_secs(365 * 24 * 3600);
         let (mut load, facts) = start_players(&plan, year, &dir, &topology, &log).await?;
         // Nothing is judged: the facts go nowhere.
         drop(facts);
         println!("logs: {}; Ctrl-C ends it", dir.join("logs").display());
-        tokio::pin!(interrupt);
-        let warmed = tokio::select! {
-            warmed = load.warm_up() => Some(warmed),
-            signal = &mut interrupt => {
-                eprintln!("anyplay-chaos: {signal}: stopping");
-                None
-            }
-        };
-        if let Some(warmed) = warmed {
-            match warmed {
-                Ok(_) => {
-                    if let Err(e) = load.play(Duration::ZERO).await {
-                        eprintln!("anyplay-chaos: the players could not start playing: {e}");
-                    }
+        match interrupt
+            .or_stop(load.warm_up(), "during the warm-up", &log)
+            .await
+        {
+            Some(Ok(_)) => {
+                if let Err(e) = load.play(Duration::ZERO).await {
+                    eprintln!("anyplay-chaos: the players could not start playing: {e}");
                 }
-                Err(e) => eprintln!("anyplay-chaos: the warm-up failed: {e}"),
             }
-            let signal = interrupt.await;
+            Some(Err(e)) => eprintln!("anyplay-chaos: the warm-up failed: {e}"),
+            None => {}
+        }
+        if let Some(signal) = interrupt.heard_now().await {
             eprintln!("anyplay-chaos: {signal}: stopping");
+        } else {
+            eprintln!("anyplay-chaos: stopping");
         }
         load.stop_play();
         let _ = load.finish(Vec::new()).await;
