@@ -19,6 +19,7 @@ use crate::events::{Event, EventLog};
 use crate::supervisor::services::log_path;
 use crate::supervisor::{Probe, ServiceEvent, ServiceEventKind, ServiceSpec, Supervisor};
 
+use super::topology::part;
 use super::RunError;
 
 /// How long an agent may take to stop its players once told to.
@@ -59,9 +60,8 @@ impl LocalAgents {
         dir: &Path,
         log: &EventLog,
     ) -> Result<LocalAgents, RunError> {
-        let program: PathBuf = std::env::current_exe().map_err(|e| {
-            RunError::Topology(format!("cannot find this program to run agents with: {e}"))
-        })?;
+        let program: PathBuf =
+            std::env::current_exe().map_err(part("cannot find this program to run agents with"))?;
         let (supervisor, events) = Supervisor::new(Arc::new(ProcessBackend));
         let exits = tokio::spawn(record_exits(events, log.clone()));
         let agents = LocalAgents { supervisor, exits };
@@ -84,7 +84,7 @@ impl LocalAgents {
             };
             if let Err(e) = started.await {
                 agents.stop().await;
-                return Err(RunError::Topology(format!("{name}: {e}")));
+                return Err(part(name)(e));
             }
         }
         Ok(agents)

@@ -30,6 +30,7 @@ use anyplay_load::agents::seal::Secret;
 
 use super::agents::LocalAgents;
 use super::players::FINAL_READS_LIMIT;
+use super::topology::{part, TopologyError};
 use super::RunError;
 
 /// Players online now, for the series.
@@ -74,7 +75,9 @@ impl Load {
             .nats
             .as_deref()
             .or(nats_url)
-            .ok_or_else(|| RunError::Topology("load agents need a NATS: the plan has none".into()))?
+            .ok_or(TopologyError::Refused(
+                "load agents need a NATS: the plan has none".into(),
+            ))?
             .to_owned();
         // Agents the run starts share a fresh secret with it; agents found on another NATS
         // share the one in the supervisor's environment.
@@ -87,8 +90,8 @@ impl Load {
                 (secret, Some(local))
             }
             false => {
-                let secret = Secret::load(None)
-                    .map_err(|e| RunError::Topology(format!("load.agents on {nats_url}: {e}")))?;
+                let secret =
+                    Secret::load(None).map_err(part(format!("load.agents on {nats_url}")))?;
                 (secret, None)
             }
         };

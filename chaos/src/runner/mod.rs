@@ -42,7 +42,7 @@ use crate::supervisor::{ServiceEvent, ServiceEventKind};
 use anyplay_load::report::ScenarioReport;
 use interrupt::Interrupt;
 use load::Load;
-use topology::Topology;
+use topology::{Topology, TopologyError};
 
 /// Why a run could not be carried out (a failed check is not an error: it is the verdict).
 #[derive(Debug, thiserror::Error)]
@@ -50,7 +50,7 @@ pub enum RunError {
     #[error(transparent)]
     Plan(#[from] crate::plan::PlanError),
     #[error("the topology could not start: {0}")]
-    Topology(String),
+    Topology(#[from] TopologyError),
     #[error("the history: {0}")]
     History(#[from] crate::events::EventsError),
     #[error("cannot listen for Ctrl-C: {0}")]

@@ -27,7 +27,7 @@ use crate::plan::{Backend, Plan, Reconnect};
 use crate::sync::lock;
 
 use super::load::Load;
-use super::topology::{NodeAddrs, MAIL_LOG};
+use super::topology::{part, NodeAddrs, MAIL_LOG};
 use super::RunError;
 
 /// Members of the plan's parties: 4, or fewer when players have fewer friends.
@@ -134,8 +134,7 @@ pub fn sockets(plan: &Plan) -> Vec<Holder> {
 
 /// The nodes as the players reach them, with sign-in codes from the nodes' mail log.
 pub fn target(dir: &Path, nodes: &[NodeAddrs]) -> Result<Target, RunError> {
-    let codes = MailLog::open(&dir.join(MAIL_LOG), DEFAULT_WAIT)
-        .map_err(|e| RunError::Topology(e.to_string()))?;
+    let codes = MailLog::open(&dir.join(MAIL_LOG), DEFAULT_WAIT).map_err(part("the mail log"))?;
     Ok(Target {
         nodes: nodes
             .iter()

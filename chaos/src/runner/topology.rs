@@ -131,7 +131,7 @@ async fn has_images(
     let missing = engine
         .missing_images(wanted.iter().map(|(_, image)| image.as_str()))
         .await
-        .map_err(|e| RunError::Topology(format!("{label}{e}")))?;
+        .map_err(part(format!("{label}the Docker engine")))?;
     if missing.is_empty() {
         return Ok(());
     }
@@ -140,10 +140,7 @@ async fn has_images(
         .filter(|(_, image)| missing.contains(&image.as_str()))
         .map(|(slot, image)| (*slot, image.as_str()))
         .collect();
-    Err(RunError::Topology(format!(
-        "{label}{}",
-        images::missing(&missing)
-    )))
+    Err(TopologyError::Refused(format!("{label}{}", images::missing(&missing))).into())
 }
 
 /// The IPv4 address of a `tcp://IP:PORT` engine; `None` for a local socket.
@@ -160,24 +157,76 @@ fn engine_address(engine: &crate::plan::Engine) -> Option<Ipv4Addr> {
 fn source_toward(to: Ipv4Addr) -> Result<Ipv4Addr, RunError> {
     let socket = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0))
         .and_then(|s| s.connect((to, 9)).map(|()| s))
-        .map_err(|e| RunError::Topology(format!("no route to {to}: {e}")))?;
+        .map_err(part(format!("no route to {to}")))?;
     match socket.local_addr().map(|a| a.ip()) {
         Ok(std::net::IpAddr::V4(ip)) => Ok(ip),
-        other => Err(RunError::Topology(format!(
+        other => Err(TopologyError::Refused(format!(
             "no IPv4 address of this machine reaches {to}: {other:?}"
-        ))),
+        ))
+        .into()),
     }
 }
 
 /// What a node process runs: this very binary's hidden `node` command, so a run needs
 /// nothing but `anyplay-chaos` (the same code as the `anyplay-cloud` binary).
 fn node_program() -> Result<PathBuf, RunError> {
-    std::env::current_exe()
-        .map_err(|e| RunError::Topology(format!("cannot find this program to run nodes with: {e}")))
+    std::env::current_exe().map_err(part("cannot find this program to run nodes with"))
 }
 
 fn port() -> Result<u16, RunError> {
-    free_port().map_err(|e| RunError::Topology(format!("no free loopback port: {e}")))
+    free_port().map_err(part("no free loopback port"))
+}
+
+/// Why the topology, or the players' way to it, could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    /// A part of it failed, with its own error.
+    #[error("{part}: {source}")]
+    Part {
+        part: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The plan asks what this machine or its topology cannot give.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// The error of `part`, for `map_err`.
+pub fn part<E: std::error::Error + Send + Sync + 'static>(
+    part: impl Into<String>,
+) -> impl FnOnce(E) -> RunError {
+    let part = part.into();
+    move |source| {
+        TopologyError::Part {
+            part,
+            source: Box::new(source),
+        }
+        .into()
+    }
+}
+
+/// Why an op of the timeline could not be done: recorded in the history, and the run goes on.
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    #[error("the topology has no {0}")]
+    NoService(Service),
+    #[error("no proxy between node-{node} and {peer}")]
+    NoProxy { node: u32, peer: Endpoint },
+    #[error("{0} is {1:?}, not ready")]
+    NotReady(Service, supervisor::State),
+    #[error("players do not go through proxies (load.through_proxy)")]
+    PlayersNotProxied,
+    #[error("the plan has no netns hosts")]
+    NoNetns,
+    #[error("{0} is not on a netns host")]
+    NotOnNetns(Service),
+    #[error("no firewall partition between {0} and {1}")]
+    NoCut(Service, Service),
+    #[error(transparent)]
+    Service(#[from] supervisor::ServiceError),
+    #[error(transparent)]
+    Network(#[from] network::NetworkError),
 }
 
 impl Topology {
@@ -200,7 +249,7 @@ impl Topology {
             Backend::Docker => {
                 let (backend, orphans) = DockerBackend::connect(dir)
                     .await
-                    .map_err(|e| RunError::Topology(e.to_string()))?;
+                    .map_err(part("the Docker engine"))?;
                 say_removed(&orphans);
                 let here: Vec<Service> = plan
                     .topology()
@@ -219,7 +268,7 @@ impl Topology {
         for (host, engine) in engines {
             let (backend, orphans) = DockerBackend::connect_to(engine, dir)
                 .await
-                .map_err(|e| RunError::Topology(format!("host {host}: {e}")))?;
+                .map_err(part(format!("host {host}")))?;
             say_removed(&orphans);
             let services: Vec<Service> = plan.hosts.services_on(host).collect();
             has_images(&backend, plan, &services, &format!("host {host}: ")).await?;
@@ -256,10 +305,7 @@ impl Topology {
         }
         let namespaces = plan.hosts.namespaces();
         if !namespaces.is_empty() {
-            topology.network = Some(
-                Network::create(&namespaces)
-                    .map_err(|e| RunError::Topology(format!("hosts: {e}")))?,
-            );
+            topology.network = Some(Network::create(&namespaces).map_err(part("hosts"))?);
         }
         let nodes = plan.services.nodes.count;
         let db_connections = plan.services.nodes.db_connections.unwrap_or(8);
@@ -285,7 +331,7 @@ impl Topology {
                     disk,
                 ),
             }
-            .map_err(|e| RunError::Topology(format!("postgres: {e}")))?;
+            .map_err(part("postgres"))?;
             topology.postgres_scratch = prepared.scratch;
             // The disk (if any) is the one `prepare` mounted under the cluster.
             let mut spec = prepared.spec;
@@ -310,7 +356,7 @@ impl Topology {
                     nats::container(dir, &settings, &images::image(plan, ImageSlot::Nats))
                 }
             }
-            .map_err(|e| RunError::Topology(format!("nats: {e}")))?;
+            .map_err(part("nats"))?;
             let spec = prepared
                 .spec
                 .ready_for(faults.readiness(Service::Nats, None));
@@ -326,8 +372,7 @@ impl Topology {
         }
 
         let mail_log = dir.join(MAIL_LOG);
-        crate::run_files::create(&mail_log)
-            .map_err(|e| RunError::Topology(format!("{}: {e}", mail_log.display())))?;
+        crate::run_files::create(&mail_log).map_err(part(mail_log.display().to_string()))?;
         for n in 1..=nodes {
             let service = Service::Node(n);
             let name = service.to_string();
@@ -377,7 +422,7 @@ impl Topology {
             let disk = match faults.disk(Service::Node(n)) {
                 Some(bytes) => Some(Arc::new(
                     Disk::mount(&dir.join(format!("{name}-data")), bytes, None)
-                        .map_err(|e| RunError::Topology(format!("{name}: {e}")))?,
+                        .map_err(part(name.clone()))?,
                 )),
                 None => None,
             };
@@ -386,9 +431,14 @@ impl Topology {
                 .map_or(dir.to_owned(), |d| d.path().to_owned());
             let database_url = match plan.store {
                 Store::Sqlite => format!("sqlite:{}", data_dir.join("cloud.db").display()),
-                Store::Postgres => url_of.get(&Endpoint::Postgres).cloned().ok_or_else(|| {
-                    RunError::Topology("store: postgres needs services.postgres".into())
-                })?,
+                Store::Postgres => {
+                    url_of
+                        .get(&Endpoint::Postgres)
+                        .cloned()
+                        .ok_or(TopologyError::Refused(
+                            "store: postgres needs services.postgres".into(),
+                        ))?
+                }
             };
             let program: Program = match topology.runs(service, plan) {
                 Backend::Process => node_program()?.into(),
@@ -453,11 +503,11 @@ impl Topology {
             .supervisor
             .add(spec)
             .await
-            .map_err(|e| RunError::Topology(format!("{service}: {e}")))?;
+            .map_err(part(service.to_string()))?;
         handle
             .start()
             .await
-            .map_err(|e| RunError::Topology(format!("{service} did not start: {e}")))?;
+            .map_err(part(format!("{service} did not start")))?;
         self.services.insert(service, handle);
         Ok(())
     }
@@ -556,21 +606,21 @@ impl Topology {
             forward,
         )
         .await
-        .map_err(|e| RunError::Topology(e.to_string()))?;
+        .map_err(part(format!("the proxy {from}<->{to}")))?;
         let at = proxy.listen_addr();
         self.proxies
             .insert(proxy)
-            .map_err(|e| RunError::Topology(e.to_string()))?;
+            .map_err(part(format!("the proxy {from}<->{to}")))?;
         Ok(at)
     }
 
-    fn service(&self, service: Service) -> Result<&supervisor::Service, String> {
+    fn service(&self, service: Service) -> Result<&supervisor::Service, OpError> {
         self.services
             .get(&service)
-            .ok_or_else(|| format!("the topology has no {service}"))
+            .ok_or(OpError::NoService(service))
     }
 
-    fn route(&self, route: Route) -> Result<&Proxy, String> {
+    fn route(&self, route: Route) -> Result<&Proxy, OpError> {
         let peer = match route.peer {
             Peer::Postgres => Endpoint::Postgres,
             Peer::Nats => Endpoint::Nats,
@@ -578,7 +628,10 @@ impl Topology {
         };
         self.proxies
             .between(Endpoint::Node(route.node), peer)
-            .ok_or_else(|| format!("no proxy between node-{} and {peer}", route.node))
+            .ok_or(OpError::NoProxy {
+                node: route.node,
+                peer,
+            })
     }
 
     /// Whether a service is up (running and ready, or paused) now.
@@ -592,28 +645,18 @@ impl Topology {
     }
 
     /// Does one op of the timeline; the error says what went wrong, for the event log.
-    pub async fn apply(&self, op: Op) -> Result<(), String> {
+    pub async fn apply(&self, op: Op) -> Result<(), OpError> {
         match op {
-            Op::Kill(s) => self
-                .service(s)?
-                .kill()
-                .await
-                .map(drop)
-                .map_err(|e| e.to_string()),
-            Op::Stop(s) => self
-                .service(s)?
-                .stop(self.stop_grace)
-                .await
-                .map(drop)
-                .map_err(|e| e.to_string()),
-            Op::Start(s) => self.service(s)?.start().await.map_err(|e| e.to_string()),
+            Op::Kill(s) => self.service(s)?.kill().await.map(drop)?,
+            Op::Stop(s) => self.service(s)?.stop(self.stop_grace).await.map(drop)?,
+            Op::Start(s) => self.service(s)?.start().await?,
             // `start` returns once the readiness probe passed.
             Op::WaitReady(s) => match self.service(s)?.state() {
-                supervisor::State::Running => Ok(()),
-                state => Err(format!("{s} is {state:?}, not ready")),
+                supervisor::State::Running => {}
+                state => return Err(OpError::NotReady(s, state)),
             },
-            Op::Pause(s) => self.service(s)?.pause().await.map_err(|e| e.to_string()),
-            Op::Resume(s) => self.service(s)?.resume().await.map_err(|e| e.to_string()),
+            Op::Pause(s) => self.service(s)?.pause().await?,
+            Op::Resume(s) => self.service(s)?.resume().await?,
             Op::Drop(DropScope::AllPlayers) => {
                 let mut any = false;
                 for proxy in self
@@ -624,51 +667,40 @@ impl Topology {
                     proxy.reset_all();
                     any = true;
                 }
-                any.then_some(())
-                    .ok_or_else(|| "players do not go through proxies (load.through_proxy)".into())
+                if !any {
+                    return Err(OpError::PlayersNotProxied);
+                }
             }
-            Op::Drop(DropScope::Node(n)) => {
-                self.route(Route {
+            Op::Drop(DropScope::Node(n)) => self
+                .route(Route {
                     node: n,
                     peer: Peer::Players,
                 })?
-                .reset_all();
-                Ok(())
-            }
+                .reset_all(),
             Op::Impair {
                 route,
                 fault,
                 ways,
                 toxicity,
-            } => {
-                self.route(route)?.set(fault, ways, toxicity);
-                Ok(())
+            } => self.route(route)?.set(fault, ways, toxicity),
+            Op::Heal { route, fault } => self.route(route)?.clear(fault.kind()),
+            Op::Cut { from, to, ways } => self.cut(from, to, ways)?,
+            Op::Mend { from, to } => self.mend(from, to)?,
+            Op::Squeeze { service, fault } => self.service(service)?.apply(fault.into()).await?,
+            Op::Release { service, fault } => {
+                let kind = supervisor::ServiceFault::from(fault).kind();
+                self.service(service)?.clear(kind).await?
             }
-            Op::Heal { route, fault } => {
-                self.route(route)?.clear(fault.kind());
-                Ok(())
-            }
-            Op::Cut { from, to, ways } => self.cut(from, to, ways),
-            Op::Mend { from, to } => self.mend(from, to),
-            Op::Squeeze { service, fault } => self
-                .service(service)?
-                .apply(fault.into())
-                .await
-                .map_err(|e| e.to_string()),
-            Op::Release { service, fault } => self
-                .service(service)?
-                .clear(supervisor::ServiceFault::from(fault).kind())
-                .await
-                .map_err(|e| e.to_string()),
         }
+        Ok(())
     }
 
     /// Drops the packets between two services on netns hosts, as the plan's ways say.
-    fn cut(&self, from: Service, to: Service, ways: Ways) -> Result<(), String> {
-        let network = self.network.as_ref().ok_or("the plan has no netns hosts")?;
+    fn cut(&self, from: Service, to: Service, ways: Ways) -> Result<(), OpError> {
+        let network = self.network.as_ref().ok_or(OpError::NoNetns)?;
         let peer = network
             .host(self.hosts.of(to))
-            .ok_or_else(|| format!("{to} is not on a netns host"))?;
+            .ok_or(OpError::NotOnNetns(to))?;
         let cut = Cut {
             host: self.hosts.of(from).to_owned(),
             peer: peer.address,
@@ -676,22 +708,22 @@ impl Topology {
             incoming: ways != Ways::Up,
             table: format!("anyplay_{from}_{to}").replace('-', "_"),
         };
-        network.cut(&cut).map_err(|e| e.to_string())?;
+        network.cut(&cut)?;
         lock(&self.cuts).push(((from, to), cut));
         Ok(())
     }
 
-    fn mend(&self, from: Service, to: Service) -> Result<(), String> {
+    fn mend(&self, from: Service, to: Service) -> Result<(), OpError> {
         let cut = {
             let mut cuts = lock(&self.cuts);
             let at = cuts
                 .iter()
                 .position(|(pair, _)| *pair == (from, to))
-                .ok_or_else(|| format!("no firewall partition between {from} and {to}"))?;
+                .ok_or(OpError::NoCut(from, to))?;
             cuts.remove(at).1
         };
-        let network = self.network.as_ref().ok_or("the plan has no netns hosts")?;
-        network.mend(&cut).map_err(|e| e.to_string())
+        let network = self.network.as_ref().ok_or(OpError::NoNetns)?;
+        Ok(network.mend(&cut)?)
     }
 
     /// Removes every firewall partition in place.
@@ -790,9 +822,9 @@ impl ServiceFaults {
         if plan.backend == Backend::Docker && faults.has(Service::Postgres, ActionKind::Clock) {
             // The image's entrypoint starts as root and drops to `postgres`: libfaketime, loaded
             // in both, makes its shared semaphore as root, which PostgreSQL then cannot open.
-            return Err(RunError::Topology(
+            return Err(TopologyError::Refused(
                 "`clock: postgres` runs on the process backend only: in a container the entrypoint starts as root, and libfaketime's shared semaphore made there keeps PostgreSQL from starting".into(),
-            ));
+            ).into());
         }
         let any = |kinds: &[ActionKind]| {
             faults
@@ -806,7 +838,7 @@ impl ServiceFaults {
             clock: any(&[ActionKind::Clock]),
         }
         .check()
-        .map_err(|e| RunError::Topology(format!("the plan's service faults: {e}")))?;
+        .map_err(part("the plan's service faults"))?;
         Ok(faults)
     }
 
