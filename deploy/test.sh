@@ -29,13 +29,16 @@ fi
 
 # What needs no compiled code (packages, the Docker engine, the service images: network and
 # disk) is prepared in the background while cargo compiles (CPU); on a fresh machine that hides
-# most of its minutes. Its output is shown once it is done.
+# most of its minutes. Its output is shown once it is done. The packages come first, and say so:
+# the self-test needs them (PostgreSQL, NATS), not the images.
+packages_ready=$(mktemp -u -t anyplay-packages-ready.XXXXXX)
 prepare() {
     if ((${#missing[@]})); then
         echo "deploy/test.sh: installing ${missing[*]}" >&2
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     fi
+    touch "$packages_ready"
     source deploy/docker-engine.sh
     deploy/images/build.sh --services-only
 }
@@ -51,32 +54,37 @@ cargo build --release --locked -p anyplay-chaos --features seeded-defects
 mkdir -p "$(dirname "$selftest_bin")"
 cp target/release/anyplay-chaos "$selftest_bin"
 
-# One profile for tests and binaries, so everything is compiled once.
-cargo build --release --workspace --all-targets --locked
-
-prepared=0
-wait "$prepare_pid" || prepared=$?
-cat "$prepare_log" >&2
-rm -f "$prepare_log"
-if ((prepared)); then
-    echo "deploy/test.sh: preparing the machine failed (its output is above)" >&2
-    exit "$prepared"
-fi
-# The node image follows the binary just built.
-deploy/images/build.sh
-
-source deploy/test-services.sh
-status=0
-
 # The checks proven against defects seeded into the cloud: one short plan runs clean and once
-# per defect, two at a time, beside the tests. Whole runs mostly wait on their timelines, but
-# five at once (three here, two of chaos's tests) left the two cores no room: deliveries came
-# seconds late and measurements starved (results/ci). Two here, four in all, fit.
-# Its progress goes to stderr as it comes, marked; its table waits for the end.
+# per defect, two at a time, from here to the end, beside the workspace's build and its tests.
+# Whole runs mostly wait on their timelines, but five at once (three here, two of chaos's
+# tests) left two cores no room: deliveries came seconds late and measurements starved
+# (results/ci). The build beside them runs at a lower priority, so it takes only what the runs
+# leave. Progress goes to stderr as it comes, marked; the table waits for the end.
+while [[ ! -e $packages_ready ]] && kill -0 "$prepare_pid" 2>/dev/null; do sleep 1; done
 selftest_table=$(mktemp -t anyplay-selftest-table.XXXXXX)
 "$selftest_bin" selftest --jobs 2 --out "$(mktemp -d -t anyplay-selftest.XXXXXX)" \
     >"$selftest_table" 2> >(sed -u 's/^/[selftest] /' >&2) &
 selftest_pid=$!
+# What ends the script early ends the self-test's runs too (they stop as on Ctrl-C).
+stop_selftest() { kill "$selftest_pid" 2>/dev/null || true; wait "$selftest_pid" || true; }
+
+# One profile for tests and binaries, so everything is compiled once.
+nice -n 10 cargo build --release --workspace --all-targets --locked || { stop_selftest; exit 1; }
+
+prepared=0
+wait "$prepare_pid" || prepared=$?
+cat "$prepare_log" >&2
+rm -f "$prepare_log" "$packages_ready"
+if ((prepared)); then
+    echo "deploy/test.sh: preparing the machine failed (its output is above)" >&2
+    stop_selftest
+    exit "$prepared"
+fi
+# The node image follows the binary just built.
+deploy/images/build.sh || { stop_selftest; exit 1; }
+
+source deploy/test-services.sh
+status=0
 
 # Every test binary runs even after a failure, so one run shows everything that fails.
 test_log=$(mktemp -t anyplay-cargo-test.XXXXXX)
