@@ -32,8 +32,6 @@ pub enum LoadError {
     InProcess(String),
     #[error("node {url}: {detail}")]
     Node { url: String, detail: String },
-    #[error(transparent)]
-    Agents(#[from] crate::agents::AgentsError),
     #[error("writing {path}: {source}")]
     Write {
         path: PathBuf,

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::stats::{Op, Status};
+use crate::stats::{CallClass, Op, Status};
 use crate::wire::{AccountId, CardRelation, CardView, NodeId, Privacy, Session, SessionId};
 
 /// A fact, when it happened, and whose.
@@ -438,17 +438,6 @@ pub struct WriteFact<T = Instant> {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub privacy: Option<Privacy>,
     pub sent: T,
-}
-
-/// The one classification of a call's outcome, for error ratios and writes alike.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallClass {
-    /// 1xx–3xx, or a step that completed.
-    Ok,
-    /// 4xx: the cloud applied a rule (a full session, a taken handle).
-    Refused,
-    /// 5xx, no answer, or a wrong answer.
-    Failed,
 }
 
 /// Where a fleet's facts go: nowhere until somebody takes the receiver.

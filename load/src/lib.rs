@@ -10,7 +10,8 @@
 //! - [`budget`]: the sockets a run's processes will hold, against the open-file limit.
 //! - [`target`]: what a run plays against ([`Target`]): node endpoints, where sign-in codes come
 //!   from ([`CodeSource`]), and optional control over nodes ([`NodeControl`]).
-//! - [`mail_log`]: the external [`CodeSource`], tailing the cloud's mail-log file.
+//! - [`mail_log`]: the external [`CodeSource`], tailing the cloud's mail-log file, and with
+//!   it the external [`Target`].
 //! - [`inprocess`]: the cloud inside the harness (one SQLite node, or a cluster), as a [`Target`].
 //! - [`wire`] and [`client`]: the contract's JSON bodies and a typed HTTP client of it.
 //! - [`net`]: spreading connections over loopback source addresses (`--source-ips`).
@@ -30,7 +31,8 @@
 //! - [`report`]: the JSON report and the stdout tables; [`progress`]: progress on stderr.
 //! - [`provenance`]: the machine and the commit a run came from (load reports and chaos runs).
 //! - [`runner`]: a whole run, in the order the contract fixes.
-//! - [`agents`]: a run spread over load agents on other machines, coordinated over NATS.
+//! - [`agents`]: a run spread over load agents on other machines, coordinated over NATS;
+//!   [`seal`]: the secret they share with their coordinator, which the settings carry.
 
 pub mod agents;
 pub mod budget;
@@ -55,6 +57,7 @@ pub mod report;
 pub mod runner;
 pub mod scenarios;
 pub mod schedule;
+pub mod seal;
 pub mod server;
 pub mod settings;
 pub mod stats;

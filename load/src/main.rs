@@ -111,8 +111,12 @@ async fn run(settings: Settings, agents: Option<AgentsSettings>) -> anyhow::Resu
     };
     let progress = Progress::stderr();
     let report = match &agents {
-        Some(agents) => agents::run(&settings, &target, agents, &progress).await,
-        None => runner::run(&settings, target, progress).await,
+        Some(agents) => agents::run(&settings, &target, agents, &progress)
+            .await
+            .map_err(anyhow::Error::from),
+        None => runner::run(&settings, target, progress)
+            .await
+            .map_err(anyhow::Error::from),
     };
     if let Some(cloud) = cloud {
         cloud.shutdown().await;

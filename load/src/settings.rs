@@ -361,7 +361,7 @@ pub struct AgentsSettings {
     /// A NATS credentials file, for a NATS that asks for one.
     pub nats_creds: Option<PathBuf>,
     /// Shared with the agents: every message is sealed with it.
-    pub secret: crate::agents::seal::Secret,
+    pub secret: crate::seal::Secret,
 }
 
 /// The agents `args` ask for, if any, checked against the run's `settings`.
@@ -405,7 +405,7 @@ pub fn agents(args: &Args, settings: &Settings) -> Result<Option<AgentsSettings>
             ),
         ));
     }
-    let secret = crate::agents::seal::Secret::load(args.secret_file.as_deref())
+    let secret = crate::seal::Secret::load(args.secret_file.as_deref())
         .map_err(|e| refuse("--secret-file", e.to_string()))?;
     Ok(Some(AgentsSettings {
         count,
@@ -1173,7 +1173,7 @@ mod tests {
                 count: 3,
                 nats_url: "nats://x".into(),
                 nats_creds: None,
-                secret: crate::agents::seal::Secret::new(b"sixteen bytes or more".to_vec())
+                secret: crate::seal::Secret::new(b"sixteen bytes or more".to_vec())
                     .expect("a secret"),
             }))
         );

@@ -11,7 +11,6 @@ use hdrhistogram::Histogram;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::facts::CallClass;
 use crate::sync::lock;
 
 /// What the report measures, with the contract's op names.
@@ -135,6 +134,17 @@ pub enum Status {
     WrongCount,
     /// A step that is not one call (`e2e_login`, `presence_delivery`) completed.
     Done,
+}
+
+/// The one classification of a call's outcome, for error ratios and writes alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallClass {
+    /// 1xx–3xx, or a step that completed.
+    Ok,
+    /// 4xx: the cloud applied a rule (a full session, a taken handle).
+    Refused,
+    /// 5xx, no answer, or a wrong answer.
+    Failed,
 }
 
 impl Status {

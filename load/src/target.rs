@@ -6,8 +6,6 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 
 use crate::error::LoadError;
-use crate::mail_log::MailLog;
-use crate::settings::External;
 
 /// One cloud node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,30 +53,4 @@ pub struct Target {
     /// None in external mode: storms that need it are refused.
     pub control: Option<Arc<dyn NodeControl>>,
     pub pool: Option<Arc<dyn PoolProbe>>,
-}
-
-impl Target {
-    /// External mode: nodes given by `--url`, codes read from `--mail-log`.
-    pub fn external(external: &External) -> Result<Target, LoadError> {
-        let nodes = external
-            .nodes
-            .iter()
-            .map(|node| NodeEndpoint {
-                api: node.url.trim_end_matches('/').to_string(),
-                // `--metrics-url` names the metrics page; the ops listener is its base.
-                ops: node.metrics_url.as_ref().map(|url| {
-                    let url = url.trim_end_matches('/');
-                    url.strip_suffix("/metrics").unwrap_or(url).to_string()
-                }),
-                pid: node.pid,
-            })
-            .collect();
-        let codes = MailLog::open(&external.mail_log, crate::mail_log::DEFAULT_WAIT)?;
-        Ok(Target {
-            nodes,
-            codes: Arc::new(codes),
-            control: None,
-            pool: None,
-        })
-    }
 }

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::backend::process::ProcessBackend;
-use anyplay_load::agents::seal::SECRET_ENV;
+use anyplay_load::seal::SECRET_ENV;
 
 use crate::backend::Command;
 use crate::events::{Event, EventLog};

@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 use crate::events::{Event, EventLog};
 use crate::plan::Plan;
 
-use anyplay_load::agents::seal::Secret;
+use anyplay_load::seal::Secret;
 
 use super::agents::LocalAgents;
 use super::players::FINAL_READS_LIMIT;
@@ -138,16 +138,16 @@ impl Load {
     }
 
     /// The login wave and the friend graph.
-    pub async fn warm_up(&mut self) -> Result<Vec<ScenarioReport>, LoadError> {
+    pub async fn warm_up(&mut self) -> Result<Vec<ScenarioReport>, RunError> {
         match self {
-            Load::InProcess { run, .. } => runner::warm_up(&run.ctx).await,
+            Load::InProcess { run, .. } => Ok(runner::warm_up(&run.ctx).await?),
             Load::Agents(agents) => Ok(agents.phase(Phase::WarmUp).await?.scenarios),
         }
     }
 
     /// Starts what the players keep doing beside the timeline: the plan's presence, sessions
     /// and cards until the run's end, and its traffic for `traffic`.
-    pub async fn play(&mut self, traffic: Duration) -> Result<(), LoadError> {
+    pub async fn play(&mut self, traffic: Duration) -> Result<(), RunError> {
         match self {
             Load::InProcess { run, playing } => {
                 let mixed = tokio::spawn({
@@ -161,13 +161,13 @@ impl Load {
                 *playing = Some((mixed, traffic));
                 Ok(())
             }
-            Load::Agents(agents) => agents.phase(Phase::Play { traffic }).await.map(|_| ()),
+            Load::Agents(agents) => agents.phase(Phase::Play { traffic }).await.map(drop),
         }
     }
 
     /// A share of the players sign off for good, so that `stale_online` judges both states;
     /// how many did.
-    pub async fn leave_for_good(&mut self, seed: u64) -> Result<usize, LoadError> {
+    pub async fn leave_for_good(&mut self, seed: u64) -> Result<usize, RunError> {
         match self {
             Load::InProcess { run, .. } => {
                 Ok(traffic::leave_for_good(&run.ctx.fleet, seed, traffic::LEAVING_SHARE).await)
@@ -177,7 +177,7 @@ impl Load {
     }
 
     /// Waits for what [`Load::play`] started to end; the players' report of it.
-    pub async fn end_play(&mut self) -> Result<Option<ScenarioReport>, LoadError> {
+    pub async fn end_play(&mut self) -> Result<Option<ScenarioReport>, RunError> {
         match self {
             Load::InProcess { playing, .. } => {
                 let Some((mixed, traffic)) = playing.take() else {
@@ -185,7 +185,7 @@ impl Load {
                 };
                 let _ = traffic.await;
                 mixed.await.map(Some).map_err(|e| {
-                    LoadError::Refused(format!("the players' activity ended badly: {e}"))
+                    LoadError::Refused(format!("the players' activity ended badly: {e}")).into()
                 })
             }
             Load::Agents(agents) => Ok(agents.phase(Phase::EndPlay).await?.scenarios.pop()),
@@ -259,8 +259,8 @@ impl Load {
 
 impl Agents {
     /// One phase over the agents; the agents it found lost go into the history.
-    async fn phase(&mut self, phase: Phase) -> Result<Played, LoadError> {
-        let played = self.session.phase(phase).await;
+    async fn phase(&mut self, phase: Phase) -> Result<Played, RunError> {
+        let played = self.session.phase(phase).await.map_err(RunError::from);
         for agent in self.session.agents().iter().filter(|a| a.lost) {
             record_lost(
                 &self.log,

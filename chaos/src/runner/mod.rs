@@ -61,6 +61,8 @@ pub enum RunError {
     Encode(#[source] serde_json::Error),
     #[error("the players could not start: {0}")]
     Load(#[from] anyplay_load::LoadError),
+    #[error("the load agents: {0}")]
+    Agents(#[from] anyplay_load::agents::AgentsError),
     #[error("the run directory: {}: {source}", path.display())]
     File {
         path: PathBuf,
@@ -179,7 +181,7 @@ async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
         Some(Ok(reports)) => reports,
         Some(Err(e)) => {
             stage.abandon().await;
-            return Err(e.into());
+            return Err(e);
         }
         None => Vec::new(),
     };

@@ -8,14 +8,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyplay_load::budget::{Devices, Holder};
-use anyplay_load::facts::{CallClass, Fact, Received, Stamped};
+use anyplay_load::facts::{Fact, Received, Stamped};
 use anyplay_load::final_reads::{FinalReads, Touched};
 use anyplay_load::mail_log::{MailLog, DEFAULT_WAIT};
 use anyplay_load::reconnect::ReconnectMode;
 use anyplay_load::settings::{
     CardSettings, Mode, PresenceSettings, Scenario, SessionSettings, Settings, TrafficSettings,
 };
-use anyplay_load::stats;
+use anyplay_load::stats::{self, CallClass};
 use anyplay_load::wire::NodeId;
 use anyplay_load::{NodeEndpoint, Target};
 use hdrhistogram::Histogram;

@@ -13,8 +13,8 @@ use tokio::task::JoinHandle;
 use crate::agents::agent::AgentSession;
 use crate::agents::coordinator::Sessions;
 use crate::agents::protocol::{self, CodeReply, CodeRequest};
-use crate::agents::seal::Channel;
 use crate::error::LoadError;
+use crate::seal::Channel;
 use crate::target::CodeSource;
 
 /// How long an agent waits for the coordinator's answer: longer than the coordinator's own

@@ -18,19 +18,18 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 use futures_util::StreamExt;
-use serde::Serialize;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
 use crate::agents::clock::{self, Estimate, Ping};
 use crate::agents::protocol::{self, Answer, Event, Finished, Health, Offer, Phase, Reply};
 use crate::agents::protocol::{Request, ScenarioResult};
-use crate::agents::seal::{Channel, Key, Numbers, Replays, Secret};
 use crate::agents::{codes, share, AgentsError};
-use crate::error::LoadError;
 use crate::facts::{Clock, FactSink, Stamped};
 use crate::final_reads::FinalReads;
 use crate::player::unix_micros;
+use crate::report::{AgentReport, HealthReport};
+use crate::seal::{Channel, Key, Numbers, Replays, Secret};
 use crate::settings::Settings;
 use crate::sync::lock;
 use crate::target::Target;
@@ -49,36 +48,6 @@ const PINGS: usize = 5;
 const START_MARGIN: Duration = Duration::from_secs(2);
 /// How often an offer is repeated while agents are missing (agents that start late hear it).
 const OFFER_EVERY: Duration = Duration::from_secs(1);
-
-/// One agent in the run's report.
-#[derive(Debug, Clone, Serialize)]
-pub struct AgentReport {
-    pub name: String,
-    /// Its players: the first one's number in the run, and how many.
-    pub players: [usize; 2],
-    /// Its clock minus the coordinator's.
-    pub clock_offset_ms: f64,
-    /// The round trip of the ping the offset came from.
-    pub rtt_ms: f64,
-    pub health: Vec<HealthReport>,
-    /// It stopped answering during the run: its players are missing from then on.
-    pub lost: bool,
-    /// When it was found lost, in seconds after the first phase's start.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lost_at_s: Option<f64>,
-}
-
-/// One second of an agent's health, at `t` seconds after the first phase's start (by the
-/// coordinator's clock; negative before it).
-#[derive(Debug, Clone, Serialize)]
-pub struct HealthReport {
-    pub t: f64,
-    pub sched_lag_ms_p99: f64,
-    pub cpu: f64,
-    pub rss_mb: f64,
-    pub connections: usize,
-    pub send_queue: usize,
-}
 
 /// Every agent's results of one phase.
 #[derive(Debug, Clone)]
@@ -285,7 +254,11 @@ impl Coordinator {
 
     /// Gives each agent its share of `settings` against `target`'s nodes, answers their
     /// sign-in codes from `target`'s source, and measures each agent's clock.
-    pub async fn assign(&mut self, settings: &Settings, target: &Target) -> Result<(), LoadError> {
+    pub async fn assign(
+        &mut self,
+        settings: &Settings,
+        target: &Target,
+    ) -> Result<(), AgentsError> {
         let shares = share::shares(settings, self.names.len())?;
         let players = self
             .names

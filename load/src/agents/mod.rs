@@ -12,6 +12,8 @@
 //! - [`agent`]: the agent process; [`coordinator`]: the coordinator, as a library.
 //! - [`merge`]: the agents' reports of a phase as one.
 //!
+//! Every message is sealed with the secret coordinator and agents share ([`crate::seal`]).
+//!
 //! Each agent's players make friends among themselves only (the ring of `--friends` runs within
 //! a share), and draw each operation's actor from the run's seed among its own players; what a
 //! player draws for itself (its reconnect waits) uses its number in the run, as in one process.
@@ -23,7 +25,6 @@ pub mod coordinator;
 pub mod health;
 pub mod merge;
 pub mod protocol;
-pub mod seal;
 pub mod share;
 
 use std::time::Duration;
@@ -32,7 +33,7 @@ use futures_util::future::BoxFuture;
 use hdrhistogram::Histogram;
 use tokio::sync::mpsc;
 
-pub use coordinator::{AgentReport, Coordinator, HealthReport, PhaseResults};
+pub use coordinator::{Coordinator, PhaseResults};
 pub use protocol::Phase;
 
 use crate::client::http_client;
@@ -42,7 +43,7 @@ use crate::final_reads::FinalReads;
 use crate::generator::{Generator, GeneratorReport, LagReport};
 use crate::progress::Progress;
 use crate::provenance::{self, Machine};
-use crate::report::{json, Report, ScenarioReport, SCHEMA};
+use crate::report::{json, AgentReport, Report, ScenarioReport, SCHEMA};
 use crate::server::{self, Metrics};
 use crate::settings::{AgentsSettings, Scenario, Settings};
 use crate::target::{NodeEndpoint, Target};
@@ -70,9 +71,12 @@ pub enum AgentsError {
     #[error(transparent)]
     Protocol(#[from] protocol::ProtocolError),
     #[error(transparent)]
-    Seal(#[from] seal::SealError),
+    Seal(#[from] crate::seal::SealError),
     #[error("{0}")]
     Invalid(String),
+    /// What a run in one process can fail with too.
+    #[error(transparent)]
+    Load(#[from] LoadError),
 }
 
 impl AgentsError {
@@ -120,7 +124,7 @@ pub fn run<'a>(
     target: &'a Target,
     agents: &'a AgentsSettings,
     progress: &'a Progress,
-) -> BoxFuture<'a, Result<Report, LoadError>> {
+) -> BoxFuture<'a, Result<Report, AgentsError>> {
     Box::pin(async move {
         let spinner = progress.spinner("agents");
         let (mut session, _) = Session::start(settings, target, agents, false, &spinner).await?;
@@ -179,7 +183,7 @@ impl Session {
         agents: &AgentsSettings,
         facts: bool,
         spinner: &indicatif::ProgressBar,
-    ) -> Result<(Session, Option<mpsc::UnboundedReceiver<Stamped>>), LoadError> {
+    ) -> Result<(Session, Option<mpsc::UnboundedReceiver<Stamped>>), AgentsError> {
         let generator = Generator::start(target.nodes.iter().filter_map(|n| n.pid).collect(), None);
         let http = http_client(None)
             .map_err(|e| LoadError::Refused(format!("building an HTTP client: {e}")))?;
@@ -219,11 +223,11 @@ impl Session {
     }
 
     /// Plays `phase` on every agent still answering, merged.
-    pub async fn phase(&mut self, phase: Phase) -> Result<Played, LoadError> {
+    pub async fn phase(&mut self, phase: Phase) -> Result<Played, AgentsError> {
         let played = self.coordinator.run_phase(phase).await?;
         let results: Vec<_> = played.results.into_iter().map(|(_, r)| r).collect();
         Ok(Played {
-            scenarios: merge::phase(&results).map_err(AgentsError::from)?,
+            scenarios: merge::phase(&results)?,
             lost: played.lost,
             left: played.left,
             reads: played.reads,
@@ -241,7 +245,7 @@ impl Session {
     }
 
     /// Stops every agent's players; the run's report with `scenarios`.
-    pub async fn finish(mut self, scenarios: Vec<ScenarioReport>) -> Result<Report, LoadError> {
+    pub async fn finish(mut self, scenarios: Vec<ScenarioReport>) -> Result<Report, AgentsError> {
         let finished = self.coordinator.finish().await;
         let after = server::scrape_all(&self.http, &self.nodes).await;
         let (_, process) = self.generator.finish(false).await;

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::agents::AgentReport;
 use crate::generator::{GeneratorReport, ProcessReport};
 use crate::provenance::Machine;
 use crate::schedule::{Outcome, Plan};
@@ -270,6 +269,36 @@ impl ScenarioReport {
         self.rate = Some(RateReport::new(plan, outcome));
         self
     }
+}
+
+/// One agent in the run's report.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentReport {
+    pub name: String,
+    /// Its players: the first one's number in the run, and how many.
+    pub players: [usize; 2],
+    /// Its clock minus the coordinator's.
+    pub clock_offset_ms: f64,
+    /// The round trip of the ping the offset came from.
+    pub rtt_ms: f64,
+    pub health: Vec<HealthReport>,
+    /// It stopped answering during the run: its players are missing from then on.
+    pub lost: bool,
+    /// When it was found lost, in seconds after the first phase's start.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lost_at_s: Option<f64>,
+}
+
+/// One second of an agent's health, at `t` seconds after the first phase's start (by the
+/// coordinator's clock; negative before it).
+#[derive(Debug, Clone, Serialize)]
+pub struct HealthReport {
+    pub t: f64,
+    pub sched_lag_ms_p99: f64,
+    pub cpu: f64,
+    pub rss_mb: f64,
+    pub connections: usize,
+    pub send_queue: usize,
 }
 
 #[cfg(test)]
