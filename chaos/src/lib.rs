@@ -11,7 +11,8 @@
 //! - `events`: the recorded history (`events.jsonl`), its writer and its reader.
 //! - `checks`: pure invariant checks over the history, and the faults table.
 //! - `report`: `report.json` and `summary.md`, rendered from a run directory.
-//! - `runner`: a whole run: up, players, timeline, heal, check, report.
+//! - `runner`: a whole run in its phases: set up, play (the timeline beside the players),
+//!   heal, store (the checks judged into the report).
 //! - `run_files`: the files written into a run directory, never through a link.
 //! - `selftest` (feature `seeded-defects`): the checks proven against defects built into the cloud.
 
