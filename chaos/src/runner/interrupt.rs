@@ -6,7 +6,7 @@ use std::pin::Pin;
 
 use nix::sys::signal::Signal;
 
-use crate::events::{Event, EventLog};
+use crate::events::EventLog;
 
 pub struct Interrupt {
     signal: Pin<Box<dyn Future<Output = Signal>>>,
@@ -43,15 +43,14 @@ impl Interrupt {
             out = work => Some(out),
             signal = &mut self.signal => {
                 self.heard = true;
-                let text = format!("{signal} {during}: the run stops");
-                let _ = log.record(Event::Note { text });
+                super::note(log, format!("{signal} {during}: the run stops"));
                 None
             }
         }
     }
 
-    /// Waits for the request, unless it came already.
-    pub async fn heard_now(&mut self) -> Option<Signal> {
+    /// Waits for the request; `None` when it came already.
+    pub async fn wait(&mut self) -> Option<Signal> {
         if self.heard {
             return None;
         }

@@ -554,7 +554,7 @@ pub fn up(options: RunOptions) -> LocalBoxFuture<'static, Result<(), RunError>> 
             Some(Err(e)) => eprintln!("anyplay-chaos: the warm-up failed: {e}"),
             None => {}
         }
-        if let Some(signal) = interrupt.heard_now().await {
+        if let Some(signal) = interrupt.wait().await {
             eprintln!("anyplay-chaos: {signal}: stopping");
         } else {
             eprintln!("anyplay-chaos: stopping");
