@@ -106,7 +106,7 @@ pub struct Config {
     pub outbound_queue: usize,
     /// An event socket's kernel send buffer, in bytes (the kernel doubles it).
     pub event_send_buffer: usize,
-    /// Longest a write to an event socket may take before the client counts as stalled.
+    /// Longest a write to an event socket may take before the client counts as a slow consumer.
     pub ws_write_timeout: Duration,
     pub http: HttpLimits,
     /// Forwarders whose connections may open with a PROXY v1 header naming their client.
@@ -325,7 +325,7 @@ pub struct Args {
     #[arg(long, env = "ANYPLAY_EVENT_SEND_BUFFER")]
     pub event_send_buffer: Option<usize>,
 
-    /// Longest a write to an event socket may take; a client that stops reading is then dropped as a slow consumer [default: 5s].
+    /// Longest a write to an event socket may take; the client is then a slow consumer, closed 1013 if it takes that close within as long again, else dropped [default: 5s].
     #[arg(long, env = "ANYPLAY_WS_WRITE_TIMEOUT", value_parser = duration::parse)]
     #[serde(deserialize_with = "optional_duration")]
     pub ws_write_timeout: Option<Duration>,

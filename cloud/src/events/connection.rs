@@ -51,12 +51,12 @@ where
     E: std::error::Error + 'static,
 {
     let (mut tx, mut rx) = socket.split();
-    let ended = |failed: WriteFailed| match failed {
-        WriteFailed::Broken => Ended::Gone,
-        WriteFailed::Stalled => Ended::Stalled,
-    };
     if let Err(failed) = write(&mut tx, Message::Text(welcome.into()), write_timeout).await {
-        return (ended(failed), 0);
+        let ended = match failed {
+            WriteFailed::Broken => Ended::Gone,
+            WriteFailed::Stalled => stalled(&mut tx, &mut rx, &mailbox, write_timeout).await,
+        };
+        return (ended, 0);
     }
     let mut seq = 0u64;
     let mut pings = interval_at(Instant::now() + ping_interval, ping_interval);
@@ -72,14 +72,7 @@ where
                 let code = if changed.is_ok() { *mailbox.close.borrow() } else { None };
                 match code {
                     Some(Closing::Sever) => break Ended::Gone,
-                    Some(Closing::With(code)) => match write(&mut tx, close_frame(code), write_timeout).await {
-                        Ok(()) => {
-                            await_close_reply(&mut rx).await;
-                            break Ended::Closed(code);
-                        }
-                        Err(WriteFailed::Stalled) => break Ended::Stalled,
-                        Err(WriteFailed::Broken) => break Ended::Closed(code),
-                    },
+                    Some(Closing::With(code)) => break close(&mut tx, &mut rx, code, write_timeout).await,
                     None => break Ended::Gone,
                 }
             }
@@ -100,7 +93,10 @@ where
                     return (Ended::Gone, seq);
                 }
                 if let Err(failed) = write(&mut tx, Message::Text(payload.with_seq(seq).into()), write_timeout).await {
-                    break ended(failed);
+                    break match failed {
+                        WriteFailed::Broken => Ended::Gone,
+                        WriteFailed::Stalled => stalled(&mut tx, &mut rx, &mailbox, write_timeout).await,
+                    };
                 }
             }
             _ = pings.tick() => {
@@ -109,7 +105,10 @@ where
                 }
                 unanswered += 1;
                 if let Err(failed) = write(&mut tx, Message::Ping(Default::default()), write_timeout).await {
-                    break ended(failed);
+                    break match failed {
+                        WriteFailed::Broken => Ended::Gone,
+                        WriteFailed::Stalled => stalled(&mut tx, &mut rx, &mailbox, write_timeout).await,
+                    };
                 }
             }
             incoming = rx.next() => {
@@ -139,6 +138,44 @@ where
         let _ = tokio::time::timeout(write_timeout, tx.close()).await;
     }
     (result, seq)
+}
+
+/// Sends a close frame with `code` and waits a while for the client's reply.
+async fn close<T, R, E>(tx: &mut T, rx: &mut R, code: CloseCode, limit: Duration) -> Ended
+where
+    T: Sink<Message> + Unpin,
+    R: Stream<Item = Result<Message, E>> + Unpin,
+{
+    match write(tx, close_frame(code), limit).await {
+        Ok(()) => {
+            await_close_reply(rx).await;
+            Ended::Closed(code)
+        }
+        Err(WriteFailed::Stalled) => Ended::Stalled,
+        Err(WriteFailed::Broken) => Ended::Closed(code),
+    }
+}
+
+/// Ends a connection whose write waited `limit` on a full socket. A client that still reads,
+/// only slower than its events come, is a slow consumer: it gets the close asked of it
+/// meanwhile, or 1013, behind the rest of the stalled frame, if its socket takes that within
+/// another `limit`. Only a client that stopped reading is dropped without a close frame.
+async fn stalled<T, R, E>(tx: &mut T, rx: &mut R, mailbox: &Mailbox, limit: Duration) -> Ended
+where
+    T: Sink<Message> + Unpin,
+    R: Stream<Item = Result<Message, E>> + Unpin,
+{
+    // The seeded defect keeps slow consumers: it never tells them 1013.
+    #[cfg(feature = "seeded-defects")]
+    if crate::defects::active(SeededDefect::SlowConsumersKept) {
+        return Ended::Stalled;
+    }
+    let code = match *mailbox.close.borrow() {
+        Some(Closing::Sever) => return Ended::Gone,
+        Some(Closing::With(code)) => code,
+        None => CloseCode::SlowConsumer,
+    };
+    close(tx, rx, code, limit).await
 }
 
 /// Writes one message within `limit`. A client that stops reading would
@@ -201,10 +238,31 @@ mod tests {
     use futures_channel::mpsc;
     use std::sync::Arc;
 
-    /// A socket made of two channels: what the server sends, what the client sends.
+    /// A socket made of two channels: what the server sends, what the client sends; with a
+    /// [`Room`], a socket that takes only as many messages as the client made room for.
     struct FakeSocket {
         out: mpsc::UnboundedSender<Message>,
         inc: mpsc::UnboundedReceiver<Result<Message, mpsc::SendError>>,
+        room: Option<Arc<Room>>,
+    }
+
+    /// Messages a socket still takes before it is full (`None`: any number), and the writer
+    /// waiting for room.
+    struct Room(std::sync::Mutex<(Option<usize>, Option<std::task::Waker>)>);
+
+    impl Room {
+        fn of(messages: usize) -> Arc<Room> {
+            Arc::new(Room(std::sync::Mutex::new((Some(messages), None))))
+        }
+
+        /// The client reads on from now: the socket takes whatever comes.
+        fn open(&self) {
+            let mut room = self.0.lock().unwrap();
+            room.0 = None;
+            if let Some(waker) = room.1.take() {
+                waker.wake();
+            }
+        }
     }
 
     impl Sink<Message> for FakeSocket {
@@ -213,10 +271,24 @@ mod tests {
             self: std::pin::Pin<&mut Self>,
             cx: &mut std::task::Context<'_>,
         ) -> std::task::Poll<Result<(), Self::Error>> {
-            std::pin::Pin::new(&mut self.get_mut().out).poll_ready(cx)
+            let this = self.get_mut();
+            if let Some(room) = &this.room {
+                let mut room = room.0.lock().unwrap();
+                if room.0 == Some(0) {
+                    room.1 = Some(cx.waker().clone());
+                    return std::task::Poll::Pending;
+                }
+            }
+            std::pin::Pin::new(&mut this.out).poll_ready(cx)
         }
         fn start_send(self: std::pin::Pin<&mut Self>, item: Message) -> Result<(), Self::Error> {
-            std::pin::Pin::new(&mut self.get_mut().out).start_send(item)
+            let this = self.get_mut();
+            if let Some(room) = &this.room {
+                if let Some(left) = room.0.lock().unwrap().0.as_mut() {
+                    *left -= 1;
+                }
+            }
+            std::pin::Pin::new(&mut this.out).start_send(item)
         }
         fn poll_flush(
             self: std::pin::Pin<&mut Self>,
@@ -256,7 +328,11 @@ mod tests {
         let (out, mut sent) = mpsc::unbounded();
         let (_client, inc) = mpsc::unbounded();
         let task = tokio::spawn(run(
-            FakeSocket { out, inc },
+            FakeSocket {
+                out,
+                inc,
+                room: None,
+            },
             "{\"type\":\"welcome\"}".into(),
             mailbox,
             Duration::from_secs(60),
@@ -282,7 +358,11 @@ mod tests {
         let (out, mut sent) = mpsc::unbounded();
         let (client, inc) = mpsc::unbounded();
         let task = tokio::spawn(run(
-            FakeSocket { out, inc },
+            FakeSocket {
+                out,
+                inc,
+                room: None,
+            },
             "{}".into(),
             mailbox,
             Duration::from_secs(60),
@@ -297,5 +377,68 @@ mod tests {
             other => panic!("expected close, got {other:?}"),
         }
         assert_eq!(task.await.unwrap().0, Ended::Closed(CloseCode::TooBig));
+    }
+
+    #[tokio::test]
+    async fn a_reader_slower_than_a_write_may_wait_is_closed_1013_not_dropped() {
+        let hub = Hub::new(4, Arc::new(Metrics::default()));
+        let mailbox = hub.register(1, "a".into(), 0);
+        let (out, mut sent) = mpsc::unbounded();
+        let (client, inc) = mpsc::unbounded();
+        // Full after the welcome, until the client reads again: later than a write may wait.
+        let room = Room::of(1);
+        let write_timeout = Duration::from_millis(500);
+        let task = tokio::spawn(run(
+            FakeSocket {
+                out,
+                inc,
+                room: Some(room.clone()),
+            },
+            "{}".into(),
+            mailbox,
+            Duration::from_secs(60),
+            write_timeout,
+        ));
+        hub.deliver(1, &Payload::new(&Event::FriendRemoved { account_id: 2 }));
+        tokio::time::sleep(write_timeout * 2).await;
+        room.open();
+        let _welcome = sent.next().await.unwrap();
+        assert_eq!(
+            text(&sent.next().await.unwrap())["seq"],
+            1,
+            "the stalled event"
+        );
+        match sent.next().await.unwrap() {
+            Message::Close(Some(f)) => assert_eq!(f.code, 1013),
+            other => panic!("expected close, got {other:?}"),
+        }
+        client.unbounded_send(Ok(Message::Close(None))).unwrap();
+        assert_eq!(
+            task.await.unwrap().0,
+            Ended::Closed(CloseCode::SlowConsumer)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_client_that_stopped_reading_is_dropped_without_a_close_frame() {
+        let hub = Hub::new(4, Arc::new(Metrics::default()));
+        let mailbox = hub.register(1, "a".into(), 0);
+        let (out, mut sent) = mpsc::unbounded();
+        let (_client, inc) = mpsc::unbounded();
+        let task = tokio::spawn(run(
+            FakeSocket {
+                out,
+                inc,
+                room: Some(Room::of(1)),
+            },
+            "{}".into(),
+            mailbox,
+            Duration::from_secs(60),
+            Duration::from_millis(200),
+        ));
+        hub.deliver(1, &Payload::new(&Event::FriendRemoved { account_id: 2 }));
+        assert_eq!(task.await.unwrap().0, Ended::Stalled);
+        let _welcome = sent.next().await.unwrap();
+        assert!(sent.next().await.is_none(), "nothing after the welcome");
     }
 }
