@@ -19,6 +19,12 @@ pub const MAX_CLIENT_MESSAGE: usize = 4 * 1024;
 /// closing handshake of RFC 6455) before it drops the connection.
 const CLOSE_REPLY_WAIT: Duration = Duration::from_secs(2);
 
+/// The same wait for a slow consumer's reply (1013). Its close frame goes behind what the
+/// sockets between hold for it, seconds at the pace it reads, and it answers only once it read
+/// that far. Meanwhile it answers pings read late: a socket closed before then would answer a
+/// late pong with a reset, and the reset throws away the close frame still on its way.
+const SLOW_CLOSE_REPLY_WAIT: Duration = Duration::from_secs(15);
+
 /// How a connection ended, as far as presence is concerned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ended {
@@ -148,7 +154,11 @@ where
 {
     match write(tx, close_frame(code), limit).await {
         Ok(()) => {
-            await_close_reply(rx).await;
+            let wait = match code {
+                CloseCode::SlowConsumer => SLOW_CLOSE_REPLY_WAIT,
+                _ => CLOSE_REPLY_WAIT,
+            };
+            await_close_reply(rx, wait).await;
             Ended::Closed(code)
         }
         Err(WriteFailed::Stalled) => Ended::Stalled,
@@ -209,11 +219,11 @@ fn read_error_close(error: &(dyn std::error::Error + 'static)) -> Option<CloseCo
 }
 
 /// Reads until the client's close frame or the end of the stream, for a while.
-async fn await_close_reply<R, E>(rx: &mut R)
+async fn await_close_reply<R, E>(rx: &mut R, wait: Duration)
 where
     R: Stream<Item = Result<Message, E>> + Unpin,
 {
-    let _ = tokio::time::timeout(CLOSE_REPLY_WAIT, async {
+    let _ = tokio::time::timeout(wait, async {
         while let Some(Ok(msg)) = rx.next().await {
             if matches!(msg, Message::Close(_)) {
                 break;
@@ -440,5 +450,46 @@ mod tests {
         assert_eq!(task.await.unwrap().0, Ended::Stalled);
         let _welcome = sent.next().await.unwrap();
         assert!(sent.next().await.is_none(), "nothing after the welcome");
+    }
+
+    #[tokio::test]
+    async fn a_slow_consumer_is_heard_out_past_the_usual_close_wait() {
+        let hub = Hub::new(1, Arc::new(Metrics::default()));
+        let mailbox = hub.register(1, "a".into(), 0);
+        let (out, mut sent) = mpsc::unbounded();
+        let (client, inc) = mpsc::unbounded();
+        let task = tokio::spawn(run(
+            FakeSocket {
+                out,
+                inc,
+                room: None,
+            },
+            "{}".into(),
+            mailbox,
+            Duration::from_secs(60),
+            Duration::from_secs(5),
+        ));
+        let _welcome = sent.next().await.unwrap();
+        // The queue (one event) overflows: 1013.
+        for n in 0..3 {
+            hub.deliver(1, &Payload::new(&Event::FriendRemoved { account_id: n }));
+        }
+        loop {
+            if let Message::Close(Some(f)) = sent.next().await.unwrap() {
+                assert_eq!(f.code, 1013);
+                break;
+            }
+        }
+        // The client reads its close frame late, behind its backlog, answering a ping first:
+        // the socket is still there to take both.
+        tokio::time::sleep(CLOSE_REPLY_WAIT + Duration::from_secs(1)).await;
+        client
+            .unbounded_send(Ok(Message::Pong(Default::default())))
+            .unwrap();
+        client.unbounded_send(Ok(Message::Close(None))).unwrap();
+        assert_eq!(
+            task.await.unwrap().0,
+            Ended::Closed(CloseCode::SlowConsumer)
+        );
     }
 }

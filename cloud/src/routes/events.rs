@@ -177,7 +177,7 @@ async fn serve(
         }
     }
 
-    let (ended, _sent) = connection::run(
+    let (ended, sent) = connection::run(
         socket,
         welcome,
         mailbox,
@@ -192,6 +192,12 @@ async fn serve(
         Ended::Closed(CloseCode::SlowConsumer) | Ended::Stalled
     ) {
         state.metrics.slow_consumers.inc();
+        tracing::info!(
+            account_id,
+            ?ended,
+            sent,
+            "a slow consumer's connection ended"
+        );
     }
     if let Ended::Closed(code) = ended {
         state
