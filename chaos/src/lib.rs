@@ -17,13 +17,13 @@
 //! - `selftest` (feature `seeded-defects`): the checks proven against defects built into the cloud.
 
 pub mod backend;
-pub mod checks;
+pub(crate) mod checks;
 pub mod events;
-pub mod network;
+pub(crate) mod network;
 pub mod plan;
 pub mod proxy;
 pub mod report;
-pub mod run_files;
+pub(crate) mod run_files;
 pub mod runner;
 #[cfg(feature = "seeded-defects")]
 pub mod selftest;

@@ -17,26 +17,26 @@
 //! - [`ports`]: free loopback ports below the ephemeral range, for whoever starts nodes.
 //! - [`duration`]: the one duration grammar (`500ms`, `5s`, `1.5m`, `2h`), shared with load and chaos.
 
-pub mod bus;
+pub(crate) mod bus;
 pub mod config;
 #[cfg(feature = "seeded-defects")]
 pub mod defects;
-pub mod drain;
+pub(crate) mod drain;
 pub mod duration;
-pub mod error;
-pub mod events;
-pub mod extract;
-pub mod fence;
+pub(crate) mod error;
+pub(crate) mod events;
+pub(crate) mod extract;
+pub(crate) mod fence;
 pub(crate) mod http;
-pub mod mail;
+pub(crate) mod mail;
 pub mod metrics;
 pub mod ports;
-pub mod presence;
-pub mod ratelimit;
-pub mod retention;
+pub(crate) mod presence;
+pub(crate) mod ratelimit;
+pub(crate) mod retention;
 mod routes;
-pub mod server;
-pub mod state;
+pub(crate) mod server;
+pub(crate) mod state;
 pub mod store;
 
 pub use config::{Args, Config, MailSinkConfig};

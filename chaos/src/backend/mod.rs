@@ -11,7 +11,7 @@ pub mod docker;
 mod exit;
 mod log;
 pub mod owner;
-pub mod placed;
+pub(crate) mod placed;
 pub mod process;
 
 use std::future::Future;

@@ -106,11 +106,6 @@ impl Fault {
             _ => 0.0,
         }
     }
-
-    /// Whether its target or link names `what` (`players`, `nats`, a node).
-    pub fn touches(&self, what: &str) -> bool {
-        self.target.split("<->").any(|t| t == what)
-    }
 }
 
 /// Linux's largest retransmission timeout (`TCP_RTO_MAX`), seconds.

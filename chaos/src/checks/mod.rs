@@ -6,32 +6,32 @@
 //! evidence (no samples, no final state) is `unknown`, which fails the run, so missing
 //! instrumentation shows. Every detail says how much was judged.
 
-pub mod cards_privacy;
-pub mod clients;
-pub mod conns;
-pub mod disconnects;
-pub mod duplicates;
-pub mod event_order;
-pub mod events_missing;
-pub mod failover;
-pub mod faults;
-pub mod going_online;
-pub mod http_errors;
-pub mod losses;
-pub mod lost_writes;
-pub mod model;
-pub mod outages;
-pub mod paths;
-pub mod players_back;
-pub mod presence;
-pub mod quotas;
-pub mod rate_limits;
-pub mod session_integrity;
-pub mod slow_consumers;
-pub mod stale_online;
+pub(crate) mod cards_privacy;
+pub(crate) mod clients;
+pub(crate) mod conns;
+pub(crate) mod disconnects;
+pub(crate) mod duplicates;
+pub(crate) mod event_order;
+pub(crate) mod events_missing;
+pub(crate) mod failover;
+pub(crate) mod faults;
+pub(crate) mod going_online;
+pub(crate) mod http_errors;
+pub(crate) mod losses;
+pub(crate) mod lost_writes;
+pub(crate) mod model;
+pub(crate) mod outages;
+pub(crate) mod paths;
+pub(crate) mod players_back;
+pub(crate) mod presence;
+pub(crate) mod quotas;
+pub(crate) mod rate_limits;
+pub(crate) mod session_integrity;
+pub(crate) mod slow_consumers;
+pub(crate) mod stale_online;
 #[cfg(test)]
 pub(crate) mod testing;
-pub mod unexpected;
+pub(crate) mod unexpected;
 
 use std::fmt;
 
@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use crate::events::History;
 use crate::plan::{Client, Limits};
 
-pub use faults::{BackSeconds, FaultRow};
+pub use faults::FaultRow;
 
 /// One check's verdict, as the report lists it.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -11,7 +11,7 @@
 
 mod command;
 mod firewall;
-pub mod made;
+pub(crate) mod made;
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;

@@ -7,10 +7,10 @@
 //! targets with the seed and expands every entry into the operations a runner performs.
 
 mod fault;
-pub mod hosts;
+pub(crate) mod hosts;
 mod image;
-pub mod raw;
-pub mod timeline;
+pub(crate) mod raw;
+pub(crate) mod timeline;
 mod validate;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -12,7 +12,7 @@
 
 mod connection;
 mod counters;
-pub mod fault;
+pub(crate) mod fault;
 mod link;
 mod listener;
 mod name;

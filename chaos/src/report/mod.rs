@@ -4,8 +4,8 @@
 //! JUnit XML for CI, and the comparison of two runs.
 
 pub mod compare;
-pub mod html;
-pub mod json;
+pub(crate) mod html;
+pub(crate) mod json;
 pub mod junit;
 pub mod markdown;
 

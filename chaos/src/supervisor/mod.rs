@@ -10,14 +10,14 @@
 //! - [`services`]: builders for PostgreSQL, NATS and cloud nodes.
 //! - [`signals`]: the supervisor's own Ctrl-C / SIGTERM.
 
-pub mod event;
+pub(crate) mod event;
 pub mod faults;
-pub mod ready;
-pub mod service;
+pub(crate) mod ready;
+pub(crate) mod service;
 pub mod services;
 pub mod signals;
-pub mod spec;
-pub mod state;
+pub(crate) mod spec;
+pub(crate) mod state;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -249,10 +249,6 @@ impl Hub {
         self.conns().len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// The account's connection `connection_id` is registered cloud-wide and any older one
     /// was told to close: from now on the admin view lists it.
     pub fn established(&self, account_id: i64, connection_id: &str) {

@@ -1,9 +1,9 @@
 //! Event connections: what they carry (`event`), who is connected here (`hub`),
 //! and the loop of one socket (`connection`).
 
-pub mod connection;
+pub(crate) mod connection;
 mod event;
-pub mod hub;
+pub(crate) mod hub;
 
 pub use event::{AccountRef, Event, Payload};
 pub use hub::{CloseCode, Hub};

@@ -22,12 +22,12 @@ pub struct Estimate {
 
 impl Estimate {
     /// The agent's clock reading at the coordinator's instant `at_us`.
-    pub fn to_agent(&self, at_us: u64) -> u64 {
+    pub fn to_agent(self, at_us: u64) -> u64 {
         at_us.saturating_add_signed(self.offset_us)
     }
 
     /// The coordinator's clock reading at the agent's instant `at_us`.
-    pub fn to_coordinator(&self, at_us: u64) -> u64 {
+    pub fn to_coordinator(self, at_us: u64) -> u64 {
         at_us.saturating_add_signed(-self.offset_us)
     }
 }

@@ -19,13 +19,13 @@
 //! player draws for itself (its reconnect waits) uses its number in the run, as in one process.
 
 pub mod agent;
-pub mod clock;
-pub mod codes;
-pub mod coordinator;
-pub mod health;
-pub mod merge;
+pub(crate) mod clock;
+pub(crate) mod codes;
+pub(crate) mod coordinator;
+pub(crate) mod health;
+pub(crate) mod merge;
 pub mod protocol;
-pub mod share;
+pub(crate) mod share;
 
 use std::time::Duration;
 

@@ -3,15 +3,15 @@
 //! Who acts on each scheduled operation, and with what, is drawn from the run's seed
 //! ([`crate::choices`]) by functions that [`crate::planned`] calls too.
 
-pub mod cards;
+pub(crate) mod cards;
 pub mod friends;
-pub mod ladder;
-pub mod limits;
+pub(crate) mod ladder;
+pub(crate) mod limits;
 pub mod login;
 pub mod mixed;
 pub mod presence;
-pub mod sessions;
-pub mod slow_readers;
+pub(crate) mod sessions;
+pub(crate) mod slow_readers;
 pub mod storm;
 pub mod traffic;
 

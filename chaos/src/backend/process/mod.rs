@@ -9,7 +9,7 @@
 //! pause and resume go to the whole process tree as well, because PostgreSQL's children leave the
 //! group (`setsid`) and a paused or killed service must not keep half of itself running.
 
-pub mod cgroup;
+pub(crate) mod cgroup;
 mod guard;
 mod spawn;
 mod tree;

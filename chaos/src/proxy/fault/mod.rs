@@ -18,7 +18,7 @@
 pub(crate) mod bandwidth;
 pub(crate) mod connection;
 pub(crate) mod cut;
-pub mod latency;
+pub(crate) mod latency;
 pub(crate) mod limit_data;
 pub(crate) mod reset;
 mod settings;

@@ -6,8 +6,8 @@
 //! - [`disk`]: a tmpfs of a fixed size, filled and emptied.
 //! - [`clock`]: the file libfaketime reads the wall clock's offset from.
 
-pub mod clock;
-pub mod disk;
+pub(crate) mod clock;
+pub(crate) mod disk;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -8,10 +8,10 @@
 //! - [`shared_memory`]: PostgreSQL's shared memory segments that SIGKILLed servers left.
 
 pub mod nats;
-pub mod node;
+pub(crate) mod node;
 pub mod postgres;
-pub mod scratch;
-pub mod shared_memory;
+pub(crate) mod scratch;
+pub(crate) mod shared_memory;
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
