@@ -45,7 +45,7 @@ pub trait Unit: Send + Sync {
     /// Starts a fresh instance. The caller must not start again before the last exit resolved.
     fn start(&self) -> BoxFuture<'_, Result<Started, BackendError>>;
     /// Delivers `op` to the running instance (the whole process tree); a no-op once it has exited.
-    fn send(&self, op: Op) -> BoxFuture<'_, Result<(), BackendError>>;
+    fn send(&self, order: Order) -> BoxFuture<'_, Result<(), BackendError>>;
     /// Best-effort immediate SIGKILL without awaiting (it may block briefly), for `Drop` paths.
     fn kill_now(&self);
     /// Where the instance's stdout and stderr are appended.
@@ -84,7 +84,7 @@ pub struct Started {
 
 /// What a running instance is asked to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
+pub enum Order {
     /// The command's stop signal (SIGTERM unless it says otherwise): exit gracefully.
     Terminate,
     /// SIGKILL to every process of the instance.

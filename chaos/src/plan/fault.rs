@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use anyplay_cloud::duration;
 
+pub use crate::supervisor::ServiceFault;
+
 // A plan's link faults are the proxy's own, in the proxy's units.
 pub use crate::proxy::{CutMode, LinkFault, Ways};
 
@@ -32,40 +34,14 @@ pub(super) fn write_details(
     }
 }
 
-/// A fault set on a service until the step's `for` ends.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum ServiceFault {
-    /// At most this many cores (0.2: a fifth of one).
-    Cpu { cores: f64 },
-    /// At most this much memory; past it the kernel's OOM killer ends the service.
-    Memory { bytes: Bytes },
-    /// The data directory's filesystem filled to the last byte.
-    DiskFull,
-    /// The wall clock moved by this much (monotonic time is untouched, as with a bad NTP step).
-    Clock { offset: ClockOffset },
-}
-
+/// A service fault's value as a plan writes it: `0.2 cores`, `150MB`, `full`, `+30s`.
 impl fmt::Display for ServiceFault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
+        match *self {
             ServiceFault::Cpu { cores } => write!(f, "{cores} cores"),
-            ServiceFault::Memory { bytes } => write!(f, "{bytes}"),
+            ServiceFault::Memory { bytes } => write!(f, "{}", Bytes(bytes)),
             ServiceFault::DiskFull => f.write_str("full"),
-            ServiceFault::Clock { offset } => write!(f, "{offset}"),
-        }
-    }
-}
-
-impl From<ServiceFault> for crate::supervisor::ServiceFault {
-    fn from(fault: ServiceFault) -> Self {
-        use crate::supervisor::ServiceFault as Supervised;
-        match fault {
-            ServiceFault::Cpu { cores } => Supervised::Cpu { cores },
-            ServiceFault::Memory { bytes } => Supervised::Memory { bytes: bytes.0 },
-            ServiceFault::DiskFull => Supervised::DiskFull,
-            ServiceFault::Clock { offset } => Supervised::Clock {
-                offset_ms: offset.millis(),
-            },
+            ServiceFault::Clock { offset_ms } => write!(f, "{}", ClockOffset::of_millis(offset_ms)),
         }
     }
 }
@@ -119,6 +95,14 @@ pub struct ClockOffset {
 }
 
 impl ClockOffset {
+    /// The offset of `ms` milliseconds, behind when negative.
+    pub fn of_millis(ms: i64) -> ClockOffset {
+        ClockOffset {
+            behind: ms < 0,
+            by: Duration::from_millis(ms.unsigned_abs()),
+        }
+    }
+
     /// Milliseconds, negative when behind.
     pub fn millis(self) -> i64 {
         let ms = i64::try_from(self.by.as_millis()).unwrap_or(i64::MAX);

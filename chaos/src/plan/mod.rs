@@ -542,13 +542,14 @@ impl From<crate::proxy::LinkFaultKind> for ActionKind {
     }
 }
 
-impl ServiceFault {
-    pub fn kind(&self) -> ActionKind {
-        match self {
-            ServiceFault::Cpu { .. } => ActionKind::Cpu,
-            ServiceFault::Memory { .. } => ActionKind::Memory,
-            ServiceFault::DiskFull => ActionKind::DiskFull,
-            ServiceFault::Clock { .. } => ActionKind::Clock,
+impl From<crate::supervisor::ServiceFaultKind> for ActionKind {
+    fn from(kind: crate::supervisor::ServiceFaultKind) -> Self {
+        use crate::supervisor::ServiceFaultKind as Kind;
+        match kind {
+            Kind::Cpu => ActionKind::Cpu,
+            Kind::Memory => ActionKind::Memory,
+            Kind::DiskFull => ActionKind::DiskFull,
+            Kind::Clock => ActionKind::Clock,
         }
     }
 }
@@ -565,7 +566,7 @@ impl Action {
             Action::Drop(_) => ActionKind::Drop,
             Action::Link { fault, .. } => fault.kind().into(),
             Action::Firewall { .. } => ActionKind::Partition,
-            Action::Service { fault, .. } => fault.kind(),
+            Action::Service { fault, .. } => fault.kind().into(),
         }
     }
 
@@ -744,7 +745,10 @@ impl Plan {
         for entry in &self.timeline {
             if let Action::Service { target, fault, .. } = entry.action {
                 for service in timeline::services_of(target, self.services.nodes.count) {
-                    faults.entry(service).or_default().insert(fault.kind());
+                    faults
+                        .entry(service)
+                        .or_default()
+                        .insert(fault.kind().into());
                 }
             }
         }

@@ -12,8 +12,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::hosts::LOCAL;
 use super::{
-    Action, Backend, Dependency, Host, LinkFault, Plan, PlanError, Reconnect, Service,
-    ServiceFault, Store, Ways,
+    Action, Backend, Bytes, ClockOffset, Dependency, Host, LinkFault, Plan, PlanError, Reconnect,
+    Service, ServiceFault, Store, Ways,
 };
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -694,12 +694,12 @@ fn raw_entry(at: std::time::Duration, action: &Action) -> RawEntry {
                 }
                 ServiceFault::Memory { bytes } => {
                     raw.memory = target;
-                    raw.limit = Some(serde_yaml::Value::String(bytes.to_string()));
+                    raw.limit = Some(serde_yaml::Value::String(Bytes(bytes).to_string()));
                 }
                 ServiceFault::DiskFull => raw.disk_full = target,
-                ServiceFault::Clock { offset } => {
+                ServiceFault::Clock { offset_ms } => {
                     raw.clock = target;
-                    raw.offset = Some(offset.to_string());
+                    raw.offset = Some(ClockOffset::of_millis(offset_ms).to_string());
                 }
             }
             raw.for_ = Some(duration::format(*d));

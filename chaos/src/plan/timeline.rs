@@ -170,7 +170,9 @@ impl fmt::Display for Op {
                 }
             }
             Op::Mend { from, to } => write!(f, "end the firewall partition of {from}<->{to}"),
-            Op::Squeeze { service, fault } => write!(f, "{} {service} {fault}", fault.kind()),
+            Op::Squeeze { service, fault } => {
+                write!(f, "{} {service} {fault}", ActionKind::from(fault.kind()))
+            }
             Op::Release { service, fault } => {
                 write!(f, "end the {} of {service}", fault.kind())
             }
@@ -492,7 +494,7 @@ fn holds(action: &Action, at: Duration, count: u32) -> Vec<(Resource, Duration, 
             duration,
         } => services_of(*target, count)
             .into_iter()
-            .map(|s| (Resource::Limit(s, fault.kind()), at, at + *duration))
+            .map(|s| (Resource::Limit(s, fault.kind().into()), at, at + *duration))
             .collect(),
         Action::Drop(_) => Vec::new(),
     }

@@ -932,7 +932,7 @@ impl Cx<'_> {
                 },
             })?,
             ActionKind::Cpu => service_fault(ServiceFault::Cpu { cores: p.cores()? })?,
-            ActionKind::Memory => service_fault(ServiceFault::Memory { bytes: p.size()? })?,
+            ActionKind::Memory => service_fault(ServiceFault::Memory { bytes: p.size()?.0 })?,
             ActionKind::DiskFull => service_fault(ServiceFault::DiskFull)?,
             ActionKind::Clock => {
                 if raw.clock.as_deref() == Some("nats") {
@@ -951,7 +951,9 @@ impl Cx<'_> {
                         "a clock offset of 0s does nothing".into(),
                     ));
                 }
-                service_fault(ServiceFault::Clock { offset })?
+                service_fault(ServiceFault::Clock {
+                    offset_ms: offset.millis(),
+                })?
             }
         };
         Ok(Entry {

@@ -82,7 +82,7 @@ pub struct NodeAddrs {
 
 pub struct Topology {
     supervisor: Supervisor,
-    services: BTreeMap<Service, supervisor::Service>,
+    services: BTreeMap<Service, supervisor::Supervised>,
     proxies: ProxySet,
     pub nodes: Vec<NodeAddrs>,
     /// A node's SIGTERM grace: its drain timeout and 5 s more, as the plan format says.
@@ -614,7 +614,7 @@ impl Topology {
         Ok(at)
     }
 
-    fn service(&self, service: Service) -> Result<&supervisor::Service, OpError> {
+    fn service(&self, service: Service) -> Result<&supervisor::Supervised, OpError> {
         self.services
             .get(&service)
             .ok_or(OpError::NoService(service))
@@ -686,9 +686,9 @@ impl Topology {
             Op::Heal { route, fault } => self.route(route)?.clear(fault.kind()),
             Op::Cut { from, to, ways } => self.cut(from, to, ways)?,
             Op::Mend { from, to } => self.mend(from, to)?,
-            Op::Squeeze { service, fault } => self.service(service)?.apply(fault.into()).await?,
+            Op::Squeeze { service, fault } => self.service(service)?.apply(fault).await?,
             Op::Release { service, fault } => {
-                let kind = supervisor::ServiceFault::from(fault).kind();
+                let kind = fault.kind();
                 self.service(service)?.clear(kind).await?
             }
         }

@@ -1,4 +1,4 @@
-//! Supervision of a topology's services: a registry of [`Service`] handles driven through a
+//! Supervision of a topology's services: a registry of [`Supervised`] handles driven through a
 //! [`Backend`], one channel of [`ServiceEvent`]s for the run's history, and `shutdown_all`.
 //!
 //! - [`state`]: the lifecycle state machine.
@@ -28,7 +28,7 @@ use tokio::task::JoinSet;
 pub use event::{ServiceEvent, ServiceEventKind};
 pub use faults::{FaultNeeds, FaultReadiness, ServiceFault, ServiceFaultKind};
 pub use ready::Probe;
-pub use service::{Service, ServiceError};
+pub use service::{ServiceError, Supervised};
 pub use spec::ServiceSpec;
 pub use state::State;
 
@@ -40,7 +40,7 @@ use faults::Clock;
 pub struct Supervisor {
     backend: Arc<dyn Backend>,
     events: mpsc::UnboundedSender<ServiceEvent>,
-    services: Mutex<Vec<Service>>,
+    services: Mutex<Vec<Supervised>>,
 }
 
 impl Supervisor {
@@ -56,8 +56,8 @@ impl Supervisor {
     }
 
     /// Registers a service (state `Pending`) and prepares it for the faults its spec names;
-    /// `Service::start` launches it. Boxed, as `Service::start`.
-    pub fn add(&self, spec: ServiceSpec) -> BoxFuture<'_, Result<Service, ServiceError>> {
+    /// `Supervised::start` launches it. Boxed, as `Supervised::start`.
+    pub fn add(&self, spec: ServiceSpec) -> BoxFuture<'_, Result<Supervised, ServiceError>> {
         Box::pin(async move {
             if self.service(&spec.name).is_some() {
                 return Err(ServiceError::Duplicate(spec.name));
@@ -85,7 +85,7 @@ impl Supervisor {
                     service: spec.name.clone(),
                     source,
                 })?;
-            let service = Service::new(spec, unit, clock, self.events.clone());
+            let service = Supervised::new(spec, unit, clock, self.events.clone());
             let mut services = self.lock();
             // Checked again: another task may have added the same name while we awaited.
             if services.iter().any(|s| s.name() == service.name()) {
@@ -96,12 +96,12 @@ impl Supervisor {
         })
     }
 
-    pub fn service(&self, name: &str) -> Option<Service> {
+    pub fn service(&self, name: &str) -> Option<Supervised> {
         self.lock().iter().find(|s| s.name() == name).cloned()
     }
 
     /// Every service, in the order they were added.
-    pub fn services(&self) -> Vec<Service> {
+    pub fn services(&self) -> Vec<Supervised> {
         self.lock().clone()
     }
 
@@ -139,7 +139,7 @@ impl Supervisor {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Service>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Supervised>> {
         // A list of handles stays valid even if a holder panicked.
         lock(&self.services)
     }

@@ -12,8 +12,8 @@ use super::event::{ServiceEvent, ServiceEventKind};
 use super::faults::{Clock, Disk, FaultError, ServiceFault, ServiceFaultKind};
 use super::ready::{self, Probe, ProbeError};
 use super::spec::ServiceSpec;
-use super::state::{State, Step};
-use crate::backend::{BackendError, BoxFuture, Exit, Limit, Op, Unit};
+use super::state::{State, Transition};
+use crate::backend::{BackendError, BoxFuture, Exit, Limit, Order, Unit};
 use crate::sync::lock;
 
 /// How long a SIGKILLed instance may take to be seen gone before we call it unkillable.
@@ -62,7 +62,7 @@ pub enum ServiceError {
 
 /// A cheap, cloneable handle on one supervised service.
 #[derive(Clone)]
-pub struct Service {
+pub struct Supervised {
     inner: Arc<Inner>,
 }
 
@@ -79,14 +79,14 @@ struct Inner {
     clock: Mutex<Option<Clock>>,
 }
 
-impl Service {
+impl Supervised {
     pub(crate) fn new(
         spec: ServiceSpec,
         unit: Box<dyn Unit>,
         clock: Option<Clock>,
         events: mpsc::UnboundedSender<ServiceEvent>,
     ) -> Self {
-        Service {
+        Supervised {
             inner: Arc::new(Inner {
                 name: spec.name,
                 unit,
@@ -124,7 +124,7 @@ impl Service {
     pub fn start(&self) -> BoxFuture<'_, Result<(), ServiceError>> {
         Box::pin(async move {
             let previous = self
-                .step(Step::Start)
+                .make(Transition::Start)
                 .map_err(|state| self.wrong(state, "start"))?;
             let started = match self.inner.unit.start().await {
                 Ok(started) => started,
@@ -147,18 +147,18 @@ impl Service {
             tokio::spawn(async move {
                 let exit = started.exit.await;
                 // A start always ends with an exit, and only live states can be left by it.
-                let _ = watcher.step(Step::Exit(exit));
+                let _ = watcher.make(Transition::Exit(exit));
             });
 
             let mut states = self.subscribe();
             tokio::select! {
                 ready = ready::wait_ready(&self.inner.probe, self.inner.ready_timeout) => match ready {
-                    Ok(()) => self.step(Step::Ready).map(drop).map_err(|state| match state {
+                    Ok(()) => self.make(Transition::Ready).map(drop).map_err(|state| match state {
                         State::Exited(exit) => self.exited_while_starting(exit),
                         state => ServiceError::Interrupted { service: self.inner.name.clone(), state },
                     }),
                     Err(last) => {
-                        self.send(Op::Kill).await?;
+                        self.send(Order::Kill).await?;
                         self.wait_killed().await?;
                         Err(ServiceError::NotReady {
                             service: self.inner.name.clone(),
@@ -177,16 +177,16 @@ impl Service {
     /// `grace` has passed. Returns how it ended.
     pub async fn stop(&self, grace: Duration) -> Result<Exit, ServiceError> {
         let previous = self
-            .step(Step::Stop)
+            .make(Transition::Stop)
             .map_err(|state| self.wrong(state, "stop"))?;
-        self.send(Op::Terminate).await?;
+        self.send(Order::Terminate).await?;
         if previous == State::Paused {
-            self.send(Op::Resume).await?;
+            self.send(Order::Resume).await?;
         }
         match timeout(grace, self.wait_exit()).await {
             Ok(exit) => Ok(exit),
             Err(_) => {
-                self.send(Op::Kill).await?;
+                self.send(Order::Kill).await?;
                 self.wait_killed().await
             }
         }
@@ -198,22 +198,22 @@ impl Service {
         if !state.is_live() {
             return Err(self.wrong(state, "be killed"));
         }
-        self.send(Op::Kill).await?;
+        self.send(Order::Kill).await?;
         self.wait_killed().await
     }
 
     /// SIGSTOP to the whole tree.
     pub async fn pause(&self) -> Result<(), ServiceError> {
-        self.step(Step::Pause)
+        self.make(Transition::Pause)
             .map_err(|state| self.wrong(state, "pause"))?;
-        self.send(Op::Pause).await
+        self.send(Order::Pause).await
     }
 
     /// SIGCONT to the whole tree.
     pub async fn resume(&self) -> Result<(), ServiceError> {
-        self.step(Step::Resume)
+        self.make(Transition::Resume)
             .map_err(|state| self.wrong(state, "resume"))?;
-        self.send(Op::Resume).await
+        self.send(Order::Resume).await
     }
 
     /// Puts `fault` on the service: on the running instance and the next ones, until cleared.
@@ -309,17 +309,17 @@ impl Service {
         }
     }
 
-    /// Applies `step` if the current state allows it and reports it in the same critical
+    /// Applies `transition` if the current state allows it and reports it in the same critical
     /// section, so events keep the order of the states. Returns the state before, or the state
-    /// that refused the step.
-    fn step(&self, step: Step) -> Result<State, State> {
+    /// that refused the transition.
+    fn make(&self, transition: Transition) -> Result<State, State> {
         let mut outcome = Err(State::Pending);
         self.inner
             .state
-            .send_if_modified(|state| match state.next(&step) {
+            .send_if_modified(|state| match state.next(&transition) {
                 Some(next) => {
                     let before = std::mem::replace(state, next);
-                    if let Some(kind) = event_of(&step) {
+                    if let Some(kind) = event_of(&transition) {
                         self.emit(kind);
                     }
                     outcome = Ok(before);
@@ -342,10 +342,10 @@ impl Service {
         });
     }
 
-    async fn send(&self, op: Op) -> Result<(), ServiceError> {
+    async fn send(&self, order: Order) -> Result<(), ServiceError> {
         self.inner
             .unit
-            .send(op)
+            .send(order)
             .await
             .map_err(|source| self.backend(source))
     }
@@ -382,15 +382,15 @@ impl Service {
     }
 }
 
-fn event_of(step: &Step) -> Option<ServiceEventKind> {
-    match step {
+fn event_of(transition: &Transition) -> Option<ServiceEventKind> {
+    match transition {
         // `Started` carries the instance id, known only after the launch.
-        Step::Start => None,
-        Step::Ready => Some(ServiceEventKind::Up),
-        Step::Pause => Some(ServiceEventKind::Paused),
-        Step::Resume => Some(ServiceEventKind::Resumed),
-        Step::Stop => Some(ServiceEventKind::Stopping),
-        Step::Exit(exit) => Some(ServiceEventKind::Exit(exit.clone())),
+        Transition::Start => None,
+        Transition::Ready => Some(ServiceEventKind::Up),
+        Transition::Pause => Some(ServiceEventKind::Paused),
+        Transition::Resume => Some(ServiceEventKind::Resumed),
+        Transition::Stop => Some(ServiceEventKind::Stopping),
+        Transition::Exit(exit) => Some(ServiceEventKind::Exit(exit.clone())),
     }
 }
 
@@ -418,7 +418,7 @@ mod tests {
     /// A fake child: records what it was sent and exits as a real process would react to it.
     #[derive(Default)]
     struct Fake {
-        sent: Mutex<Vec<Op>>,
+        sent: Mutex<Vec<Order>>,
         exit: Mutex<Option<oneshot::Sender<Exit>>>,
         /// Like a program that traps SIGTERM.
         ignore_terminate: bool,
@@ -436,11 +436,11 @@ mod tests {
             })
         }
 
-        fn send(&self, op: Op) -> BoxFuture<'_, Result<(), BackendError>> {
-            self.sent.lock().expect("lock").push(op);
-            let exit = match op {
-                Op::Kill => Some(Exit::Signal(Signal::SIGKILL)),
-                Op::Terminate if !self.ignore_terminate => Some(Exit::Code(0)),
+        fn send(&self, order: Order) -> BoxFuture<'_, Result<(), BackendError>> {
+            self.sent.lock().expect("lock").push(order);
+            let exit = match order {
+                Order::Kill => Some(Exit::Signal(Signal::SIGKILL)),
+                Order::Terminate if !self.ignore_terminate => Some(Exit::Code(0)),
                 _ => None,
             };
             if let Some(exit) = exit {
@@ -462,10 +462,13 @@ mod tests {
         }
     }
 
-    fn service(fake: &Arc<Fake>) -> (Service, mpsc::UnboundedReceiver<ServiceEvent>) {
+    fn service(fake: &Arc<Fake>) -> (Supervised, mpsc::UnboundedReceiver<ServiceEvent>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let spec = ServiceSpec::new("fake", Command::new("fake", "/dev/null"), Probe::Launched);
-        (Service::new(spec, Box::new(Arc::clone(fake)), None, tx), rx)
+        (
+            Supervised::new(spec, Box::new(Arc::clone(fake)), None, tx),
+            rx,
+        )
     }
 
     fn kinds(rx: &mut mpsc::UnboundedReceiver<ServiceEvent>) -> Vec<ServiceEventKind> {
@@ -492,7 +495,7 @@ mod tests {
         // A paused service is continued after SIGTERM so that it can act on it.
         assert_eq!(
             *fake.sent.lock().expect("lock"),
-            vec![Op::Pause, Op::Terminate, Op::Resume]
+            vec![Order::Pause, Order::Terminate, Order::Resume]
         );
         assert_eq!(
             kinds(&mut events),
@@ -523,7 +526,7 @@ mod tests {
         assert!(asked.elapsed() >= Duration::from_millis(100));
         assert_eq!(
             *fake.sent.lock().expect("lock"),
-            vec![Op::Terminate, Op::Kill]
+            vec![Order::Terminate, Order::Kill]
         );
     }
 

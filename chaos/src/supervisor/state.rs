@@ -21,7 +21,7 @@ pub enum State {
 
 /// A move between states.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Step {
+pub(crate) enum Transition {
     Start,
     Ready,
     Pause,
@@ -39,16 +39,16 @@ impl State {
         )
     }
 
-    /// The state after `step`, or `None` when `step` is not allowed from here.
-    pub(crate) fn next(&self, step: &Step) -> Option<State> {
+    /// The state after `transition`, or `None` when `transition` is not allowed from here.
+    pub(crate) fn next(&self, transition: &Transition) -> Option<State> {
         use State::*;
-        match (self, step) {
-            (Pending | Exited(_), Step::Start) => Some(Starting),
-            (Starting, Step::Ready) => Some(Running),
-            (Running, Step::Pause) => Some(Paused),
-            (Paused, Step::Resume) => Some(Running),
-            (Starting | Running | Paused, Step::Stop) => Some(Stopping),
-            (state, Step::Exit(exit)) if state.is_live() => Some(Exited(exit.clone())),
+        match (self, transition) {
+            (Pending | Exited(_), Transition::Start) => Some(Starting),
+            (Starting, Transition::Ready) => Some(Running),
+            (Running, Transition::Pause) => Some(Paused),
+            (Paused, Transition::Resume) => Some(Running),
+            (Starting | Running | Paused, Transition::Stop) => Some(Stopping),
+            (state, Transition::Exit(exit)) if state.is_live() => Some(Exited(exit.clone())),
             _ => None,
         }
     }
@@ -77,33 +77,33 @@ mod tests {
     #[test]
     fn a_full_life() {
         let mut state = State::Pending;
-        for (step, expected) in [
-            (Step::Start, State::Starting),
-            (Step::Ready, State::Running),
-            (Step::Pause, State::Paused),
-            (Step::Resume, State::Running),
-            (Step::Stop, State::Stopping),
-            (Step::Exit(KILLED), State::Exited(KILLED)),
-            (Step::Start, State::Starting),
+        for (transition, expected) in [
+            (Transition::Start, State::Starting),
+            (Transition::Ready, State::Running),
+            (Transition::Pause, State::Paused),
+            (Transition::Resume, State::Running),
+            (Transition::Stop, State::Stopping),
+            (Transition::Exit(KILLED), State::Exited(KILLED)),
+            (Transition::Start, State::Starting),
         ] {
             state = state
-                .next(&step)
-                .unwrap_or_else(|| panic!("{step:?} from {state}"));
+                .next(&transition)
+                .unwrap_or_else(|| panic!("{transition:?} from {state}"));
             assert_eq!(state, expected);
         }
     }
 
     #[test]
     fn refuses_what_makes_no_sense() {
-        assert_eq!(State::Running.next(&Step::Start), None);
-        assert_eq!(State::Paused.next(&Step::Start), None);
-        assert_eq!(State::Pending.next(&Step::Stop), None);
-        assert_eq!(State::Exited(KILLED).next(&Step::Stop), None);
-        assert_eq!(State::Paused.next(&Step::Pause), None);
-        assert_eq!(State::Running.next(&Step::Resume), None);
-        assert_eq!(State::Pending.next(&Step::Exit(KILLED)), None);
+        assert_eq!(State::Running.next(&Transition::Start), None);
+        assert_eq!(State::Paused.next(&Transition::Start), None);
+        assert_eq!(State::Pending.next(&Transition::Stop), None);
+        assert_eq!(State::Exited(KILLED).next(&Transition::Stop), None);
+        assert_eq!(State::Paused.next(&Transition::Pause), None);
+        assert_eq!(State::Running.next(&Transition::Resume), None);
+        assert_eq!(State::Pending.next(&Transition::Exit(KILLED)), None);
         // A stop that raced with readiness wins: the service does not become Running again.
-        assert_eq!(State::Stopping.next(&Step::Ready), None);
+        assert_eq!(State::Stopping.next(&Transition::Ready), None);
     }
 
     #[test]
@@ -115,7 +115,7 @@ mod tests {
             State::Stopping,
         ] {
             assert_eq!(
-                state.next(&Step::Exit(Exit::Code(0))),
+                state.next(&Transition::Exit(Exit::Code(0))),
                 Some(State::Exited(Exit::Code(0)))
             );
         }

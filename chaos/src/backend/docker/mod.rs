@@ -37,8 +37,8 @@ use crate::backend::owner::Owner;
 use crate::sync::lock;
 
 use super::{
-    cpu_quota_us, Backend, BackendError, BoxFuture, Command, Exit, InstanceId, Limit, Op, Program,
-    Started, Unit, CPU_PERIOD_US,
+    cpu_quota_us, Backend, BackendError, BoxFuture, Command, Exit, InstanceId, Limit, Order,
+    Program, Started, Unit, CPU_PERIOD_US,
 };
 
 /// How long the end of a run waits for the engine to remove the run's containers.
@@ -300,17 +300,17 @@ impl Unit for DockerUnit {
         })
     }
 
-    fn send(&self, op: Op) -> BoxFuture<'_, Result<(), BackendError>> {
+    fn send(&self, order: Order) -> BoxFuture<'_, Result<(), BackendError>> {
         Box::pin(async move {
-            match op {
-                Op::Terminate => self.signal(self.command.stop_signal).await,
-                Op::Kill => self.signal(Signal::SIGKILL).await,
-                Op::Pause => self
+            match order {
+                Order::Terminate => self.signal(self.command.stop_signal).await,
+                Order::Kill => self.signal(Signal::SIGKILL).await,
+                Order::Pause => self
                     .docker
                     .pause_container(&self.id)
                     .await
                     .map_err(docker_error("pause", &self.id)),
-                Op::Resume => self
+                Order::Resume => self
                     .docker
                     .unpause_container(&self.id)
                     .await

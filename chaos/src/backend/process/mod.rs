@@ -29,7 +29,7 @@ use crate::sync::lock;
 
 use cgroup::Cgroup;
 
-use super::{Backend, BackendError, BoxFuture, Command, InstanceId, Limit, Op, Started, Unit};
+use super::{Backend, BackendError, BoxFuture, Command, InstanceId, Limit, Order, Started, Unit};
 
 /// How long a start waits for the last instance's killed processes to be gone.
 const LEFTOVER_WAIT: Duration = Duration::from_secs(5);
@@ -84,23 +84,23 @@ impl ProcessUnit {
         lock(&self.instance).leader
     }
 
-    fn send_now(&self, op: Op) -> Result<(), BackendError> {
+    fn send_now(&self, order: Order) -> Result<(), BackendError> {
         let Some(leader) = self.leader() else {
             return Ok(());
         };
-        match op {
-            Op::Terminate => signal_group(leader, self.command.stop_signal),
-            Op::Kill => {
+        match order {
+            Order::Terminate => signal_group(leader, self.command.stop_signal),
+            Order::Kill => {
                 let killed = signal_tree(leader, Signal::SIGKILL)?;
                 lock(&self.instance).killed = killed;
                 Ok(())
             }
-            Op::Pause => {
+            Order::Pause => {
                 // Twice: a child forked while the first pass ran is caught by the second.
                 signal_tree(leader, Signal::SIGSTOP)?;
                 signal_tree(leader, Signal::SIGSTOP).map(drop)
             }
-            Op::Resume => signal_tree(leader, Signal::SIGCONT).map(drop),
+            Order::Resume => signal_tree(leader, Signal::SIGCONT).map(drop),
         }
     }
 
@@ -151,12 +151,12 @@ impl Unit for ProcessUnit {
         })
     }
 
-    fn send(&self, op: Op) -> BoxFuture<'_, Result<(), BackendError>> {
-        Box::pin(std::future::ready(self.send_now(op)))
+    fn send(&self, order: Order) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(std::future::ready(self.send_now(order)))
     }
 
     fn kill_now(&self) {
-        let _ = self.send_now(Op::Kill);
+        let _ = self.send_now(Order::Kill);
     }
 
     fn log_path(&self) -> &std::path::Path {
