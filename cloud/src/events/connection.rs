@@ -331,151 +331,117 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn events_get_seq_and_replacement_closes_4001() {
-        let hub = Hub::new(8, Arc::new(Metrics::default()));
+    /// Account 1's connection on a hub of `queue` events, run over a fake socket that takes
+    /// what `room` lets it (`None`: anything), pinging every minute.
+    struct Served {
+        hub: Hub,
+        sent: mpsc::UnboundedReceiver<Message>,
+        client: mpsc::UnboundedSender<Result<Message, mpsc::SendError>>,
+        task: tokio::task::JoinHandle<(Ended, u64)>,
+    }
+
+    fn serve(queue: usize, room: Option<Arc<Room>>, write_timeout: Duration) -> Served {
+        let hub = Hub::new(queue, Arc::new(Metrics::default()));
         let mailbox = hub.register(1, "a".into(), 0);
-        let (out, mut sent) = mpsc::unbounded();
-        let (_client, inc) = mpsc::unbounded();
+        let (out, sent) = mpsc::unbounded();
+        let (client, inc) = mpsc::unbounded();
         let task = tokio::spawn(run(
-            FakeSocket {
-                out,
-                inc,
-                room: None,
-            },
+            FakeSocket { out, inc, room },
             "{\"type\":\"welcome\"}".into(),
-            mailbox,
-            Duration::from_secs(60),
-            Duration::from_secs(5),
-        ));
-        hub.deliver(1, &Payload::new(&Event::FriendRemoved { account_id: 2 }));
-        hub.deliver(1, &Payload::new(&Event::FriendRemoved { account_id: 3 }));
-        assert_eq!(text(&sent.next().await.unwrap())["type"], "welcome");
-        assert_eq!(text(&sent.next().await.unwrap())["seq"], 1);
-        assert_eq!(text(&sent.next().await.unwrap())["seq"], 2);
-        let _second = hub.register(1, "b".into(), 0);
-        match sent.next().await.unwrap() {
-            Message::Close(Some(f)) => assert_eq!(f.code, 4001),
-            other => panic!("expected close, got {other:?}"),
-        }
-        assert_eq!(task.await.unwrap(), (Ended::Closed(CloseCode::Replaced), 2));
-    }
-
-    #[tokio::test]
-    async fn an_oversized_message_closes_1009() {
-        let hub = Hub::new(8, Arc::new(Metrics::default()));
-        let mailbox = hub.register(1, "a".into(), 0);
-        let (out, mut sent) = mpsc::unbounded();
-        let (client, inc) = mpsc::unbounded();
-        let task = tokio::spawn(run(
-            FakeSocket {
-                out,
-                inc,
-                room: None,
-            },
-            "{}".into(),
-            mailbox,
-            Duration::from_secs(60),
-            Duration::from_secs(5),
-        ));
-        client
-            .unbounded_send(Ok(Message::Text("x".repeat(5000).into())))
-            .unwrap();
-        let _welcome = sent.next().await.unwrap();
-        match sent.next().await.unwrap() {
-            Message::Close(Some(f)) => assert_eq!(f.code, 1009),
-            other => panic!("expected close, got {other:?}"),
-        }
-        assert_eq!(task.await.unwrap().0, Ended::Closed(CloseCode::TooBig));
-    }
-
-    #[tokio::test]
-    async fn a_reader_slower_than_a_write_may_wait_is_closed_1013_not_dropped() {
-        let hub = Hub::new(4, Arc::new(Metrics::default()));
-        let mailbox = hub.register(1, "a".into(), 0);
-        let (out, mut sent) = mpsc::unbounded();
-        let (client, inc) = mpsc::unbounded();
-        // Full after the welcome, until the client reads again: later than a write may wait.
-        let room = Room::of(1);
-        let write_timeout = Duration::from_millis(500);
-        let task = tokio::spawn(run(
-            FakeSocket {
-                out,
-                inc,
-                room: Some(room.clone()),
-            },
-            "{}".into(),
             mailbox,
             Duration::from_secs(60),
             write_timeout,
         ));
-        hub.deliver(1, &Payload::new(&Event::FriendRemoved { account_id: 2 }));
+        Served {
+            hub,
+            sent,
+            client,
+            task,
+        }
+    }
+
+    fn friend_removed(account_id: i64) -> Payload {
+        Payload::new(&Event::FriendRemoved { account_id })
+    }
+
+    #[tokio::test]
+    async fn events_get_seq_and_replacement_closes_4001() {
+        let mut c = serve(8, None, Duration::from_secs(5));
+        c.hub.deliver(1, &friend_removed(2));
+        c.hub.deliver(1, &friend_removed(3));
+        assert_eq!(text(&c.sent.next().await.unwrap())["type"], "welcome");
+        assert_eq!(text(&c.sent.next().await.unwrap())["seq"], 1);
+        assert_eq!(text(&c.sent.next().await.unwrap())["seq"], 2);
+        let _second = c.hub.register(1, "b".into(), 0);
+        match c.sent.next().await.unwrap() {
+            Message::Close(Some(f)) => assert_eq!(f.code, 4001),
+            other => panic!("expected close, got {other:?}"),
+        }
+        assert_eq!(
+            c.task.await.unwrap(),
+            (Ended::Closed(CloseCode::Replaced), 2)
+        );
+    }
+
+    #[tokio::test]
+    async fn an_oversized_message_closes_1009() {
+        let mut c = serve(8, None, Duration::from_secs(5));
+        c.client
+            .unbounded_send(Ok(Message::Text("x".repeat(5000).into())))
+            .unwrap();
+        let _welcome = c.sent.next().await.unwrap();
+        match c.sent.next().await.unwrap() {
+            Message::Close(Some(f)) => assert_eq!(f.code, 1009),
+            other => panic!("expected close, got {other:?}"),
+        }
+        assert_eq!(c.task.await.unwrap().0, Ended::Closed(CloseCode::TooBig));
+    }
+
+    #[tokio::test]
+    async fn a_reader_slower_than_a_write_may_wait_is_closed_1013_not_dropped() {
+        // Full after the welcome, until the client reads again: later than a write may wait.
+        let room = Room::of(1);
+        let write_timeout = Duration::from_millis(500);
+        let mut c = serve(4, Some(room.clone()), write_timeout);
+        c.hub.deliver(1, &friend_removed(2));
         tokio::time::sleep(write_timeout * 2).await;
         room.open();
-        let _welcome = sent.next().await.unwrap();
+        let _welcome = c.sent.next().await.unwrap();
         assert_eq!(
-            text(&sent.next().await.unwrap())["seq"],
+            text(&c.sent.next().await.unwrap())["seq"],
             1,
             "the stalled event"
         );
-        match sent.next().await.unwrap() {
+        match c.sent.next().await.unwrap() {
             Message::Close(Some(f)) => assert_eq!(f.code, 1013),
             other => panic!("expected close, got {other:?}"),
         }
-        client.unbounded_send(Ok(Message::Close(None))).unwrap();
+        c.client.unbounded_send(Ok(Message::Close(None))).unwrap();
         assert_eq!(
-            task.await.unwrap().0,
+            c.task.await.unwrap().0,
             Ended::Closed(CloseCode::SlowConsumer)
         );
     }
 
     #[tokio::test]
     async fn a_client_that_stopped_reading_is_dropped_without_a_close_frame() {
-        let hub = Hub::new(4, Arc::new(Metrics::default()));
-        let mailbox = hub.register(1, "a".into(), 0);
-        let (out, mut sent) = mpsc::unbounded();
-        let (_client, inc) = mpsc::unbounded();
-        let task = tokio::spawn(run(
-            FakeSocket {
-                out,
-                inc,
-                room: Some(Room::of(1)),
-            },
-            "{}".into(),
-            mailbox,
-            Duration::from_secs(60),
-            Duration::from_millis(200),
-        ));
-        hub.deliver(1, &Payload::new(&Event::FriendRemoved { account_id: 2 }));
-        assert_eq!(task.await.unwrap().0, Ended::Stalled);
-        let _welcome = sent.next().await.unwrap();
-        assert!(sent.next().await.is_none(), "nothing after the welcome");
+        let mut c = serve(4, Some(Room::of(1)), Duration::from_millis(200));
+        c.hub.deliver(1, &friend_removed(2));
+        assert_eq!(c.task.await.unwrap().0, Ended::Stalled);
+        let _welcome = c.sent.next().await.unwrap();
+        assert!(c.sent.next().await.is_none(), "nothing after the welcome");
     }
 
     #[tokio::test]
     async fn a_slow_consumer_is_heard_out_past_the_usual_close_wait() {
-        let hub = Hub::new(1, Arc::new(Metrics::default()));
-        let mailbox = hub.register(1, "a".into(), 0);
-        let (out, mut sent) = mpsc::unbounded();
-        let (client, inc) = mpsc::unbounded();
-        let task = tokio::spawn(run(
-            FakeSocket {
-                out,
-                inc,
-                room: None,
-            },
-            "{}".into(),
-            mailbox,
-            Duration::from_secs(60),
-            Duration::from_secs(5),
-        ));
-        let _welcome = sent.next().await.unwrap();
+        let mut c = serve(1, None, Duration::from_secs(5));
+        let _welcome = c.sent.next().await.unwrap();
         // The queue (one event) overflows: 1013.
         for n in 0..3 {
-            hub.deliver(1, &Payload::new(&Event::FriendRemoved { account_id: n }));
+            c.hub.deliver(1, &friend_removed(n));
         }
         loop {
-            if let Message::Close(Some(f)) = sent.next().await.unwrap() {
+            if let Message::Close(Some(f)) = c.sent.next().await.unwrap() {
                 assert_eq!(f.code, 1013);
                 break;
             }
@@ -483,12 +449,12 @@ mod tests {
         // The client reads its close frame late, behind its backlog, answering a ping first:
         // the socket is still there to take both.
         tokio::time::sleep(CLOSE_REPLY_WAIT + Duration::from_secs(1)).await;
-        client
+        c.client
             .unbounded_send(Ok(Message::Pong(Default::default())))
             .unwrap();
-        client.unbounded_send(Ok(Message::Close(None))).unwrap();
+        c.client.unbounded_send(Ok(Message::Close(None))).unwrap();
         assert_eq!(
-            task.await.unwrap().0,
+            c.task.await.unwrap().0,
             Ended::Closed(CloseCode::SlowConsumer)
         );
     }
