@@ -60,7 +60,14 @@ pub enum Command {
     },
     /// Compare run B with run A (run directories or report.json files): exit 1 when B fails
     /// a check that A passed, 2 when either cannot be read.
-    Compare { a: PathBuf, b: PathBuf },
+    Compare {
+        a: PathBuf,
+        b: PathBuf,
+        /// How much slower than A a latency gate of B may measure before it is a regression,
+        /// in percent (`20` or `20%`).
+        #[arg(long, value_name = "PERCENT", default_value = "20%", value_parser = percent)]
+        latency_tolerance: f64,
+    },
     /// Proves the checks: a short plan against the cloud as it is (every check must pass) and
     /// once per defect built into it (the check named for the defect must fail).
     #[cfg(feature = "seeded-defects")]
@@ -211,10 +218,10 @@ pub fn report(dir: &Path) -> anyhow::Result<Outcome> {
 
 /// `compare A B`: both sides side by side; exit 1 on a regression, 2 when a side cannot
 /// be read.
-pub fn compare(a: &Path, b: &Path) -> anyhow::Result<Outcome> {
+pub fn compare(a: &Path, b: &Path, latency_tolerance: f64) -> anyhow::Result<Outcome> {
     let a = compare::read(a)?;
     let b = compare::read(b)?;
-    let comparison = compare::compare(&a, &b);
+    let comparison = compare::compare(&a, &b, latency_tolerance);
     print!("{}", compare::render(&a, &b, &comparison));
     Ok(if comparison.regressions().is_empty() {
         Outcome::Pass
@@ -356,5 +363,14 @@ pub fn agent(args: anyplay_load::settings::AgentArgs) -> anyhow::Result<Outcome>
 fn raise_fd_limit() {
     if let Err(e) = anyplay_cloud::raise_fd_limit() {
         tracing::warn!("could not raise the open-file limit: {e}");
+    }
+}
+
+/// `20` or `20%` as a share (0.2); never negative.
+fn percent(text: &str) -> Result<f64, String> {
+    let number = text.strip_suffix('%').unwrap_or(text).trim();
+    match number.parse::<f64>() {
+        Ok(p) if p >= 0.0 && p.is_finite() => Ok(p / 100.0),
+        _ => Err(format!("`{text}` is not a percentage (20, or 20%)")),
     }
 }

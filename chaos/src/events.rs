@@ -139,12 +139,26 @@ pub enum Event {
     },
     /// The load's second-by-second numbers: one per second, becomes the report's series.
     LoadTick(Tick),
+    /// A call a player made, or a step the load times as one (`e2e_login`), answered (or
+    /// given up) now: the latency gates' samples. Kept apart from the player's facts because
+    /// a call may come before the player has an account (its sign-in).
+    Call {
+        player: usize,
+        op: Op,
+        status: Status,
+        latency_ms: f64,
+    },
     ClientExit {
         name: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         code: Option<i32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signal: Option<String>,
+    },
+    /// The plan's `abort` gave the run up: a condition held for its `for`. The timeline stops
+    /// here, and the run fails.
+    Aborted {
+        reason: String,
     },
     /// Records that the run could not write to this log (a full disk, say): the history
     /// misses them, so no check can pass on it.
@@ -164,6 +178,9 @@ pub enum Event {
 pub use anyplay_load::wire::NodeId;
 
 pub use anyplay_load::facts::{BurstAnswers, CloseCause, Device, RateLimit, Received};
+
+/// What the load times, by the contract's op names, and how a call ended.
+pub use anyplay_load::stats::{Op, Status};
 
 /// A player's fact as the history holds it: times in log seconds.
 pub type PlayerFact = anyplay_load::facts::Fact<f64>;
@@ -553,6 +570,22 @@ impl History {
     pub fn facts(&self) -> impl Iterator<Item = (f64, u64, &PlayerFact)> {
         self.iter().filter_map(|(t, e)| match e {
             Event::Player { account, fact, .. } => Some((t, *account, fact)),
+            _ => None,
+        })
+    }
+
+    /// Why the plan's `abort` gave the run up, and when, if it did.
+    pub fn aborted(&self) -> Option<(f64, &str)> {
+        self.iter().find_map(|(t, e)| match e {
+            Event::Aborted { reason } => Some((t, reason.as_str())),
+            _ => None,
+        })
+    }
+
+    /// `(t, op, latency in ms)` of every call and timed step, in answer order.
+    pub fn calls(&self) -> impl Iterator<Item = (f64, Op, f64)> + '_ {
+        self.iter().filter_map(|(t, e)| match e {
+            Event::Call { op, latency_ms, .. } => Some((t, *op, *latency_ms)),
             _ => None,
         })
     }

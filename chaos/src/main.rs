@@ -47,7 +47,11 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
             junit,
             trust_plan,
         } => cli::rerun(&dir, junit.as_deref(), trust_plan),
-        Command::Compare { a, b } => cli::compare(&a, &b),
+        Command::Compare {
+            a,
+            b,
+            latency_tolerance,
+        } => cli::compare(&a, &b, latency_tolerance),
         #[cfg(feature = "seeded-defects")]
         Command::Selftest { cases, out, jobs } => cli::selftest(cases, out, jobs),
         Command::Node { args } => cli::node(args),

@@ -3,7 +3,7 @@
 //! passed, 2 when a side cannot be read. `report DIR` on a hand-made run directory writes a self-contained
 //! `report.html` (what a browser draws of it: `tests/browser.rs`). And one tiny run (one
 //! SQLite node, no PostgreSQL) with `--junit`, which also shows that the end of every run
-//! writes `report.html`.
+//! writes `report.html`, and that its latency gates judge what the load timed.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -300,13 +300,17 @@ fn report_dir_writes_through_no_symlink() {
 #[test]
 fn a_run_with_junit_writes_the_checks_and_report_html() {
     let dir = scratch("junit");
-    // `players_back: 100ms` cannot be met (a reconnect takes longer): one sure failure.
+    // `players_back: 100ms` cannot be met (a reconnect takes longer): one sure failure. So
+    // cannot a sign-in within 1 ms (it is several calls); every friends list within an hour,
+    // every delivery within a minute surely are.
     let plan = dir.join("junit-tiny.yaml");
     std::fs::write(
         &plan,
         "name: junit-tiny\nstore: sqlite\nservices:\n  nodes: {count: 1}\n\
          load: {players: 10, login_rate: 100, friends: 2, presence_rate: 5, session_rate: 1, cards_rate: 2, through_proxy: true}\n\
-         timeline:\n  - {at: 1s, drop: players}\nsettle: 3s\nchecks: {players_back: 100ms}\n",
+         timeline:\n  - {at: 1s, drop: players}\nsettle: 3s\nchecks:\n  players_back: 100ms\n  \
+         latency:\n    e2e_login: {p50: 1ms}\n    friends_list: {max: 1h}\n    \
+         presence_delivery: {p99: 1m, during: outside_faults}\n",
     )
     .unwrap();
     let out = dir.join("run");
@@ -359,11 +363,69 @@ fn a_run_with_junit_writes_the_checks_and_report_html() {
             assert_eq!(failure.attribute("message"), check["detail"].as_str());
         }
     }
+    let verdict = |name: &str| {
+        let check = checks.iter().find(|c| c["name"] == name);
+        check.map(|c| {
+            (
+                c["result"].as_str().unwrap().to_owned(),
+                c["detail"].clone(),
+            )
+        })
+    };
+    assert_eq!(verdict("latency.e2e_login").unwrap().0, "fail");
+    assert_eq!(verdict("latency.friends_list").unwrap().0, "pass");
+    let delivery = verdict("latency.presence_delivery").unwrap();
+    assert_eq!(delivery.0, "pass", "{}", delivery.1);
     let failures = checks.iter().filter(|c| c["pass"] == false).count();
     assert!(failures >= 1);
     assert_eq!(
         suite.attribute("failures"),
         Some(failures.to_string().as_str())
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_abort_condition_met_ends_the_run_early_and_fails_it_with_the_reason() {
+    let dir = scratch("abort");
+    // Every player's connection reset and none let back for 40 s; the run gives up once fewer
+    // than half were online for 2 s.
+    let plan = dir.join("abort-tiny.yaml");
+    std::fs::write(
+        &plan,
+        "name: abort-tiny\nstore: sqlite\nservices:\n  nodes: {count: 1}\n\
+         load: {players: 10, login_rate: 100, friends: 2, presence_rate: 5, through_proxy: true}\n\
+         timeline:\n  - {at: 1s, partition: [players, node-1], mode: drop, for: 40s}\n  - {at: 2s, drop: players}\nsettle: 5s\n\
+         abort: {when: {players_online_below: 0.5}, for: 2s}\n",
+    )
+    .unwrap();
+    let out = dir.join("run");
+    let started = std::time::Instant::now();
+    let output = chaos(&[Path::new("run"), &plan, Path::new("--out"), &out]);
+    let took = started.elapsed();
+    let stdout = text(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{stdout}{}",
+        text(&output.stderr)
+    );
+    // The timeline alone is 41 s and the settle 5 s more.
+    assert!(took.as_secs() < 35, "the run took {took:?}");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["verdict"], "fail");
+    let abort = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "abort")
+        .expect("the abort check");
+    assert_eq!(abort["result"], "fail");
+    let detail = abort["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("players online") && detail.contains("for 2s"),
+        "{detail}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }

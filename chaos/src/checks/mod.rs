@@ -6,6 +6,7 @@
 //! evidence (no samples, no final state) is `unknown`, which fails the run, so missing
 //! instrumentation shows. Every detail says how much was judged.
 
+pub(crate) mod abort;
 pub(crate) mod cards_privacy;
 pub(crate) mod clients;
 pub(crate) mod conns;
@@ -17,6 +18,7 @@ pub(crate) mod failover;
 pub(crate) mod faults;
 pub(crate) mod going_online;
 pub(crate) mod http_errors;
+pub(crate) mod latency;
 pub(crate) mod losses;
 pub(crate) mod lost_writes;
 pub(crate) mod model;
@@ -38,7 +40,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::events::History;
-use crate::plan::{Client, Limits};
+use crate::plan::{Abort, Client, Limits};
 
 pub use faults::FaultRow;
 
@@ -176,7 +178,12 @@ fn fmt_ratio(r: f64) -> String {
 }
 
 /// Every check of a run, in report order; `client:<name>` last.
-pub fn run_all(history: &History, limits: &Limits, clients: &[Client]) -> Vec<CheckResult> {
+pub fn run_all(
+    history: &History,
+    limits: &Limits,
+    clients: &[Client],
+    abort: Option<&Abort>,
+) -> Vec<CheckResult> {
     // Losses and errors are laid to a fault up to `players_back` after it ended.
     let grace = limits.players_back.as_secs_f64();
     // One model of the contract for every check that asks it.
@@ -200,6 +207,12 @@ pub fn run_all(history: &History, limits: &Limits, clients: &[Client]) -> Vec<Ch
         slow_consumers::check(history, &model, 0),
         cards_privacy::check(history, &model, limits.cards_privacy),
     ];
+    results.extend(
+        limits
+            .latency
+            .iter()
+            .map(|gate| latency::check(history, gate)),
+    );
     // A history with a hole (a lost agent's players went on unrecorded, records that could
     // not be written or read back) is only part of the evidence, and a part can neither pass
     // nor fail the whole.
@@ -220,6 +233,7 @@ pub fn run_all(history: &History, limits: &Limits, clients: &[Client]) -> Vec<Ch
             .iter()
             .map(|c| clients::check(history, &c.name, c.expect_exit)),
     );
+    results.extend(abort.map(|abort| abort::check(history, abort)));
     results
 }
 
@@ -313,7 +327,7 @@ mod tests {
             cmd: "true".into(),
             expect_exit: 0,
         }];
-        let results = run_all(&History::default(), &Limits::default(), &clients);
+        let results = run_all(&History::default(), &Limits::default(), &clients, None);
         let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(
             names,
@@ -380,7 +394,7 @@ mod tests {
             cmd: "true".into(),
             expect_exit: 0,
         }];
-        let results = run_all(&history, &Limits::default(), &clients);
+        let results = run_all(&history, &Limits::default(), &clients, None);
         for result in results.iter().filter(|r| !r.name.starts_with("client:")) {
             assert_eq!(result.result, Verdict::Unknown, "{result:?}");
             assert!(result.detail.contains("agent-2 lost"), "{}", result.detail);
@@ -398,7 +412,7 @@ mod tests {
             t: 2.0,
             event: crate::events::Event::Unwritten { records: 3 },
         });
-        let results = run_all(&History::new(unwritten), &Limits::default(), &[]);
+        let results = run_all(&History::new(unwritten), &Limits::default(), &[], None);
         for result in &results {
             assert_eq!(result.result, Verdict::Unknown, "{result:?}");
             assert!(result.detail.contains("3 records could not be written"));
@@ -412,7 +426,7 @@ mod tests {
         )
         .unwrap();
         let torn = crate::events::read_history(&path).unwrap();
-        let results = run_all(&torn, &Limits::default(), &[]);
+        let results = run_all(&torn, &Limits::default(), &[], None);
         assert!(results.iter().all(|r| r.result == Verdict::Unknown
             && r.detail
                 .contains("1 lines of the history could not be read (line 2)")));

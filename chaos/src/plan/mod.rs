@@ -6,9 +6,11 @@
 //! refuses what cannot run, naming the line and the key; [`timeline`] then draws the random
 //! targets with the seed and expands every entry into the operations a runner performs.
 
+mod abort;
 mod fault;
 pub(crate) mod hosts;
 mod image;
+mod latency;
 pub(crate) mod raw;
 pub(crate) mod timeline;
 mod validate;
@@ -22,9 +24,11 @@ use std::time::Duration;
 use anyplay_cloud::duration;
 use serde::{Deserialize, Serialize};
 
+pub use abort::Abort;
 pub use fault::{Bytes, ClockOffset, CutMode, LinkFault, ServiceFault, Ways};
 pub use hosts::{Engine, Host, HostKind, Hosts, Tls, Via};
 pub use image::{ImageOverride, ImageSlot};
+pub use latency::{During, LatencyGate, Quantile};
 pub use timeline::{DropScope, Op, Route, Step, TimedOp, Timeline, Toxicity};
 
 /// Why a plan cannot be used. `Invalid` always names the line and the key.
@@ -61,6 +65,8 @@ pub struct Plan {
     /// Time after the last action before the final checks.
     pub settle: Duration,
     pub checks: Limits,
+    /// When to give a lost run up early.
+    pub abort: Option<Abort>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -200,6 +206,8 @@ pub struct Limits {
     pub unexplained_disconnects: u64,
     /// Gamer cards shown otherwise than the model allows their viewer.
     pub cards_privacy: u64,
+    /// Budgets for what the load times, one check each (`latency.<op>`).
+    pub latency: Vec<LatencyGate>,
 }
 
 impl Default for Limits {
@@ -218,6 +226,7 @@ impl Default for Limits {
             unexpected_events: 0,
             unexplained_disconnects: 0,
             cards_privacy: 0,
+            latency: Vec::new(),
         }
     }
 }

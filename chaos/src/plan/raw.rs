@@ -12,8 +12,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::hosts::LOCAL;
 use super::{
-    Action, Backend, Bytes, ClockOffset, Dependency, Host, LinkFault, Plan, PlanError, Reconnect,
-    Service, ServiceFault, Store, Ways,
+    Action, Backend, Bytes, ClockOffset, Dependency, During, Host, LatencyGate, LinkFault, Plan,
+    PlanError, Quantile, Reconnect, Service, ServiceFault, Store, Ways,
 };
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -37,6 +37,27 @@ pub struct RawPlan {
     pub clients: Vec<RawClient>,
     pub settle: Option<String>,
     pub checks: Option<RawChecks>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub abort: Option<RawAbort>,
+}
+
+/// `abort: { when: {…}, for: 10s }`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAbort {
+    #[serde(default)]
+    pub when: RawAbortWhen,
+    #[serde(rename = "for", skip_serializing_if = "Option::is_none")]
+    pub for_: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAbortWhen {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http_error_ratio: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub players_online_below: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -234,6 +255,54 @@ pub struct RawChecks {
     pub unexpected_events: Option<u64>,
     pub unexplained_disconnects: Option<u64>,
     pub cards_privacy: Option<u64>,
+    /// Budgets by the name of an operation the load times.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub latency: BTreeMap<String, RawLatencyGate>,
+}
+
+/// `checks.latency.<op>`: one or more budgets, and which samples they judge.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLatencyGate {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p95: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p99: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub during: Option<String>,
+}
+
+impl RawLatencyGate {
+    fn of(gate: &LatencyGate) -> RawLatencyGate {
+        let mut raw = RawLatencyGate {
+            during: (gate.during != During::All).then(|| gate.during.to_string()),
+            ..RawLatencyGate::default()
+        };
+        for &(quantile, budget) in &gate.budgets {
+            let slot = match quantile {
+                Quantile::P50 => &mut raw.p50,
+                Quantile::P95 => &mut raw.p95,
+                Quantile::P99 => &mut raw.p99,
+                Quantile::Max => &mut raw.max,
+            };
+            *slot = Some(duration::format(budget));
+        }
+        raw
+    }
+
+    /// The budget written for `quantile`.
+    pub fn budget(&self, quantile: Quantile) -> Option<&str> {
+        match quantile {
+            Quantile::P50 => self.p50.as_deref(),
+            Quantile::P95 => self.p95.as_deref(),
+            Quantile::P99 => self.p99.as_deref(),
+            Quantile::Max => self.max.as_deref(),
+        }
+    }
 }
 
 fn declared<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
@@ -574,6 +643,13 @@ impl From<&Plan> for RawPlan {
                 })
                 .collect(),
             settle: Some(duration::format(plan.settle)),
+            abort: plan.abort.map(|abort| RawAbort {
+                when: RawAbortWhen {
+                    http_error_ratio: abort.http_error_ratio,
+                    players_online_below: abort.players_online_below,
+                },
+                for_: Some(duration::format(abort.hold)),
+            }),
             checks: Some(RawChecks {
                 players_back: Some(duration::format(checks.players_back)),
                 duplicate_sessions: Some(checks.duplicate_sessions),
@@ -591,6 +667,11 @@ impl From<&Plan> for RawPlan {
                 unexpected_events: Some(checks.unexpected_events),
                 unexplained_disconnects: Some(checks.unexplained_disconnects),
                 cards_privacy: Some(checks.cards_privacy),
+                latency: checks
+                    .latency
+                    .iter()
+                    .map(|gate| (gate.op.name().to_owned(), RawLatencyGate::of(gate)))
+                    .collect(),
             }),
         }
     }

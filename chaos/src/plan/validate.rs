@@ -19,10 +19,12 @@ use super::timeline::{pairs_of, services_of};
 use crate::proxy::Latency;
 
 use super::{
-    Action, ActionKind, Agents, Backend, Bytes, Client, ClockOffset, Dependency, Engine, Entry,
-    Failover, Host, HostKind, Hosts, Limits, Link, LinkFault, Load, Nodes, Plan, PlanError,
-    Reconnect, Service, ServiceFault, Services, Store, Target, Via,
+    Abort, Action, ActionKind, Agents, Backend, Bytes, Client, ClockOffset, Dependency, During,
+    Engine, Entry, Failover, Host, HostKind, Hosts, LatencyGate, Limits, Link, LinkFault, Load,
+    Nodes, Plan, PlanError, Quantile, Reconnect, Service, ServiceFault, Services, Store, Target,
+    Via,
 };
+use crate::events::Op;
 
 /// Defaults for keys a plan may leave out.
 const DEFAULT_SEED: u64 = 1;
@@ -127,6 +129,12 @@ fn validate_as(raw: RawPlan, src: &str, recorded: bool) -> Result<Plan, PlanErro
         &timeline,
     )?;
 
+    let abort = raw
+        .abort
+        .as_ref()
+        .map(|abort| cx.abort(abort, &root.key("abort")))
+        .transpose()?;
+
     Ok(Plan {
         name: raw.name,
         description: raw.description.unwrap_or_default(),
@@ -140,6 +148,7 @@ fn validate_as(raw: RawPlan, src: &str, recorded: bool) -> Result<Plan, PlanErro
         clients,
         settle,
         checks,
+        abort,
     })
 }
 
@@ -680,6 +689,89 @@ impl Cx<'_> {
                 .unexplained_disconnects
                 .unwrap_or(defaults.unexplained_disconnects),
             cards_privacy: raw.cards_privacy.unwrap_or(defaults.cards_privacy),
+            latency: raw
+                .latency
+                .iter()
+                .map(|(name, gate)| self.latency_gate(name, gate, &path.key("latency").key(name)))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    /// `abort`: at least one condition, each a share between 0 and 1, and how long it holds.
+    fn abort(&self, raw: &super::raw::RawAbort, path: &KeyPath) -> Result<Abort, PlanError> {
+        let when = path.key("when");
+        let share = |value: Option<f64>, key: &str| match value {
+            Some(v) if !(0.0..=1.0).contains(&v) => Err(self.err(
+                &when.key(key),
+                format!("{v} is not a share between 0 and 1"),
+            )),
+            v => Ok(v),
+        };
+        let http_error_ratio = share(raw.when.http_error_ratio, "http_error_ratio")?;
+        let players_online_below = share(raw.when.players_online_below, "players_online_below")?;
+        if http_error_ratio.is_none() && players_online_below.is_none() {
+            return Err(self.err(
+                &when,
+                "no condition: give http_error_ratio or players_online_below".into(),
+            ));
+        }
+        let Some(text) = &raw.for_ else {
+            return Err(self.err(path, "how long a condition must hold: give `for`".into()));
+        };
+        let hold = self.duration(text, &path.key("for"))?;
+        if hold < Duration::from_secs(1) {
+            return Err(self.err(
+                &path.key("for"),
+                "at least 1s: the conditions are judged second by second".into(),
+            ));
+        }
+        Ok(Abort {
+            http_error_ratio,
+            players_online_below,
+            hold,
+        })
+    }
+
+    /// `checks.latency.<op>`: an operation the load times, at least one budget above zero.
+    fn latency_gate(
+        &self,
+        name: &str,
+        raw: &super::raw::RawLatencyGate,
+        path: &KeyPath,
+    ) -> Result<LatencyGate, PlanError> {
+        let op = Op::named(name).ok_or_else(|| {
+            let names: Vec<&str> = Op::ALL.iter().map(|op| op.name()).collect();
+            self.err(
+                path,
+                format!(
+                    "`{name}` is not an operation the load times ({})",
+                    names.join(", ")
+                ),
+            )
+        })?;
+        let mut budgets = Vec::new();
+        for quantile in Quantile::ALL {
+            let Some(text) = raw.budget(quantile) else {
+                continue;
+            };
+            let key = path.key(quantile.name());
+            let budget = self.duration(text, &key)?;
+            if budget.is_zero() {
+                return Err(self.err(&key, "a budget of 0s: no call is that fast".into()));
+            }
+            budgets.push((quantile, budget));
+        }
+        if budgets.is_empty() {
+            return Err(self.err(path, "no budget: give p50, p95, p99 or max".into()));
+        }
+        let during = match &raw.during {
+            Some(text) => text.parse().map_err(|m| self.err(&path.key("during"), m))?,
+            None => During::default(),
+        };
+        Ok(LatencyGate {
+            op,
+            budgets,
+            during,
         })
     }
 
@@ -1702,6 +1794,80 @@ mod tests {
         assert_eq!(check(&plan.to_yaml()).unwrap().checks, plan.checks);
         let (line, key, _) = refused(&format!("{SINGLE}checks:\n  stale_onlin: 0\n"));
         assert_eq!((line, key.as_str()), (4, "checks.stale_onlin"));
+    }
+
+    #[test]
+    fn latency_gates_are_read_written_back_and_refused_with_line_and_key() {
+        let src = format!(
+            "{SINGLE}checks:\n  latency:\n    e2e_login: {{ p99: 300ms }}\n    \
+             presence_delivery: {{ p50: 50ms, max: 2s, during: outside_faults }}\n"
+        );
+        let plan = check(&src).unwrap();
+        let gates = &plan.checks.latency;
+        assert_eq!(gates.len(), 2);
+        assert_eq!(gates[0].op, Op::E2eLogin);
+        assert_eq!(
+            gates[0].budgets,
+            [(Quantile::P99, Duration::from_millis(300))]
+        );
+        assert_eq!(gates[0].during, During::All);
+        assert_eq!(gates[1].op, Op::PresenceDelivery);
+        assert_eq!(
+            gates[1].budgets,
+            [
+                (Quantile::P50, Duration::from_millis(50)),
+                (Quantile::Max, Duration::from_secs(2))
+            ]
+        );
+        assert_eq!(gates[1].during, During::OutsideFaults);
+        assert_eq!(check(&plan.to_yaml()).unwrap().checks, plan.checks);
+        let refusal = |gates: &str| refused(&format!("{SINGLE}checks:\n  latency:\n{gates}"));
+        let (line, key, message) = refusal("    logins: { p99: 1s }\n");
+        assert_eq!((line, key.as_str()), (5, "checks.latency.logins"));
+        assert!(message.contains("e2e_login"), "{message}");
+        let (line, key, message) = refusal("    cards: { during: faults }\n");
+        assert_eq!((line, key.as_str()), (5, "checks.latency.cards"));
+        assert!(message.contains("no budget"), "{message}");
+        let (line, key, _) = refusal("    cards: { p95: 0s }\n");
+        assert_eq!((line, key.as_str()), (5, "checks.latency.cards.p95"));
+        let (line, key, _) = refusal("    cards: { p95: soon }\n");
+        assert_eq!((line, key.as_str()), (5, "checks.latency.cards.p95"));
+        let (line, key, message) = refusal("    cards: { p95: 1s, during: never }\n");
+        assert_eq!((line, key.as_str()), (5, "checks.latency.cards.during"));
+        assert!(message.contains("outside_faults"), "{message}");
+        let (line, key, _) = refusal("    cards:\n      p95: 1s\n      p90: 1s\n");
+        assert_eq!((line, key.as_str()), (7, "checks.latency.cards.p90"));
+    }
+
+    #[test]
+    fn abort_is_read_written_back_and_refused_with_line_and_key() {
+        let src = format!(
+            "{SINGLE}abort: {{ when: {{ http_error_ratio: 0.2, players_online_below: 0.5 }}, for: 10s }}\n"
+        );
+        let plan = check(&src).unwrap();
+        assert_eq!(
+            plan.abort,
+            Some(Abort {
+                http_error_ratio: Some(0.2),
+                players_online_below: Some(0.5),
+                hold: Duration::from_secs(10),
+            })
+        );
+        assert_eq!(check(&plan.to_yaml()).unwrap().abort, plan.abort);
+        assert_eq!(check(SINGLE).unwrap().abort, None);
+        let refusal = |abort: &str| refused(&format!("{SINGLE}abort:\n{abort}"));
+        let (line, key, message) = refusal("  when: {}\n  for: 10s\n");
+        assert_eq!((line, key.as_str()), (4, "abort.when"));
+        assert!(message.contains("no condition"), "{message}");
+        let (line, key, _) = refusal("  when: { players_online_below: 2 }\n  for: 10s\n");
+        assert_eq!((line, key.as_str()), (4, "abort.when.players_online_below"));
+        let (line, key, message) = refusal("  when: { http_error_ratio: 0.5 }\n");
+        assert_eq!((line, key.as_str()), (3, "abort"));
+        assert!(message.contains("`for`"), "{message}");
+        let (line, key, _) = refusal("  when: { http_error_ratio: 0.5 }\n  for: 100ms\n");
+        assert_eq!((line, key.as_str()), (5, "abort.for"));
+        let (line, key, _) = refusal("  when: { errors: 0.5 }\n  for: 1s\n");
+        assert_eq!((line, key.as_str()), (4, "abort.when.errors"));
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! works from the contract's JSON, not from a run judged again.
 //!
 //! Noise: times are the same within 10 % or 0.5 s, counts within 10 %, ratios within 10 %
-//! or 0.0001; a client's exit code only by its pass or fail.
+//! or 0.0001; a client's exit code only by its pass or fail. A latency gate (`latency.<op>`)
+//! is the same within the tolerance the gate asks (`--latency-tolerance`, default 20 %), and
+//! slower than that is a regression even where both runs pass.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -164,29 +166,34 @@ impl Change {
 
 /// What a check's number measures, known from its name; it decides the noise and how the
 /// number prints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 enum Measure {
     Seconds,
+    /// A latency gate's measured quantile, in seconds, the same as A's within this share.
+    Latency(f64),
     Count,
     Ratio,
     ExitCode,
 }
 
 impl Measure {
-    fn of(check: &str) -> Measure {
+    fn of(check: &str, latency_tolerance: f64) -> Measure {
         match check {
             "players_back" | "failover" => Measure::Seconds,
+            name if name.starts_with("latency.") => Measure::Latency(latency_tolerance),
             "http_error_ratio" => Measure::Ratio,
             name if name.starts_with("client:") => Measure::ExitCode,
             _ => Measure::Count,
         }
     }
 
+    /// Whether `b` is `a` within noise.
     fn same(self, a: f64, b: f64) -> bool {
         let diff = (a - b).abs();
         let relative = 0.1 * a.abs().max(b.abs());
         match self {
             Measure::Seconds => diff <= relative.max(0.5),
+            Measure::Latency(tolerance) => diff <= tolerance * a.abs(),
             Measure::Count => diff <= relative,
             Measure::Ratio => diff <= relative.max(1e-4),
             Measure::ExitCode => diff == 0.0,
@@ -195,7 +202,7 @@ impl Measure {
 
     fn quantity(self, v: f64) -> Quantity {
         match self {
-            Measure::Seconds => Quantity::Seconds(v),
+            Measure::Seconds | Measure::Latency(_) => Quantity::Seconds(v),
             Measure::Count => Quantity::Count(v.max(0.0).round() as u64),
             Measure::Ratio => Quantity::Ratio(v),
             Measure::ExitCode => Quantity::ExitCode(v.round() as i32),
@@ -213,9 +220,21 @@ pub struct CheckDiff {
 }
 
 impl CheckDiff {
-    /// B fails what A passed.
+    /// B fails what A passed, or is slower than A beyond the tolerance.
     pub fn regression(&self) -> bool {
+        self.failed() || self.slower()
+    }
+
+    /// B fails what A passed.
+    fn failed(&self) -> bool {
         matches!((&self.a, &self.b), (Some(a), Some(b)) if a.pass && !b.pass)
+    }
+
+    /// A latency gate that B measured slower than A beyond the tolerance.
+    fn slower(&self) -> bool {
+        matches!(Measure::of(&self.name, 0.0), Measure::Latency(_))
+            && self.change == Change::Worse
+            && matches!((&self.a, &self.b), (Some(a), Some(b)) if a.value.is_some() && b.value.is_some())
     }
 }
 
@@ -231,10 +250,13 @@ pub struct FaultDiff {
 pub struct Comparison {
     pub checks: Vec<CheckDiff>,
     pub faults: Vec<FaultDiff>,
+    /// How much slower than A a latency gate of B may measure and be the same (a share).
+    pub latency_tolerance: f64,
 }
 
 impl Comparison {
-    /// The checks B fails that A passed: a non-empty list fails a release gate.
+    /// The checks B fails that A passed, and the latency gates B measured slower than A
+    /// beyond the tolerance: a non-empty list fails a release gate.
     pub fn regressions(&self) -> Vec<&str> {
         self.checks
             .iter()
@@ -244,14 +266,18 @@ impl Comparison {
     }
 }
 
-/// Pairs the checks by name and the faults by action, target and time, A's order first.
-pub fn compare(a: &Stored, b: &Stored) -> Comparison {
+/// The latency tolerance when none is asked: 20 %.
+pub const LATENCY_TOLERANCE: f64 = 0.2;
+
+/// Pairs the checks by name and the faults by action, target and time, A's order first; a
+/// latency gate of B is the same as A's within `latency_tolerance` (a share of A's).
+pub fn compare(a: &Stored, b: &Stored, latency_tolerance: f64) -> Comparison {
     let checks = pair(&a.checks, &b.checks, |x, y| x.name == y.name)
         .into_iter()
         .map(|(x, y)| {
             let name = x.or(y).map(|c| c.name.clone()).unwrap_or_default();
             let change = match (x, y) {
-                (Some(x), Some(y)) => check_change(&name, x, y),
+                (Some(x), Some(y)) => check_change(&name, x, y, latency_tolerance),
                 (Some(_), None) => Change::OnlyInA,
                 (None, _) => Change::OnlyInB,
             };
@@ -277,7 +303,11 @@ pub fn compare(a: &Stored, b: &Stored) -> Comparison {
         },
     })
     .collect();
-    Comparison { checks, faults }
+    Comparison {
+        checks,
+        faults,
+        latency_tolerance,
+    }
 }
 
 /// Every item of `a` with its match in `b` (each used once), then what `b` has left.
@@ -311,13 +341,13 @@ fn pair<'a, T>(
 
 /// Pass or fail first; with the same outcome, the number (lower is better; none measured
 /// is worst).
-fn check_change(name: &str, a: &StoredCheck, b: &StoredCheck) -> Change {
+fn check_change(name: &str, a: &StoredCheck, b: &StoredCheck, latency_tolerance: f64) -> Change {
     match (a.pass, b.pass) {
         (true, false) => return Change::Worse,
         (false, true) => return Change::Better,
         _ => {}
     }
-    let measure = Measure::of(name);
+    let measure = Measure::of(name, latency_tolerance);
     if measure == Measure::ExitCode {
         return Change::Same;
     }
@@ -383,7 +413,7 @@ pub fn render(a: &Stored, b: &Stored, comparison: &Comparison) -> String {
         .checks
         .iter()
         .map(|c| {
-            let measure = Measure::of(&c.name);
+            let measure = Measure::of(&c.name, comparison.latency_tolerance);
             let limit = match (&c.a, &c.b) {
                 (Some(x), Some(y)) if x.limit != y.limit => format!(
                     "{} → {}",
@@ -470,18 +500,39 @@ pub fn render(a: &Stored, b: &Stored, comparison: &Comparison) -> String {
     }
 
     out.push('\n');
-    let regressions = comparison.regressions();
-    if regressions.is_empty() {
-        out.push_str("no regression: B fails no check that A passed\n");
-    } else {
+    let tolerance = comparison.latency_tolerance * 100.0;
+    let names = |diffs: Vec<&CheckDiff>| {
+        diffs
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let failed: Vec<&CheckDiff> = comparison.checks.iter().filter(|c| c.failed()).collect();
+    let slower: Vec<&CheckDiff> = comparison
+        .checks
+        .iter()
+        .filter(|c| c.slower() && !c.failed())
+        .collect();
+    if failed.is_empty() && slower.is_empty() {
         let _ = writeln!(
             out,
-            "REGRESSION: B fails {} that A passed",
-            regressions.join(", ")
+            "no regression: B fails no check that A passed, and no latency gate is more than {tolerance} % slower"
         );
     }
-    out.push_str(
-        "(same = within noise: times 10 % or 0.5 s, counts 10 %, ratios 10 % or 0.0001)\n",
+    if !failed.is_empty() {
+        let _ = writeln!(out, "REGRESSION: B fails {} that A passed", names(failed));
+    }
+    if !slower.is_empty() {
+        let _ = writeln!(
+            out,
+            "REGRESSION: B is more than {tolerance} % slower than A in {}",
+            names(slower)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "(same = within noise: times 10 % or 0.5 s, counts 10 %, ratios 10 % or 0.0001, latency gates {tolerance} %)"
     );
     out
 }
@@ -542,6 +593,33 @@ mod tests {
     }
 
     #[test]
+    fn a_latency_gate_slower_than_the_tolerance_is_a_regression_though_it_passes() {
+        let run = |e2e: f64, friends: f64| {
+            stored(
+                vec![
+                    check("latency.e2e_login", 0.3, Some(e2e), true),
+                    check("latency.friends_list", 0.1, Some(friends), true),
+                ],
+                vec![],
+            )
+        };
+        let (a, b) = (run(0.100, 0.050), run(0.125, 0.059));
+        let cmp = compare(&a, &b, LATENCY_TOLERANCE);
+        // 25 % slower is past 20 %; 18 % is within it.
+        let changes: Vec<Change> = cmp.checks.iter().map(|c| c.change).collect();
+        assert_eq!(changes, vec![Change::Worse, Change::Same]);
+        assert_eq!(cmp.regressions(), vec!["latency.e2e_login"]);
+        let text = render(&a, &b, &cmp);
+        assert!(
+            text.contains("REGRESSION: B is more than 20 % slower than A in latency.e2e_login"),
+            "{text}"
+        );
+        // A wider tolerance lets it through; faster is never a regression.
+        assert!(compare(&a, &b, 0.3).regressions().is_empty());
+        assert!(compare(&b, &a, LATENCY_TOLERANCE).regressions().is_empty());
+    }
+
+    #[test]
     fn a_check_b_fails_that_a_passed_is_a_regression() {
         let a = stored(
             vec![
@@ -559,7 +637,7 @@ mod tests {
             ],
             vec![],
         );
-        let cmp = compare(&a, &b);
+        let cmp = compare(&a, &b, LATENCY_TOLERANCE);
         let changes: Vec<Change> = cmp.checks.iter().map(|c| c.change).collect();
         assert_eq!(changes, vec![Change::Same, Change::Worse, Change::Better]);
         assert_eq!(cmp.regressions(), vec!["lost_writes"]);
@@ -584,7 +662,7 @@ mod tests {
         let mut unknown = check("presence_missing", 0.0, None, false);
         unknown.result = Some(Verdict::Unknown);
         let b = stored(vec![unknown], vec![]);
-        let cmp = compare(&a, &b);
+        let cmp = compare(&a, &b, LATENCY_TOLERANCE);
         assert_eq!(cmp.regressions(), vec!["presence_missing"]);
         let text = render(&a, &b, &cmp);
         assert!(text.contains("| — UNKNOWN |"), "{text}");
@@ -601,7 +679,8 @@ mod tests {
             check_change(
                 "players_back",
                 &a,
-                &check("players_back", 20.0, Some(5.0), true)
+                &check("players_back", 20.0, Some(5.0), true),
+                LATENCY_TOLERANCE
             ),
             Change::Better
         );
@@ -609,17 +688,24 @@ mod tests {
             check_change(
                 "players_back",
                 &a,
-                &check("players_back", 20.0, Some(15.0), true)
+                &check("players_back", 20.0, Some(15.0), true),
+                LATENCY_TOLERANCE
             ),
             Change::Worse
         );
         // Nothing measured (a player never back) is the worst.
         let never = check("players_back", 20.0, None, false);
         let late = check("players_back", 20.0, Some(30.0), false);
-        assert_eq!(check_change("players_back", &late, &never), Change::Worse);
+        assert_eq!(
+            check_change("players_back", &late, &never, LATENCY_TOLERANCE),
+            Change::Worse
+        );
         // An exit code is not better for being lower.
         let c = |code| check("client:x", 0.0, Some(code), false);
-        assert_eq!(check_change("client:x", &c(3.0), &c(1.0)), Change::Same);
+        assert_eq!(
+            check_change("client:x", &c(3.0), &c(1.0), LATENCY_TOLERANCE),
+            Change::Same
+        );
     }
 
     #[test]
@@ -636,7 +722,7 @@ mod tests {
                 fault(30.0, 0, None),
             ],
         );
-        let cmp = compare(&a, &b);
+        let cmp = compare(&a, &b, LATENCY_TOLERANCE);
         let changes: Vec<Change> = cmp.faults.iter().map(|f| f.change).collect();
         assert_eq!(changes, vec![Change::Same, Change::Worse, Change::OnlyInB]);
         // Fault changes never make a regression: only checks do.
@@ -651,7 +737,7 @@ mod tests {
     fn a_check_only_on_one_side_is_shown_not_judged() {
         let a = stored(vec![check("client:x", 0.0, Some(0.0), true)], vec![]);
         let b = stored(vec![check("failover", 7.0, Some(2.0), true)], vec![]);
-        let cmp = compare(&a, &b);
+        let cmp = compare(&a, &b, LATENCY_TOLERANCE);
         let changes: Vec<Change> = cmp.checks.iter().map(|c| c.change).collect();
         assert_eq!(changes, vec![Change::OnlyInA, Change::OnlyInB]);
         assert!(cmp.regressions().is_empty());

@@ -94,7 +94,7 @@ impl Report {
     /// run's own (its `run_start` line), not this process's.
     pub fn build(plan: &Plan, history: &History, load: serde_json::Value) -> Report {
         let grace = plan.checks.players_back.as_secs_f64();
-        let checks = checks::run_all(history, &plan.checks, &plan.clients);
+        let checks = checks::run_all(history, &plan.checks, &plan.clients, plan.abort.as_ref());
         let verdict = Verdict::of(&checks);
         let meta = history.meta();
         Report {

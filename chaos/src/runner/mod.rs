@@ -13,6 +13,7 @@
 //! - [`timeline`]: the steps of the resolved timeline, each at its time.
 //! - [`clients`]: the plan's own client programs, riding through the run.
 
+mod abort;
 mod agents;
 mod clients;
 pub mod images;
@@ -165,7 +166,9 @@ pub fn run(options: RunOptions) -> LocalBoxFuture<'static, Result<Finished, RunE
 async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
     let (plan, dir) = prepare(options)?;
     let timeline = plan.resolve(plan.seed)?;
-    let mut interrupt = Interrupt::listen().map_err(RunError::Signals)?;
+    // The plan's `abort`, watched over the load's seconds, cuts the run short as a signal does.
+    let (give_up, given_up) = watch::channel(None);
+    let mut interrupt = Interrupt::listen(given_up).map_err(RunError::Signals)?;
     eprintln!(
         "anyplay-chaos: run {} (seed {}) in {}",
         plan.name,
@@ -186,7 +189,7 @@ async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
         None => Vec::new(),
     };
     if !interrupt.heard() {
-        let watching = Watching::start(&plan, &dir, &stage);
+        let watching = Watching::start(&plan, &dir, &stage, give_up);
         scenarios.extend(play(&plan, &timeline, &mut stage, &mut interrupt, &dir).await);
         heal(&mut stage, watching).await;
     }
@@ -194,7 +197,7 @@ async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
     Ok(Finished {
         dir,
         report,
-        interrupted: interrupt.heard(),
+        interrupted: interrupt.signalled(),
     })
 }
 
@@ -278,9 +281,17 @@ struct Watching {
 }
 
 impl Watching {
-    fn start(plan: &Plan, dir: &Path, stage: &Stage) -> Watching {
+    fn start(
+        plan: &Plan,
+        dir: &Path,
+        stage: &Stage,
+        give_up: watch::Sender<Option<String>>,
+    ) -> Watching {
         let (log, topology) = (&stage.log, &stage.topology);
         let stopped = stage.stop.subscribe();
+        let give_up = plan
+            .abort
+            .map(|a| abort::GiveUp::new(a, u64::from(plan.load.players), give_up));
         let samplers = [
             tokio::spawn(samplers::duplicates_sampler(
                 log.clone(),
@@ -291,14 +302,17 @@ impl Watching {
                 let topology = topology.clone();
                 samplers::ticks(
                     log.clone(),
-                    stage.recorder.clone(),
-                    stage.load.online(),
-                    topology.nodes.clone(),
-                    stage.pids.clone(),
+                    samplers::Sources {
+                        recorder: stage.recorder.clone(),
+                        online: stage.load.online(),
+                        nodes: topology.nodes.clone(),
+                        pids: stage.pids.clone(),
+                    },
                     move |name| {
                         name.parse::<Service>()
                             .is_ok_and(|s| topology.is_running(s))
                     },
+                    give_up,
                     stopped,
                 )
             }),
@@ -359,9 +373,11 @@ async fn play(
     if interrupt.heard() {
         load.stop_play();
         // Listening starts here, before anything else runs, so a quick second press counts.
-        if let Ok(again) = crate::supervisor::signals::termination_requested() {
-            let stop_at_once = stop_at_once_on(again, dir.to_owned(), stage.topology.clone());
-            tokio::spawn(stop_at_once);
+        if interrupt.signalled() {
+            if let Ok(again) = crate::supervisor::signals::termination_requested() {
+                let stop_at_once = stop_at_once_on(again, dir.to_owned(), stage.topology.clone());
+                tokio::spawn(stop_at_once);
+            }
         }
         return None;
     }
@@ -520,7 +536,8 @@ async fn follow_services(
 pub fn up(options: RunOptions) -> LocalBoxFuture<'static, Result<(), RunError>> {
     Box::pin(async move {
         let (plan, dir) = prepare(options)?;
-        let mut interrupt = Interrupt::listen().map_err(RunError::Signals)?;
+        // `up` has no timeline to give up: a channel closed at once never aborts.
+        let mut interrupt = Interrupt::listen(watch::channel(None).1).map_err(RunError::Signals)?;
         let (supervisor, _events) = Topology::supervisor(&plan, &dir).await?;
         let topology = Topology::start(&plan, &dir, supervisor).await?;
         for node in &topology.nodes {

@@ -240,9 +240,23 @@ impl Recorder {
             account,
             fact,
         } = stamped;
-        // Calls are counted, not recorded: the series holds them.
-        if matches!(fact, Fact::Call { .. }) {
-            return;
+        if let Fact::Call {
+            op,
+            status,
+            latency,
+            ..
+        } = fact
+        {
+            let latency_ms = latency.as_secs_f64() * 1000.0;
+            return self.write(
+                at,
+                Event::Call {
+                    player,
+                    op,
+                    status,
+                    latency_ms,
+                },
+            );
         }
         let Some(account) = account.map(|a| a.0) else {
             return;

@@ -13,6 +13,7 @@ use tokio::time::MissedTickBehavior;
 
 use crate::events::{Event, EventLog, NodeTick, Tick};
 
+use super::abort::GiveUp;
 use super::load::Online;
 use super::players::{p99_ms, Recorder};
 use super::topology::NodeAddrs;
@@ -91,16 +92,28 @@ pub async fn duplicates_sampler(
 /// Where each node's process is, for its CPU and memory.
 pub type Pids = Arc<std::sync::Mutex<BTreeMap<String, u32>>>;
 
-/// One `load_tick` a second until `stop`.
+/// What a second's tick is read from: the players' counts and the nodes' processes.
+pub struct Sources {
+    pub recorder: Arc<Recorder>,
+    pub online: Online,
+    pub nodes: Vec<NodeAddrs>,
+    pub pids: Pids,
+}
+
+/// One `load_tick` a second until `stop`, each fed to the plan's `abort` when it has one.
 pub async fn ticks(
     log: EventLog,
-    recorder: Arc<Recorder>,
-    online: Online,
-    nodes: Vec<NodeAddrs>,
-    pids: Pids,
+    sources: Sources,
     up: impl Fn(&str) -> bool,
+    mut give_up: Option<GiveUp>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let Sources {
+        recorder,
+        online,
+        nodes,
+        pids,
+    } = sources;
     let mut system = System::new();
     // A paused node does not answer: its scrape gives up well within the second.
     let http = reqwest::Client::builder()
@@ -144,7 +157,7 @@ pub async fn ticks(
                 (n.name.clone(), tick)
             })
             .collect();
-        let _ = log.record(Event::LoadTick(Tick {
+        let tick = Tick {
             online: online() as u64,
             welcomes: second.welcomes,
             disconnects: second.disconnects,
@@ -154,7 +167,11 @@ pub async fn ticks(
             p99_ms: second.calls.p99_ms(),
             presence_p99_ms: p99_ms(&second.presence),
             nodes,
-        }));
+        };
+        if let Some(give_up) = &mut give_up {
+            give_up.second(&tick, &log);
+        }
+        let _ = log.record(Event::LoadTick(tick));
     }
 }
 
