@@ -297,32 +297,34 @@ fn report_dir_writes_through_no_symlink() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Runs plan `name` (one SQLite node, then `rest`) into `dir/run` with `args` more.
+fn tiny_run(dir: &Path, name: &str, rest: &str, args: &[&Path]) -> (PathBuf, Output) {
+    let plan = dir.join(format!("{name}.yaml"));
+    let head = format!("name: {name}\nstore: sqlite\nservices:\n  nodes: {{count: 1}}\n");
+    std::fs::write(&plan, head + rest).unwrap();
+    let out = dir.join("run");
+    let mut all = vec![Path::new("run"), &plan, Path::new("--out"), &out];
+    all.extend_from_slice(args);
+    let output = chaos(&all);
+    (out, output)
+}
+
 #[test]
 fn a_run_with_junit_writes_the_checks_and_report_html() {
     let dir = scratch("junit");
     // `players_back: 100ms` cannot be met (a reconnect takes longer): one sure failure. So
     // cannot a sign-in within 1 ms (it is several calls); every friends list within an hour,
     // every delivery within a minute surely are.
-    let plan = dir.join("junit-tiny.yaml");
-    std::fs::write(
-        &plan,
-        "name: junit-tiny\nstore: sqlite\nservices:\n  nodes: {count: 1}\n\
-         load: {players: 10, login_rate: 100, friends: 2, presence_rate: 5, session_rate: 1, cards_rate: 2, through_proxy: true}\n\
+    let junit = dir.join("checks.xml");
+    let (out, output) = tiny_run(
+        &dir,
+        "junit-tiny",
+        "load: {players: 10, login_rate: 100, friends: 2, presence_rate: 5, session_rate: 1, cards_rate: 2, through_proxy: true}\n\
          timeline:\n  - {at: 1s, drop: players}\nsettle: 3s\nchecks:\n  players_back: 100ms\n  \
          latency:\n    e2e_login: {p50: 1ms}\n    friends_list: {max: 1h}\n    \
          presence_delivery: {p99: 1m, during: outside_faults}\n",
-    )
-    .unwrap();
-    let out = dir.join("run");
-    let junit = dir.join("checks.xml");
-    let output = chaos(&[
-        Path::new("run"),
-        &plan,
-        Path::new("--out"),
-        &out,
-        Path::new("--junit"),
-        &junit,
-    ]);
+        &[Path::new("--junit"), &junit],
+    );
     let stdout = text(&output.stdout);
     assert_eq!(
         output.status.code(),
@@ -390,18 +392,15 @@ fn an_abort_condition_met_ends_the_run_early_and_fails_it_with_the_reason() {
     let dir = scratch("abort");
     // Every player's connection reset and none let back for 40 s; the run gives up once fewer
     // than half were online for 2 s.
-    let plan = dir.join("abort-tiny.yaml");
-    std::fs::write(
-        &plan,
-        "name: abort-tiny\nstore: sqlite\nservices:\n  nodes: {count: 1}\n\
-         load: {players: 10, login_rate: 100, friends: 2, presence_rate: 5, through_proxy: true}\n\
+    let started = std::time::Instant::now();
+    let (out, output) = tiny_run(
+        &dir,
+        "abort-tiny",
+        "load: {players: 10, login_rate: 100, friends: 2, presence_rate: 5, through_proxy: true}\n\
          timeline:\n  - {at: 1s, partition: [players, node-1], mode: drop, for: 40s}\n  - {at: 2s, drop: players}\nsettle: 5s\n\
          abort: {when: {players_online_below: 0.5}, for: 2s}\n",
-    )
-    .unwrap();
-    let out = dir.join("run");
-    let started = std::time::Instant::now();
-    let output = chaos(&[Path::new("run"), &plan, Path::new("--out"), &out]);
+        &[],
+    );
     let took = started.elapsed();
     let stdout = text(&output.stdout);
     assert_eq!(
