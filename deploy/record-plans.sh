@@ -27,12 +27,14 @@ else
 fi
 mkdir -p "$out"
 cargo build --release -q -p anyplay-chaos
+# The plans run a copy, so that building the workspace meanwhile changes nothing they run.
+cp target/release/anyplay-chaos "$scratch/anyplay-chaos"
 codes=()
 for plan in "${plans[@]}"; do
     name=$(basename "$plan" .yaml)
     echo "record-plans.sh: $plan" >&2
     code=0
-    cargo run --release -q -p anyplay-chaos -- run "$plan" --out "$scratch/$name" \
+    "$scratch/anyplay-chaos" run "$plan" --out "$scratch/$name" \
         >"$scratch/$name.stdout" 2>"$scratch/$name.stderr" || code=$?
     mkdir -p "$out/$name"
     cp "$scratch/$name/report.json" "$scratch/$name/summary.md" "$out/$name/"
@@ -44,7 +46,7 @@ done
     echo
     echo "| | |"
     echo "|---|---|"
-    echo "| command | \`deploy/record-plans.sh\`: for each \`plans/NAME.yaml\`, \`cargo run --release -p anyplay-chaos -- run plans/NAME.yaml --out $scratch/NAME\` |"
+    echo "| command | \`deploy/record-plans.sh\`: \`cargo build --release -p anyplay-chaos\`, then for each \`plans/NAME.yaml\`, \`anyplay-chaos run plans/NAME.yaml --out $scratch/NAME\` (a copy of that build) |"
     echo "| commit | \`$commit\`$( ((dirty)) && echo " (with $dirty uncommitted changes)") |"
     echo "| machine | $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(. /etc/os-release; echo "$PRETTY_NAME") |"
     echo "| exit codes | $(IFS=,; echo "${codes[*]}" | sed 's/,/, /g') |"

@@ -7,7 +7,7 @@
 //! and the run's id; each agent's answer names a nonce of its own, and everything after it
 //! between that agent and its coordinator uses a key drawn from the secret, the run, the
 //! agent's name and that nonce. A message of another run or another agent's session does not
-//! open. Within a session each channel's sequence numbers must grow ([`Replays`]), a reply
+//! open. Within a session each channel's number is taken once ([`Replays`]), a reply
 //! carries its request's number, and an offer carries the coordinator's clock, which the
 //! agent holds to [`OFFER_AGE`]: a message seen once cannot be played again.
 
@@ -40,8 +40,8 @@ pub enum SealError {
     Short(usize),
     #[error("not sealed with this secret, for this run and this channel")]
     Forged,
-    #[error("a replay: number {seq} was not after {last}")]
-    Replayed { seq: u64, last: u64 },
+    #[error("a replay: number {seq} was taken already, or is too far behind {newest}")]
+    Replayed { seq: u64, newest: u64 },
 }
 
 /// The shared secret.
@@ -178,17 +178,66 @@ impl Numbers {
     }
 }
 
-/// The last number taken on a channel: each message must come after it.
+/// How far behind the newest number a message may still arrive. Several tasks number and
+/// send on one channel at once (each player asks for its own code), so their messages may
+/// arrive out of order, never by more than the tasks in flight between numbering and sending.
+const REPLAY_WINDOW: u64 = 4096;
+
+/// The numbers taken on a channel: each at most once, none [`REPLAY_WINDOW`] or more behind
+/// the newest.
 #[derive(Debug, Default)]
-pub struct Replays(AtomicU64);
+pub struct Replays(std::sync::Mutex<Window>);
+
+#[derive(Debug)]
+struct Window {
+    newest: u64,
+    /// Bit `n % REPLAY_WINDOW` is set when number `n` of the window was taken.
+    taken: Box<[u64]>,
+}
+
+impl Default for Window {
+    fn default() -> Self {
+        Window {
+            newest: 0,
+            taken: vec![0; (REPLAY_WINDOW / 64) as usize].into_boxed_slice(),
+        }
+    }
+}
+
+impl Window {
+    fn slot(seq: u64) -> (usize, u64) {
+        let bit = seq % REPLAY_WINDOW;
+        ((bit / 64) as usize, 1 << (bit % 64))
+    }
+
+    fn take(&mut self, seq: u64) -> bool {
+        if seq > self.newest {
+            // The slots of the numbers it moves to held numbers too old from now on.
+            for new in (self.newest + 1).max(seq.saturating_sub(REPLAY_WINDOW - 1))..=seq {
+                let (word, bit) = Self::slot(new);
+                self.taken[word] &= !bit;
+            }
+            self.newest = seq;
+        } else if seq == 0 || self.newest - seq >= REPLAY_WINDOW {
+            return false;
+        }
+        let (word, bit) = Self::slot(seq);
+        let fresh = self.taken[word] & bit == 0;
+        self.taken[word] |= bit;
+        fresh
+    }
+}
 
 impl Replays {
     pub fn take(&self, seq: u64) -> Result<(), SealError> {
-        let last = self.0.fetch_max(seq, Ordering::AcqRel);
-        if seq > last {
+        let mut window = crate::sync::lock(&self.0);
+        if window.take(seq) {
             Ok(())
         } else {
-            Err(SealError::Replayed { seq, last })
+            Err(SealError::Replayed {
+                seq,
+                newest: window.newest,
+            })
         }
     }
 }
@@ -255,12 +304,27 @@ mod tests {
     }
 
     #[test]
-    fn a_number_is_taken_once_and_in_order() {
+    fn a_number_is_taken_once_and_late_only_within_the_window() {
         let seen = Replays::default();
+        assert!(seen.take(0).is_err());
         assert!(seen.take(1).is_ok());
         assert!(seen.take(3).is_ok());
         assert!(seen.take(3).is_err());
+        // Sent by another task a moment before 3, arriving after it: taken, once.
+        assert!(seen.take(2).is_ok());
         assert!(seen.take(2).is_err());
+        assert!(seen.take(1).is_err());
+        // Far ahead: whatever the window passed is too old, taken or not.
+        let far = 3 + REPLAY_WINDOW;
+        assert!(seen.take(far).is_ok());
+        assert!(seen.take(far - REPLAY_WINDOW).is_err());
+        assert!(seen.take(far - REPLAY_WINDOW + 1).is_ok());
+        assert!(seen.take(far - REPLAY_WINDOW + 1).is_err());
+        assert!(seen.take(far - 1).is_ok());
+        assert!(seen.take(far).is_err());
+        // A slot reused by a newer number is free for it, not still marked by the old one.
+        assert!(seen.take(far + REPLAY_WINDOW - 1).is_ok());
+        assert!(seen.take(far + 1).is_ok());
         let numbers = Numbers::default();
         assert_eq!((numbers.next(), numbers.next()), (1, 2));
     }
