@@ -3,8 +3,13 @@
 //! `e2e_login`, timed as one step), or for `presence_delivery` each activity change's delivery
 //! as its friends received it. `during` picks the samples by whether a timeline action
 //! overlapped them (from when the call went out, or the change was made, to its answer).
+//! A connection read slowly on purpose (a slow reader's spell) is late by its client's
+//! choice: what it received is not the cloud's latency, and is left out.
+
+use std::collections::HashMap;
 
 use super::faults::{faults, fmt_num, Fault};
+use super::slow_consumers::spells;
 use super::{CheckResult, Quantity, Verdict};
 use crate::events::{History, Op, PlayerFact, Received};
 use crate::plan::{During, LatencyGate, Quantile};
@@ -18,7 +23,8 @@ pub fn check(history: &History, gate: &LatencyGate) -> CheckResult {
     let name = name(gate.op);
     let faults = faults(history);
     let (mut judged, mut others) = (Vec::new(), 0u64);
-    for (t, ms) in samples(history, gate.op) {
+    let Samples { timed, slow_read } = samples(history, gate.op);
+    for (t, ms) in timed {
         let faulted = overlapped(&faults, t - ms / 1000.0, t);
         let keep = match gate.during {
             During::All => true,
@@ -81,13 +87,17 @@ pub fn check(history: &History, gate: &LatencyGate) -> CheckResult {
         })
         .collect();
     let detail = format!(
-        "{} {} timed{}{}: {}",
+        "{} {} timed{}{}{}: {}",
         judged.len(),
         gate.op.name(),
         scope(gate.during),
         match (gate.during, others) {
             (During::All, _) | (_, 0) => String::new(),
             (_, n) => format!(" ({n} others not judged)"),
+        },
+        match slow_read {
+            0 => String::new(),
+            n => format!(" ({n} to slow readers not judged)"),
         },
         over.iter()
             .chain(&within)
@@ -104,29 +114,74 @@ pub fn check(history: &History, gate: &LatencyGate) -> CheckResult {
     )
 }
 
-/// `(t, latency in ms)` of every sample of `op`, `t` when it was answered (or received).
-fn samples(history: &History, op: Op) -> Vec<(f64, f64)> {
-    match op {
-        Op::PresenceDelivery => history
-            .facts()
-            .filter_map(|(t, _, fact)| match fact {
-                PlayerFact::Received {
-                    event:
-                        Received {
-                            delivery: Some(delivery),
-                            ..
-                        },
-                    ..
-                } => Some((t, delivery.as_secs_f64() * 1000.0)),
-                _ => None,
-            })
-            .collect(),
-        op => history
+/// What the load timed of one operation.
+struct Samples {
+    /// `(t, latency in ms)`, `t` when it was answered (or received).
+    timed: Vec<(f64, f64)>,
+    /// Deliveries left out: to connections read slowly on purpose.
+    slow_read: u64,
+}
+
+fn samples(history: &History, op: Op) -> Samples {
+    if op != Op::PresenceDelivery {
+        let timed = history
             .calls()
             .filter(|&(_, called, _)| called == op)
             .map(|(t, _, ms)| (t, ms))
-            .collect(),
+            .collect();
+        return Samples {
+            timed,
+            slow_read: 0,
+        };
     }
+    let slow = slow_read(history);
+    let mut samples = Samples {
+        timed: Vec::new(),
+        slow_read: 0,
+    };
+    for (t, account, fact) in history.facts() {
+        let PlayerFact::Received {
+            conn,
+            event:
+                Received {
+                    delivery: Some(delivery),
+                    ..
+                },
+        } = fact
+        else {
+            continue;
+        };
+        if slow.get(&(account, *conn)).is_some_and(|&from| t >= from) {
+            samples.slow_read += 1;
+        } else {
+            samples.timed.push((t, delivery.as_secs_f64() * 1000.0));
+        }
+    }
+    samples
+}
+
+/// The connections (account, conn) read slowly on purpose, with when that began: those that
+/// received anything during their account's slow-reading spell. What they received from
+/// the spell's start on is late by choice, the backlog read after the spell too.
+fn slow_read(history: &History) -> HashMap<(u64, u64), f64> {
+    let spells = spells(history);
+    let mut slow = HashMap::new();
+    if spells.is_empty() {
+        return slow;
+    }
+    for (t, account, fact) in history.facts() {
+        let PlayerFact::Received { conn, .. } = fact else {
+            continue;
+        };
+        let spell = spells
+            .iter()
+            .find(|s| s.account == account && s.from <= t && t <= s.until);
+        if let Some(spell) = spell {
+            let from = slow.entry((account, *conn)).or_insert(spell.from);
+            *from = spell.from.min(*from);
+        }
+    }
+    slow
 }
 
 /// Whether an action's window (with its aftermath) met `[from, to]`.
@@ -160,7 +215,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::checks::testing::{action, presence, received_mut, welcome, At};
+    use crate::checks::testing::{action, presence, received_mut, slow_reading, welcome, At};
     use crate::events::{Event, Status};
     use crate::plan::ActionKind;
 
@@ -299,5 +354,42 @@ mod tests {
         };
         assert_eq!(judge(100), Verdict::Pass);
         assert_eq!(judge(99), Verdict::Fail);
+    }
+
+    #[test]
+    fn what_a_slow_reader_received_is_its_own_choice_not_the_cloud_s_latency() {
+        let delivered = |t: f64, conn: u64, seq: u64, ms: u64| {
+            let mut event = presence(t, 1, conn, seq, 2, seq);
+            received_mut(&mut event).delivery = Some(Duration::from_millis(ms));
+            event
+        };
+        // Connection 1 read slowly from 10 s to 20 s: its backlog comes 9 s late, even after
+        // the spell. Connection 2, the next one, is read at once again.
+        let mut events = vec![welcome(0.5, 1, 1, "node-1")];
+        events.push(delivered(5.0, 1, 1, 20));
+        events.push(delivered(15.0, 1, 2, 9000));
+        events.push(delivered(21.0, 1, 3, 9000));
+        events.push(slow_reading(10.0, 20.0));
+        events.push(welcome(22.0, 1, 2, "node-1"));
+        events.push(delivered(23.0, 2, 1, 30));
+        let gate = gate(Op::PresenceDelivery, &[(Quantile::Max, 100)], During::All);
+        let result = check(&history(events.clone()), &gate);
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        assert!(
+            result.detail.contains("2 to slow readers not judged"),
+            "{}",
+            result.detail
+        );
+        // The same lateness on a connection without a spell fails.
+        events.retain(|(_, e)| {
+            !matches!(
+                e,
+                Event::Player {
+                    fact: PlayerFact::SlowReading { .. },
+                    ..
+                }
+            )
+        });
+        assert_eq!(check(&history(events), &gate).result, Verdict::Fail);
     }
 }
