@@ -69,10 +69,12 @@ pub enum Command {
         latency_tolerance: f64,
     },
     /// Proves the checks: a short plan against the cloud as it is (every check must pass) and
-    /// once per defect built into it (the check named for the defect must fail).
+    /// once per defect built into it (the check named for the defect must fail); a release
+    /// defect in a mixed-version cluster (must fail) and on every node alike (must pass).
     #[cfg(feature = "seeded-defects")]
     Selftest {
-        /// Runs only these cases (repeatable): `clean` or a defect's name; default all.
+        /// Runs only these cases (repeatable): `clean`, a defect's name, or a release defect's
+        /// name and `-alike`; default all.
         #[arg(long = "defect", value_name = "NAME")]
         cases: Vec<anyplay_chaos::selftest::Case>,
         /// Directory of the runs and the summary; default results/runs/selftest-<UTC time>.

@@ -49,6 +49,13 @@ pub enum Event {
     FriendLimits(FriendLimits),
     /// The per-address limits every node holds to, in a run with them on (`rate_limits`).
     RateLimits(RateLimits),
+    /// An instance was launched; a node's carries the version it runs (`built-in`: the cloud
+    /// inside anyplay-chaos).
+    ServiceStart {
+        service: Service,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        version: Option<String>,
+    },
     ServiceUp {
         service: Service,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -73,6 +80,9 @@ pub enum Event {
         /// A partition cut by the hosts' firewalls (absent: by the fault proxy).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         via: Option<Via>,
+        /// The version an `upgrade` moves its nodes to.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        to: Option<String>,
     },
     /// The action is complete (a lasting fault: healed); `error` when it could not be done.
     ActionEnd {
@@ -311,6 +321,10 @@ impl Event {
             target: step.action.target_label(),
             at: step.at.as_secs_f64(),
             via: matches!(step.action, Action::Firewall { .. }).then_some(Via::Firewall),
+            to: match step.action {
+                Action::Upgrade { to, .. } => Some(to.to_string()),
+                _ => None,
+            },
         }
     }
 
@@ -705,6 +719,7 @@ mod tests {
                 target: "node-1".into(),
                 at: 30.0,
                 via: None,
+                to: None,
             },
         };
         assert_eq!(
@@ -746,6 +761,10 @@ mod tests {
             Event::ServiceUp {
                 service: Service::Postgres,
                 addr: Some("127.0.0.1:5432".into()),
+            },
+            Event::ServiceStart {
+                service: Service::Node(1),
+                version: Some("candidate".into()),
             },
             Event::ActionEnd {
                 action: ActionKind::Pause,

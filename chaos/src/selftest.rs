@@ -3,7 +3,10 @@
 //! built into the cloud on purpose (the check named for the defect must fail).
 //!
 //! The defect reaches the nodes through the plan's node environment
-//! (`ANYPLAY_SEEDED_DEFECT`); the nodes are this binary, built with the same feature.
+//! (`ANYPLAY_SEEDED_DEFECT`); the nodes are this binary, built with the same feature. A
+//! release defect (one that breaks only a cluster mixing two releases) runs an upgrade plan
+//! instead, the defect in its candidate's environment: the mixed cluster must fail, and the
+//! same plan with every node on the candidate must pass.
 
 use std::fmt;
 use std::num::NonZeroUsize;
@@ -27,28 +30,57 @@ use crate::runner::{self, RunError, RunOptions};
 /// PostgreSQL, and a last kill with no restart before a settle longer than a lease.
 pub const PLAN_PATH: &str = "plans/selftest/selftest.yaml";
 const PLAN_YAML: &str = include_str!("../../plans/selftest/selftest.yaml");
+/// The release defects' plan: node-1 upgraded to the candidate, node-2 left on the release.
+pub const UPGRADE_PLAN_PATH: &str = "plans/selftest/upgrade.yaml";
+const UPGRADE_PLAN_YAML: &str = include_str!("../../plans/selftest/upgrade.yaml");
 
 /// The file names the self-test writes beside its runs.
 pub const JSON_FILE: &str = "selftest.json";
 pub const MARKDOWN_FILE: &str = "selftest.md";
 
-/// One run of the self-test: the cloud as it is, or with one defect.
+/// One run of the self-test: the cloud as it is, with one defect, or with a release defect
+/// in every node alike.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Case {
     Clean,
     Defect(SeededDefect),
+    /// A release defect on every node: nothing is mixed, so every check must pass.
+    Alike(SeededDefect),
 }
 
+/// The plans the cases run, as validated once.
+pub struct Plans {
+    shared: Plan,
+    upgrade: Plan,
+}
+
+impl Plans {
+    pub fn load() -> Result<Plans, crate::plan::PlanError> {
+        Ok(Plans {
+            shared: Plan::from_yaml(PLAN_YAML)?,
+            upgrade: Plan::from_yaml(UPGRADE_PLAN_YAML)?,
+        })
+    }
+}
+
+/// The version the upgrade plan moves node-1 to, which carries a release defect.
+const CANDIDATE: &str = "candidate";
+
 impl Case {
-    /// The clean run first, then every defect.
+    /// The clean run first, then every defect, then the release defects alike.
     pub fn all() -> Vec<Case> {
         std::iter::once(Case::Clean)
             .chain(SeededDefect::ALL.into_iter().map(Case::Defect))
+            .chain(
+                SeededDefect::ALL
+                    .into_iter()
+                    .filter(|d| d.between_releases())
+                    .map(Case::Alike),
+            )
             .collect()
     }
 
-    /// The checks one of which must fail (`None`: the clean run, where every check must
-    /// pass).
+    /// The checks one of which must fail (`None`: every check must pass).
     pub fn expected_checks(self) -> Option<&'static [&'static str]> {
         let Case::Defect(defect) = self else {
             return None;
@@ -90,28 +122,72 @@ impl Case {
                 &[checks::rate_limits::NAME]
             }
             SeededDefect::SlowConsumersKept => &[checks::slow_consumers::NAME],
+            // An old node cannot read the new node's events, nor the new node the old one's.
+            SeededDefect::BusFieldRenamed => {
+                &[checks::presence::NAME, checks::events_missing::NAME]
+            }
+            // An old node fails every account it loads from the renamed table.
+            SeededDefect::MigrationRenamesColumn => &[checks::http_errors::NAME],
         })
     }
 
-    /// The plan this case runs: the shared one, with the defect in the nodes' environment.
-    pub fn plan(self, base: &Plan) -> Plan {
-        let mut plan = base.clone();
-        if let Case::Defect(defect) = self {
-            plan.name = format!("{}-{defect}", plan.name);
-            plan.services
-                .nodes
-                .env
-                .insert("ANYPLAY_SEEDED_DEFECT".into(), defect.name().into());
+    /// The plan file this case runs.
+    pub fn plan_path(self) -> &'static str {
+        match self.release_defect() {
+            Some(_) => UPGRADE_PLAN_PATH,
+            None => PLAN_PATH,
         }
+    }
+
+    fn release_defect(self) -> Option<SeededDefect> {
+        match self {
+            Case::Defect(d) | Case::Alike(d) if d.between_releases() => Some(d),
+            _ => None,
+        }
+    }
+
+    /// The plan this case runs: the shared one with the defect in the nodes' environment;
+    /// for a release defect the upgrade plan with the defect in its candidate's, and every
+    /// node starting on the candidate when `Alike`.
+    pub fn plan(self, plans: &Plans) -> Plan {
+        let (Case::Defect(defect) | Case::Alike(defect)) = self else {
+            return plans.shared.clone();
+        };
+        let defect_env = ("ANYPLAY_SEEDED_DEFECT".to_owned(), defect.name().to_owned());
+        let mut plan = match self.release_defect() {
+            None => {
+                let mut plan = plans.shared.clone();
+                plan.services.nodes.env.extend([defect_env]);
+                plan
+            }
+            Some(_) => {
+                let mut plan = plans.upgrade.clone();
+                let candidate = CANDIDATE.parse().expect("a version name");
+                plan.versions
+                    .get_mut(&candidate)
+                    .expect("the upgrade plan declares its candidate")
+                    .env
+                    .extend([defect_env]);
+                if let Case::Alike(_) = self {
+                    plan.services.nodes.version = candidate;
+                }
+                plan
+            }
+        };
+        plan.name = format!("{}-{self}", plan.name);
         plan
     }
 }
+
+/// A release defect on every node alike: `bus-field-renamed-alike`.
+const ALIKE: &str = "-alike";
 
 impl fmt::Display for Case {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Case::Clean => f.write_str("clean"),
             Case::Defect(defect) => write!(f, "{defect}"),
+            Case::Alike(defect) => write!(f, "{defect}{ALIKE}"),
         }
     }
 }
@@ -120,16 +196,12 @@ impl FromStr for Case {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Case, String> {
-        if s == "clean" {
-            return Ok(Case::Clean);
-        }
-        SeededDefect::ALL
+        Case::all()
             .into_iter()
-            .find(|d| d.name() == s)
-            .map(Case::Defect)
+            .find(|case| case.to_string() == s)
             .ok_or_else(|| {
-                let names: Vec<&str> = SeededDefect::ALL.iter().map(|d| d.name()).collect();
-                format!("{s:?}: not clean or a defect ({})", names.join(", "))
+                let names: Vec<String> = Case::all().iter().map(|c| c.to_string()).collect();
+                format!("{s:?}: not a case of the self-test ({})", names.join(", "))
             })
     }
 }
@@ -250,8 +322,9 @@ pub fn judge(case: Case, report: &crate::report::Report, dir: &Path) -> Row {
         defect: match case {
             Case::Clean => "(none)".to_owned(),
             Case::Defect(d) => d.name().to_owned(),
+            Case::Alike(d) => format!("{d} on every node alike"),
         },
-        plan: PLAN_PATH.to_owned(),
+        plan: case.plan_path().to_owned(),
         expected_check,
         result,
         detail,
@@ -312,11 +385,6 @@ pub fn markdown(summary: &Summary) -> String {
     out
 }
 
-/// The shared plan.
-pub fn base_plan() -> Result<Plan, crate::plan::PlanError> {
-    Plan::from_yaml(PLAN_YAML)
-}
-
 /// Runs the cases, `jobs` at a time, each into `out/<case>`, and writes the summary files
 /// there. After an interrupted run no further case starts; the ones running end as they do.
 /// Boxed, as `runner::run`.
@@ -327,19 +395,19 @@ pub fn run<'a>(
     command: String,
 ) -> LocalBoxFuture<'a, Result<Summary, RunError>> {
     Box::pin(async move {
-        let base = base_plan()?;
+        let plans = Plans::load()?;
         let interrupted = AtomicBool::new(false);
         let mut finished: Vec<(usize, Result<Option<Row>, RunError>)> =
             futures_util::stream::iter(cases.iter().enumerate())
                 .map(|(order, &case)| {
-                    let (base, interrupted) = (&base, &interrupted);
+                    let (plans, interrupted) = (&plans, &interrupted);
                     let run = async move {
                         if interrupted.load(Ordering::SeqCst) {
                             return Ok(None);
                         }
                         eprintln!("anyplay-chaos selftest: {case}");
                         let finished = runner::run(RunOptions {
-                            plan: case.plan(base),
+                            plan: case.plan(plans),
                             out: Some(out.join(case.to_string())),
                             seed: None,
                             backend: None,
@@ -365,7 +433,7 @@ pub fn run<'a>(
         }
         let summary = Summary {
             passed: rows.len() == cases.len() && rows.iter().all(|r| r.result.expected()),
-            seed: base.seed,
+            seed: plans.shared.seed,
             tool: Tool::current(),
             machine: Machine::detect(),
             command,
@@ -387,40 +455,69 @@ pub fn run<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::VersionName;
 
     #[test]
-    fn the_shared_plan_is_valid_and_short() {
-        let plan = base_plan().expect("plans/selftest/selftest.yaml is valid");
-        let timeline = plan.resolve(plan.seed).unwrap();
-        let length = timeline.length();
-        assert!(
-            length + plan.settle <= std::time::Duration::from_secs(60),
-            "timeline {length:?} + settle {:?}",
-            plan.settle
-        );
-    }
-
-    #[test]
-    fn every_defect_names_a_check_and_parses_back() {
-        for case in Case::all() {
-            assert_eq!(case.to_string().parse::<Case>(), Ok(case));
-            assert_eq!(case.expected_checks().is_none(), case == Case::Clean);
+    fn the_plans_are_valid_and_short() {
+        let plans = Plans::load().expect("the self-test's plans are valid");
+        for plan in [&plans.shared, &plans.upgrade] {
+            let timeline = plan.resolve(plan.seed).unwrap();
+            let length = timeline.length();
+            assert!(
+                length + plan.settle <= std::time::Duration::from_secs(60),
+                "{}: timeline {length:?} + settle {:?}",
+                plan.name,
+                plan.settle
+            );
         }
     }
 
     #[test]
+    fn every_case_names_its_checks_and_parses_back() {
+        for case in Case::all() {
+            assert_eq!(case.to_string().parse::<Case>(), Ok(case));
+            let must_pass = matches!(case, Case::Clean | Case::Alike(_));
+            assert_eq!(case.expected_checks().is_none(), must_pass, "{case}");
+        }
+        assert!(Case::all().contains(&Case::Alike(SeededDefect::BusFieldRenamed)));
+        assert!(!Case::all().contains(&Case::Alike(SeededDefect::SkipSeq)));
+    }
+
+    #[test]
     fn a_defect_reaches_the_nodes_through_their_environment() {
-        let base = base_plan().unwrap();
-        let plan = Case::Defect(SeededDefect::SkipSeq).plan(&base);
+        let plans = Plans::load().unwrap();
+        let plan = Case::Defect(SeededDefect::SkipSeq).plan(&plans);
         assert_eq!(
             plan.services.nodes.env.get("ANYPLAY_SEEDED_DEFECT"),
             Some(&"skip-seq".to_owned())
         );
         assert!(!Case::Clean
-            .plan(&base)
+            .plan(&plans)
             .services
             .nodes
             .env
             .contains_key("ANYPLAY_SEEDED_DEFECT"));
+    }
+
+    #[test]
+    fn a_release_defect_reaches_only_the_candidate_unless_alike() {
+        let plans = Plans::load().unwrap();
+        let candidate: VersionName = CANDIDATE.parse().unwrap();
+        let defect = SeededDefect::MigrationRenamesColumn;
+        let mixed = Case::Defect(defect).plan(&plans);
+        assert_eq!(
+            mixed.versions[&candidate].env.get("ANYPLAY_SEEDED_DEFECT"),
+            Some(&defect.name().to_owned())
+        );
+        assert!(!mixed
+            .services
+            .nodes
+            .env
+            .contains_key("ANYPLAY_SEEDED_DEFECT"));
+        assert_eq!(mixed.services.nodes.version, VersionName::BUILT_IN);
+        let alike = Case::Alike(defect).plan(&plans);
+        assert_eq!(alike.services.nodes.version, candidate);
+        assert_eq!(Case::Alike(defect).plan_path(), UPGRADE_PLAN_PATH);
+        assert_eq!(Case::Defect(SeededDefect::SkipSeq).plan_path(), PLAN_PATH);
     }
 }

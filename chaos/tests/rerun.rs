@@ -106,6 +106,7 @@ fn rerun_of_the_committed_node_crash_run_resolves_its_recorded_timeline_exactly(
                 target: target.clone(),
                 at: *at,
                 via: None,
+                to: None,
             }),
             _ => None,
         })

@@ -120,6 +120,69 @@ fn node_crash_passes_with_two_local_agents() {
     });
 }
 
+/// The shipped upgrade with the workspace's `anyplay-cloud` binary as the candidate (the
+/// plan's `git: HEAD` would build one for minutes): every check passes across the mixed
+/// cluster, each node's versions over time are in the history, and the faults table says
+/// where each upgrade went.
+#[test]
+fn an_upgrade_and_a_rollback_pass_and_each_node_s_versions_are_recorded() {
+    let cloud =
+        std::path::Path::new(env!("CARGO_BIN_EXE_anyplay-chaos")).with_file_name("anyplay-cloud");
+    assert!(
+        cloud.is_file(),
+        "{} is missing: build the workspace first (cargo build --release --workspace)",
+        cloud.display()
+    );
+    let candidate = |plan: &mut serde_yaml::Value| {
+        plan["versions"]["candidate"] =
+            serde_yaml::from_str(&format!("{{binary: {}}}", cloud.display())).unwrap();
+    };
+    passes_with("upgrade", "upgrade", 200, candidate, |out| {
+        let history = std::fs::read_to_string(out.join("events.jsonl")).unwrap();
+        let mut versions: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+        for event in history
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|event| event["kind"] == "service_start")
+        {
+            if let Some(version) = event["version"].as_str() {
+                versions
+                    .entry(event["service"].as_str().unwrap().to_owned())
+                    .or_default()
+                    .push(version.to_owned());
+            }
+        }
+        assert_eq!(versions["node-1"], ["built-in", "candidate", "built-in"]);
+        assert_eq!(versions["node-2"], ["built-in", "candidate"]);
+        assert_eq!(versions["node-3"], ["built-in", "candidate"]);
+        let report = report(out);
+        let upgrades: Vec<(&str, &str)> = report["faults"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["action"] == "upgrade")
+            .map(|f| (f["target"].as_str().unwrap(), f["to"].as_str().unwrap()))
+            .collect();
+        assert_eq!(upgrades, [("nodes", "candidate"), ("node-1", "built-in")]);
+        for gate in [
+            "latency.e2e_login",
+            "latency.presence_delivery",
+            "latency.friends_list",
+        ] {
+            assert!(
+                report["checks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|c| c["name"] == gate),
+                "{gate} missing"
+            );
+        }
+        let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+        assert!(page.contains(r#"data-version="candidate""#));
+    });
+}
+
 #[test]
 fn dependency_faults_pass_on_postgres_and_nats() {
     passes("dependency-faults", 200);

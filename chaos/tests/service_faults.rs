@@ -85,7 +85,7 @@ async fn started(events: &mut UnboundedReceiver<ServiceEvent>) -> u32 {
             .await
             .expect("an event in time")
             .expect("the supervisor is alive");
-        if let ServiceEventKind::Started(id) = event.kind {
+        if let ServiceEventKind::Started { instance: id, .. } = event.kind {
             return id.host_pid();
         }
     }
@@ -595,7 +595,7 @@ async fn nothing_of_a_service_s_faults_outlives_its_supervisor() {
     everything.start().await.unwrap();
     let pid = loop {
         let event = events.recv().await.expect("a started event");
-        if let ServiceEventKind::Started(id) = event.kind {
+        if let ServiceEventKind::Started { instance: id, .. } = event.kind {
             break id.host_pid();
         }
     };

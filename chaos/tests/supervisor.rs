@@ -53,7 +53,11 @@ async fn next_event(events: &mut UnboundedReceiver<ServiceEvent>, limit: Duratio
 async fn started_pid(events: &mut UnboundedReceiver<ServiceEvent>) -> Pid {
     loop {
         let event = next_event(events, Duration::from_secs(10)).await;
-        if let ServiceEventKind::Started(InstanceId::Pid(pid)) = event.kind {
+        if let ServiceEventKind::Started {
+            instance: InstanceId::Pid(pid),
+            ..
+        } = event.kind
+        {
             return Pid::from_raw(i32::try_from(pid).expect("a pid"));
         }
     }

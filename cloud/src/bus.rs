@@ -69,6 +69,26 @@ enum Wire {
     },
 }
 
+impl Wire {
+    fn encode(&self) -> serde_json::Result<Vec<u8>> {
+        #[cfg(feature = "seeded-defects")]
+        if crate::defects::active(crate::defects::SeededDefect::BusFieldRenamed) {
+            let message = crate::defects::bus_field(serde_json::to_value(self)?, true);
+            return serde_json::to_vec(&message);
+        }
+        serde_json::to_vec(self)
+    }
+
+    fn decode(bytes: &[u8]) -> serde_json::Result<Wire> {
+        #[cfg(feature = "seeded-defects")]
+        if crate::defects::active(crate::defects::SeededDefect::BusFieldRenamed) {
+            let message = serde_json::from_slice(bytes)?;
+            return serde_json::from_value(crate::defects::bus_field(message, false));
+        }
+        serde_json::from_slice(bytes)
+    }
+}
+
 /// A delivery waiting for the router.
 enum Outgoing {
     Event {
@@ -308,7 +328,7 @@ impl Bus {
             connection_id: Some(connection_id.to_string()),
             code: code.code(),
         };
-        let Ok(body) = serde_json::to_vec(&wire) else {
+        let Ok(body) = wire.encode() else {
             return RemoteClose::NoAnswer;
         };
         n.metrics.messages_out.inc();
@@ -339,7 +359,7 @@ pub enum RemoteClose {
 }
 
 async fn publish(client: &async_nats::Client, metrics: &BusMetrics, subject: String, wire: &Wire) {
-    let Ok(body) = serde_json::to_vec(wire) else {
+    let Ok(body) = wire.encode() else {
         return;
     };
     match client.publish(subject.clone(), body.into()).await {
@@ -363,7 +383,7 @@ async fn receive(client: async_nats::Client, subject: String, hub: Arc<Hub>, met
     };
     while let Some(msg) = sub.next().await {
         metrics.messages_in.inc();
-        match serde_json::from_slice::<Wire>(&msg.payload) {
+        match Wire::decode(&msg.payload) {
             Ok(Wire::Event { to, event, made_us }) => {
                 if let Some(payload) = Payload::from_json(&event, made_us) {
                     for account in to {

@@ -77,10 +77,18 @@ pub enum SeededDefect {
     PresenceVersionBumped,
     /// A young account's daily friend requests are not counted: it may open any number.
     DailyLimitIgnored,
+    /// A release defect: the nodes' bus messages name an event's recipients `recipients`,
+    /// not `to`, and read only that name. Alike nodes understand each other; a node of the
+    /// release before cannot read them, nor they its own.
+    BusFieldRenamed,
+    /// A release defect: the node's migration renames `accounts.avatar` to `avatar_url`,
+    /// and the node reads the new name. A node of the release before reads `avatar` on
+    /// every account it loads, and fails.
+    MigrationRenamesColumn,
 }
 
 impl SeededDefect {
-    pub const ALL: [SeededDefect; 28] = [
+    pub const ALL: [SeededDefect; 30] = [
         SeededDefect::NoCrossNodeReplace,
         SeededDefect::DropCrossNodeEvents,
         SeededDefect::UndoSessionJoin,
@@ -109,6 +117,8 @@ impl SeededDefect {
         SeededDefect::SlowConsumersKept,
         SeededDefect::PresenceVersionBumped,
         SeededDefect::DailyLimitIgnored,
+        SeededDefect::BusFieldRenamed,
+        SeededDefect::MigrationRenamesColumn,
     ];
 
     /// The flag's spelling (`skip-seq`).
@@ -142,7 +152,18 @@ impl SeededDefect {
             SeededDefect::SlowConsumersKept => "slow-consumers-kept",
             SeededDefect::PresenceVersionBumped => "presence-version-bumped",
             SeededDefect::DailyLimitIgnored => "daily-limit-ignored",
+            SeededDefect::BusFieldRenamed => "bus-field-renamed",
+            SeededDefect::MigrationRenamesColumn => "migration-renames-column",
         }
+    }
+
+    /// Whether it breaks only a cluster that mixes this build with the release before it
+    /// (an upgrade shows it; alike nodes do not).
+    pub fn between_releases(self) -> bool {
+        matches!(
+            self,
+            SeededDefect::BusFieldRenamed | SeededDefect::MigrationRenamesColumn
+        )
     }
 
     fn index(self) -> usize {
@@ -199,6 +220,32 @@ pub fn dropped_about(event: &str) -> bool {
             .is_some_and(|id| id % 50 == 7)
 }
 
+/// For [`SeededDefect::BusFieldRenamed`]: a bus message as this build writes it (`to`
+/// renamed `recipients`), or as it reads one (`recipients` back to `to`; a message that names
+/// `to` is one it cannot read, so `to` goes).
+pub fn bus_field(mut message: serde_json::Value, writing: bool) -> serde_json::Value {
+    if let Some(fields) = message.as_object_mut() {
+        let (from, to) = match writing {
+            true => ("to", "recipients"),
+            false => ("recipients", "to"),
+        };
+        let value = fields.remove(from);
+        fields.remove(to);
+        if let Some(value) = value {
+            fields.insert(to.to_owned(), value);
+        }
+    }
+    message
+}
+
+/// For [`SeededDefect::MigrationRenamesColumn`]: `sql` as this build writes it.
+pub fn renamed_column(sql: &str) -> std::borrow::Cow<'_, str> {
+    match active(SeededDefect::MigrationRenamesColumn) {
+        true => sql.replace("avatar", "avatar_url").into(),
+        false => sql.into(),
+    }
+}
+
 /// The node saw a fault (a store error or out of reach, a peer's records expired).
 pub fn fault_seen() {
     FAULT_SEEN_MS.store(crate::store::now_ms(), Ordering::Relaxed);
@@ -224,6 +271,24 @@ mod tests {
                 "{defect}"
             );
         }
+    }
+
+    #[test]
+    fn a_renamed_bus_field_is_read_only_by_a_build_that_renamed_it() {
+        let written = bus_field(serde_json::json!({"kind": "event", "to": [1, 2]}), true);
+        assert_eq!(
+            written,
+            serde_json::json!({"kind": "event", "recipients": [1, 2]})
+        );
+        assert_eq!(
+            bus_field(written, false),
+            serde_json::json!({"kind": "event", "to": [1, 2]})
+        );
+        // A message of the release before names `to`: unreadable here.
+        assert_eq!(
+            bus_field(serde_json::json!({"kind": "event", "to": [1]}), false),
+            serde_json::json!({"kind": "event"})
+        );
     }
 
     #[test]

@@ -53,6 +53,9 @@ pub trait Unit: Send + Sync {
     /// Sets or lifts a CPU or memory limit of the service, for this instance and the next ones.
     /// A process needs its command's `cgroup`; a container always has one.
     fn limit(&self, limit: Limit) -> BoxFuture<'_, Result<(), BackendError>>;
+    /// Makes the next start run `command` (another build: an upgrade), between two instances;
+    /// the log stays where it was.
+    fn retarget(&self, command: Command) -> BoxFuture<'_, Result<(), BackendError>>;
 }
 
 /// The CFS period a CPU quota is a share of, in microseconds.
@@ -145,6 +148,8 @@ pub enum BackendError {
         backend: &'static str,
         program: String,
     },
+    #[error("{0} is a container, which runs the image it was made with: it cannot change builds")]
+    FixedImage(String),
     #[error("{0}: a container joins no network namespace of a run (netns hosts run processes)")]
     NetnsInContainer(String),
     #[error("cgroup {}: {source}", path.display())]

@@ -35,7 +35,6 @@ use super::paths::{self, Hop};
 use super::slow_consumers::{self, Seen, Spell, SLOW_CONSUMER};
 use super::{some, CheckResult, Quantity};
 use crate::events::{CloseCause, History, PlayerFact, WriteOutcome};
-use crate::plan::ActionKind;
 
 pub const NAME: &str = "unexplained_disconnects";
 
@@ -113,11 +112,7 @@ fn explained(conn: &Conn, reasons: &Reasons<'_>) -> bool {
             })
         }
         (CloseCause::CloseFrame, Some(1001 | 1012)) => faults.iter().any(|f| {
-            matches!(
-                f.action,
-                ActionKind::Stop | ActionKind::Restart | ActionKind::Rolling
-            ) && f.on_path(&[Hop::Node(&conn.node)])
-                && f.covers(t, grace)
+            f.action.drains() && f.on_path(&[Hop::Node(&conn.node)]) && f.covers(t, grace)
         }),
         (CloseCause::CloseFrame, Some(1011)) => on(&paths::store(&conn.node), grace),
         (CloseCause::CloseFrame, Some(SIGNED_OUT)) => logouts
@@ -226,6 +221,7 @@ mod tests {
     use crate::checks::testing::*;
     use crate::checks::Verdict;
     use crate::events::CloseCause::*;
+    use crate::plan::ActionKind;
 
     const GRACE: f64 = 20.0;
 

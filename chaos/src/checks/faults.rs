@@ -25,6 +25,8 @@ pub struct Fault {
     pub end: f64,
     /// A partition by the hosts' firewalls rather than the fault proxy.
     pub via: Option<Via>,
+    /// The version an `upgrade` moved its nodes to.
+    pub to: Option<String>,
 }
 
 impl Fault {
@@ -48,12 +50,14 @@ pub fn faults(history: &History) -> Vec<Fault> {
                 target,
                 at,
                 via,
+                to,
             } => faults.push((
                 Fault {
                     action: *action,
                     target: target.clone(),
                     at: *at,
                     via: *via,
+                    to: to.clone(),
                     start: t,
                     end: history.end(),
                 },
@@ -225,9 +229,9 @@ pub fn hits(history: &History, faults: &[Fault], grace: f64) -> (Vec<Vec<Hit>>, 
             None => &[],
         };
         let fault = &faults[owner];
-        let from = match fault.action {
-            ActionKind::Rolling => step_start(owner, node, t).unwrap_or(fault.start),
-            _ => fault.start,
+        let from = match fault.action.in_turn() {
+            true => step_start(owner, node, t).unwrap_or(fault.start),
+            false => fault.start,
         };
         let hit = Hit {
             account: *account,
@@ -342,6 +346,9 @@ impl BackSeconds {
 pub struct FaultRow {
     pub action: ActionKind,
     pub target: String,
+    /// The version an `upgrade` moved its nodes to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
     pub at: f64,
     pub players_hit: u64,
     pub back_s: BackSeconds,
@@ -367,6 +374,7 @@ pub fn table(history: &History, grace: f64) -> Vec<FaultRow> {
             FaultRow {
                 action: fault.action,
                 target: fault.target.clone(),
+                to: fault.to.clone(),
                 at: fault.at,
                 players_hit: hits.len() as u64,
                 // Players that left for good are hit, but not expected back.
@@ -443,6 +451,7 @@ mod tests {
             target: target.into(),
             at,
             via: None,
+            to: None,
         }
     }
 
@@ -469,6 +478,7 @@ mod tests {
             start: 10.0,
             end: 20.0,
             via,
+            to: None,
         };
         assert_eq!(cut(None).window(5.0), Some((10.0, 20.0)));
         assert_eq!(cut(Some(Via::Firewall)).window(5.0), Some((10.0, 30.0)));

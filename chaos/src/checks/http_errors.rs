@@ -104,6 +104,7 @@ mod tests {
                     target: target.clone(),
                     at: t,
                     via: None,
+                    to: None,
                 },
             ),
             (

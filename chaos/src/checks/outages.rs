@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use super::faults::Fault;
 use super::losses::{self, Change};
 use crate::events::{Event, History};
-use crate::plan::{ActionKind, Service, Target};
+use crate::plan::{Service, Target};
 
 /// A node out of the cloud for a while.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,10 +66,7 @@ pub fn outages(history: &History, faults: &[Fault], states: &States, grace: f64)
     };
     let mut out = Vec::new();
     for (index, fault) in faults.iter().enumerate() {
-        if !matches!(
-            fault.action,
-            ActionKind::Kill | ActionKind::Stop | ActionKind::Restart | ActionKind::Rolling
-        ) {
+        if !fault.action.takes_out() {
             continue;
         }
         let targets: Vec<u32> = match fault.target.parse::<Target>() {
@@ -92,7 +89,7 @@ pub fn outages(history: &History, faults: &[Fault], states: &States, grace: f64)
         let mut lower = fault.start;
         for (k, &(exit, n)) in exits.iter().enumerate() {
             let name = Service::Node(n).to_string();
-            let start = if fault.action == ActionKind::Rolling && k > 0 {
+            let start = if fault.action.in_turn() && k > 0 {
                 first_loss(&name, lower, exit).unwrap_or(exit)
             } else {
                 fault.start
@@ -103,9 +100,9 @@ pub fn outages(history: &History, faults: &[Fault], states: &States, grace: f64)
                 .map_or(f64::INFINITY, |(t, _)| *t);
             out.push(Outage {
                 fault: index,
-                label: match fault.action {
-                    ActionKind::Rolling => format!("{} ({name})", fault.label()),
-                    _ => fault.label(),
+                label: match fault.action.in_turn() {
+                    true => format!("{} ({name})", fault.label()),
+                    false => fault.label(),
                 },
                 node: n,
                 start,

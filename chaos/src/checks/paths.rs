@@ -88,6 +88,7 @@ impl Fault {
             | ActionKind::Stop
             | ActionKind::Restart
             | ActionKind::Rolling
+            | ActionKind::Upgrade
             | ActionKind::Drop
             | ActionKind::Partition
             | ActionKind::Timeout
@@ -195,6 +196,7 @@ mod tests {
             start: 10.0,
             end: 15.0,
             via: None,
+            to: None,
         }
     }
 

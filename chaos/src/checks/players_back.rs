@@ -22,10 +22,8 @@ pub const NAME: &str = "players_back";
 /// Whether the action breaks player connections whenever it runs.
 fn breaks(fault: &Fault) -> bool {
     match fault.action {
-        ActionKind::Kill | ActionKind::Stop | ActionKind::Restart | ActionKind::Rolling => {
-            fault.target.parse::<Target>().is_ok_and(Target::is_node)
-        }
         ActionKind::Drop => true,
+        action if action.takes_out() => fault.target.parse::<Target>().is_ok_and(Target::is_node),
         _ => false,
     }
 }

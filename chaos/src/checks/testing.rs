@@ -54,6 +54,7 @@ pub fn action(t: f64, end: f64, action: ActionKind, target: &str) -> Vec<At> {
                 target: target.into(),
                 at: t,
                 via: None,
+                to: None,
             },
         ),
         (

@@ -14,6 +14,7 @@ mod latency;
 pub(crate) mod raw;
 pub(crate) mod timeline;
 mod validate;
+mod version;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -30,6 +31,7 @@ pub use hosts::{Engine, Host, HostKind, Hosts, Tls, Via};
 pub use image::{ImageOverride, ImageSlot};
 pub use latency::{During, LatencyGate, Quantile};
 pub use timeline::{DropScope, Op, Route, Step, TimedOp, Timeline, Toxicity};
+pub use version::{Version, VersionName, VersionSource};
 
 /// Why a plan cannot be used. `Invalid` always names the line and the key.
 #[derive(Debug, thiserror::Error)]
@@ -57,6 +59,8 @@ pub struct Plan {
     pub backend: Backend,
     pub store: Store,
     pub hosts: Hosts,
+    /// The builds of the cloud the nodes may run, beside the built-in one.
+    pub versions: BTreeMap<VersionName, Version>,
     pub services: Services,
     pub load: Load,
     /// In the order written; [`Plan::resolve`] orders them by time.
@@ -124,6 +128,8 @@ pub struct Nodes {
     /// Extra environment for every node.
     pub env: BTreeMap<String, String>,
     pub image: Option<String>,
+    /// The version every node starts on.
+    pub version: VersionName,
 }
 
 /// What the load crate plays during the run.
@@ -397,6 +403,13 @@ pub enum Action {
         target: Target,
         gap: Duration,
     },
+    /// Each node in turn: stop (a drain), start on version `to`, wait ready, then `gap`
+    /// before the next; to an older version it is a rollback.
+    Upgrade {
+        target: Target,
+        to: VersionName,
+        gap: Duration,
+    },
     /// SIGSTOP, then SIGCONT after `duration` (docker pause / unpause).
     Pause {
         target: Target,
@@ -438,6 +451,7 @@ pub enum ActionKind {
     Start,
     Restart,
     Rolling,
+    Upgrade,
     Pause,
     Drop,
     Partition,
@@ -455,12 +469,13 @@ pub enum ActionKind {
 
 impl ActionKind {
     /// Every action, in the order plans and messages list them.
-    pub const ALL: [ActionKind; 18] = [
+    pub const ALL: [ActionKind; 19] = [
         ActionKind::Kill,
         ActionKind::Stop,
         ActionKind::Start,
         ActionKind::Restart,
         ActionKind::Rolling,
+        ActionKind::Upgrade,
         ActionKind::Pause,
         ActionKind::Drop,
         ActionKind::Partition,
@@ -483,6 +498,7 @@ impl ActionKind {
             ActionKind::Start => "start",
             ActionKind::Restart => "restart",
             ActionKind::Rolling => "rolling",
+            ActionKind::Upgrade => "upgrade",
             ActionKind::Pause => "pause",
             ActionKind::Drop => "drop",
             ActionKind::Partition => "partition",
@@ -513,15 +529,25 @@ impl ActionKind {
         )
     }
 
-    /// Whether the action is a fault on a service's resources or clock.
-    /// Whether it takes its target out of service: `kill`, `stop`, `restart`, `rolling`.
+    /// Whether it takes its target out of service: `kill` and every drain.
     pub fn takes_out(self) -> bool {
+        self == ActionKind::Kill || self.drains()
+    }
+
+    /// Whether it drains its nodes (SIGTERM): `stop`, `restart`, `rolling`, `upgrade`.
+    pub fn drains(self) -> bool {
         matches!(
             self,
-            ActionKind::Kill | ActionKind::Stop | ActionKind::Restart | ActionKind::Rolling
+            ActionKind::Stop | ActionKind::Restart | ActionKind::Rolling | ActionKind::Upgrade
         )
     }
 
+    /// Whether it takes the nodes out one after another, each after the one before is back.
+    pub fn in_turn(self) -> bool {
+        matches!(self, ActionKind::Rolling | ActionKind::Upgrade)
+    }
+
+    /// Whether the action is a fault on a service's resources or clock.
     pub fn is_service_fault(self) -> bool {
         matches!(
             self,
@@ -571,6 +597,7 @@ impl Action {
             Action::Start(_) => ActionKind::Start,
             Action::Restart(_) => ActionKind::Restart,
             Action::Rolling { .. } => ActionKind::Rolling,
+            Action::Upgrade { .. } => ActionKind::Upgrade,
             Action::Pause { .. } => ActionKind::Pause,
             Action::Drop(_) => ActionKind::Drop,
             Action::Link { fault, .. } => fault.kind().into(),
@@ -588,6 +615,7 @@ impl Action {
             | Action::Restart(t)
             | Action::Drop(t)
             | Action::Rolling { target: t, .. }
+            | Action::Upgrade { target: t, .. }
             | Action::Pause { target: t, .. }
             | Action::Service { target: t, .. } => Some(*t),
             Action::Link { .. } | Action::Firewall { .. } => None,
@@ -619,6 +647,9 @@ impl fmt::Display for Action {
         write!(f, "{} {}", self.kind(), self.target_label())?;
         match self {
             Action::Rolling { gap, .. } => write!(f, ", gap {}", duration::format(*gap)),
+            Action::Upgrade { to, gap, .. } => {
+                write!(f, " to {to}, gap {}", duration::format(*gap))
+            }
             Action::Pause { duration: d, .. } => write!(f, " for {}", duration::format(*d)),
             Action::Link {
                 fault,

@@ -13,7 +13,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use super::hosts::LOCAL;
 use super::{
     Action, Backend, Bytes, ClockOffset, Dependency, During, Host, LatencyGate, LinkFault, Plan,
-    PlanError, Quantile, Reconnect, Service, ServiceFault, Store, Ways,
+    PlanError, Quantile, Reconnect, Service, ServiceFault, Store, Version, VersionName,
+    VersionSource, Ways,
 };
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -29,6 +30,9 @@ pub struct RawPlan {
     /// with `host:`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub hosts: BTreeMap<String, Host>,
+    /// The builds the nodes may run, by name: `{binary: PATH}`, `{image: IMAGE}` or `{git: REV}`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub versions: BTreeMap<String, RawVersion>,
     pub services: Option<RawServices>,
     pub load: Option<RawLoad>,
     #[serde(default)]
@@ -39,6 +43,22 @@ pub struct RawPlan {
     pub checks: Option<RawChecks>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub abort: Option<RawAbort>,
+}
+
+/// One entry of `versions:`: exactly one source, and environment of its own.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawVersion {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binary: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub git: Option<String>,
+    #[serde(rename = "built-in", skip_serializing_if = "Option::is_none")]
+    pub built_in: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, serde_yaml::Value>>,
 }
 
 /// `abort: { when: {…}, for: 10s }`.
@@ -106,6 +126,9 @@ pub struct RawNodes {
     pub env: Option<BTreeMap<String, serde_yaml::Value>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
+    /// The version every node starts on (a name of `versions`, or `built-in`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
     /// One host for every node, or one per node.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host: Option<RawNodeHosts>,
@@ -171,6 +194,8 @@ pub struct RawEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rolling: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub pause: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drop: Option<String>,
@@ -198,6 +223,9 @@ pub struct RawEntry {
     pub clock: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gap: Option<String>,
+    /// `upgrade`: the version the nodes move to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
     #[serde(rename = "for", skip_serializing_if = "Option::is_none")]
     pub for_: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -274,6 +302,28 @@ pub struct RawLatencyGate {
     pub max: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub during: Option<String>,
+}
+
+impl RawVersion {
+    fn of(version: &Version) -> RawVersion {
+        let mut raw = RawVersion {
+            env: (!version.env.is_empty()).then(|| {
+                version
+                    .env
+                    .iter()
+                    .map(|(k, v)| (k.clone(), serde_yaml::Value::String(v.clone())))
+                    .collect()
+            }),
+            ..RawVersion::default()
+        };
+        match &version.source {
+            VersionSource::Binary(path) => raw.binary = Some(path.display().to_string()),
+            VersionSource::Image(image) => raw.image = Some(image.clone()),
+            VersionSource::Git(rev) => raw.git = Some(rev.clone()),
+            VersionSource::BuiltIn => raw.built_in = Some(true),
+        }
+        raw
+    }
 }
 
 impl RawLatencyGate {
@@ -580,6 +630,11 @@ impl From<&Plan> for RawPlan {
             backend: Some(plan.backend),
             store: Some(plan.store),
             hosts: hosts.declared.clone(),
+            versions: plan
+                .versions
+                .iter()
+                .map(|(name, version)| (name.to_string(), RawVersion::of(version)))
+                .collect(),
             services: Some(RawServices {
                 postgres: plan
                     .services
@@ -603,6 +658,8 @@ impl From<&Plan> for RawPlan {
                             .collect(),
                     ),
                     image: nodes.image.clone(),
+                    version: (nodes.version != VersionName::BUILT_IN)
+                        .then(|| nodes.version.to_string()),
                     host: node_hosts,
                 }),
             }),
@@ -690,6 +747,11 @@ fn raw_entry(at: std::time::Duration, action: &Action) -> RawEntry {
         Action::Restart(t) => raw.restart = Some(t.to_string()),
         Action::Rolling { target, gap } => {
             raw.rolling = Some(target.to_string());
+            raw.gap = Some(duration::format(*gap));
+        }
+        Action::Upgrade { target, to, gap } => {
+            raw.upgrade = Some(target.to_string());
+            raw.to = Some(to.to_string());
             raw.gap = Some(duration::format(*gap));
         }
         Action::Pause {

@@ -14,7 +14,8 @@ use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::{
-    Action, ActionKind, Link, LinkFault, Plan, PlanError, Service, ServiceFault, Target, Ways,
+    Action, ActionKind, Link, LinkFault, Plan, PlanError, Service, ServiceFault, Target,
+    VersionName, Ways,
 };
 
 /// A plan's timeline as it will run.
@@ -62,6 +63,11 @@ pub enum Op {
     Start(Service),
     /// Wait until the service answers ready (`/readyz` for a node).
     WaitReady(Service),
+    /// The node's next start runs this version (it is stopped).
+    Install {
+        service: Service,
+        version: VersionName,
+    },
     /// SIGSTOP (docker pause).
     Pause(Service),
     /// SIGCONT (docker unpause).
@@ -146,6 +152,7 @@ impl fmt::Display for Op {
             Op::Stop(s) => write!(f, "stop {s}"),
             Op::Start(s) => write!(f, "start {s}"),
             Op::WaitReady(s) => write!(f, "wait until {s} is ready"),
+            Op::Install { service, version } => write!(f, "install {version} on {service}"),
             Op::Pause(s) => write!(f, "pause {s}"),
             Op::Resume(s) => write!(f, "resume {s}"),
             Op::Drop(DropScope::AllPlayers) => f.write_str("drop every player connection"),
@@ -343,7 +350,7 @@ impl Walk<'_> {
                 fault,
                 duration,
             },
-            rolling @ Action::Rolling { .. } => rolling,
+            in_turn @ (Action::Rolling { .. } | Action::Upgrade { .. }) => in_turn,
         })
     }
 
@@ -387,7 +394,10 @@ impl Walk<'_> {
         let (needs_running, leaves_running) = match action {
             Action::Kill(_) | Action::Stop(_) => (true, false),
             Action::Start(_) => (false, true),
-            Action::Restart(_) | Action::Pause { .. } | Action::Rolling { .. } => (true, true),
+            Action::Restart(_)
+            | Action::Pause { .. }
+            | Action::Rolling { .. }
+            | Action::Upgrade { .. } => (true, true),
             Action::Drop(_)
             | Action::Link { .. }
             | Action::Firewall { .. }
@@ -464,7 +474,7 @@ fn holds(action: &Action, at: Duration, count: u32) -> Vec<(Resource, Duration, 
                 .map(|s| (Resource::Process(s), at, at + INSTANT))
                 .collect()
         }
-        Action::Rolling { target, gap } => {
+        Action::Rolling { target, gap } | Action::Upgrade { target, gap, .. } => {
             let until = at + *gap * count.saturating_sub(1) + INSTANT;
             services_of(*target, count)
                 .into_iter()
@@ -540,7 +550,11 @@ fn expand(action: &Action, at: Duration, count: u32, toxicity: Option<Toxicity>)
             );
             ops
         }
-        Action::Rolling { target, gap } => {
+        Action::Rolling { target, gap } | Action::Upgrade { target, gap, .. } => {
+            let to = match *action {
+                Action::Upgrade { to, .. } => Some(to),
+                _ => None,
+            };
             let mut ops = Vec::new();
             for (k, s) in services_of(target, count).into_iter().enumerate() {
                 let earliest = at + gap * k as u32;
@@ -548,6 +562,16 @@ fn expand(action: &Action, at: Duration, count: u32, toxicity: Option<Toxicity>)
                     0 => fixed(at, Op::Stop(s)),
                     _ => chained(earliest, gap, Op::Stop(s)),
                 });
+                if let Some(version) = to {
+                    ops.push(chained(
+                        earliest,
+                        Duration::ZERO,
+                        Op::Install {
+                            service: s,
+                            version,
+                        },
+                    ));
+                }
                 ops.push(chained(earliest, Duration::ZERO, Op::Start(s)));
                 ops.push(chained(earliest, Duration::ZERO, Op::WaitReady(s)));
             }

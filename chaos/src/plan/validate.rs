@@ -22,9 +22,11 @@ use super::{
     Abort, Action, ActionKind, Agents, Backend, Bytes, Client, ClockOffset, Dependency, During,
     Engine, Entry, Failover, Host, HostKind, Hosts, LatencyGate, Limits, Link, LinkFault, Load,
     Nodes, Plan, PlanError, Quantile, Reconnect, Service, ServiceFault, Services, Store, Target,
-    Via,
+    Version, VersionName, Via,
 };
 use crate::events::Op;
+
+mod versions;
 
 /// Defaults for keys a plan may leave out.
 const DEFAULT_SEED: u64 = 1;
@@ -61,6 +63,7 @@ fn validate_as(raw: RawPlan, src: &str, recorded: bool) -> Result<Plan, PlanErro
     let backend = raw.backend.unwrap_or_default();
     let raw_services = raw.services.unwrap_or_default();
     let hosts = cx.hosts(&raw.hosts, &raw_services, backend)?;
+    let versions = cx.versions(&raw.versions)?;
     let services = Services {
         postgres: raw_services.postgres.map(dependency),
         nats: match raw_services.nats {
@@ -70,8 +73,16 @@ fn validate_as(raw: RawPlan, src: &str, recorded: bool) -> Result<Plan, PlanErro
             }
             nats => nats.map(dependency),
         },
-        nodes: cx.nodes(raw_services.nodes.unwrap_or_default())?,
+        nodes: cx.nodes(raw_services.nodes.unwrap_or_default(), &versions)?,
     };
+    let runs = versions::Runs {
+        versions: &versions,
+        hosts: &hosts,
+        backend,
+        count: services.nodes.count,
+    };
+    let version_path = root.key("services").key("nodes").key("version");
+    cx.runnable(services.nodes.version, Target::Nodes, &runs, &version_path)?;
     cx.topology(store, raw.store.is_some(), &services)?;
     let load = cx.load(raw.load, &services)?;
     cx.limits_counted_per_player(&load, &hosts, services.nodes.count)?;
@@ -84,6 +95,7 @@ fn validate_as(raw: RawPlan, src: &str, recorded: bool) -> Result<Plan, PlanErro
         cx.reachable(&entry.action, &services, store, &load, &path)?;
         cx.placed(&entry.action, &hosts, services.nodes.count, &path)?;
         cx.agents_keep_their_nats(&entry.action, &load, &path)?;
+        cx.upgrade_runnable(&entry.action, &runs, &path)?;
         timeline.push(entry);
     }
 
@@ -142,6 +154,7 @@ fn validate_as(raw: RawPlan, src: &str, recorded: bool) -> Result<Plan, PlanErro
         backend,
         store,
         hosts,
+        versions,
         services,
         load,
         timeline,
@@ -370,7 +383,11 @@ impl Cx<'_> {
         Ok(())
     }
 
-    fn nodes(&self, raw: RawNodes) -> Result<Nodes, PlanError> {
+    fn nodes(
+        &self,
+        raw: RawNodes,
+        versions: &BTreeMap<VersionName, Version>,
+    ) -> Result<Nodes, PlanError> {
         let path = KeyPath::default().key("services").key("nodes");
         let count = raw.count.unwrap_or(1);
         if count == 0 {
@@ -389,28 +406,46 @@ impl Cx<'_> {
             Some(text) => self.duration(text, &path.key("drain_timeout"))?,
             None => super::DEFAULT_DRAIN_TIMEOUT,
         };
-        let mut env = BTreeMap::new();
-        for (key, value) in raw.env.unwrap_or_default() {
-            let text = match value {
-                serde_yaml::Value::String(s) => s,
-                serde_yaml::Value::Number(n) => n.to_string(),
-                serde_yaml::Value::Bool(b) => b.to_string(),
-                _ => {
-                    return Err(self.err(
-                        &path.key("env").key(&key),
-                        "an environment value is a string, number or boolean".into(),
-                    ))
-                }
-            };
-            env.insert(key, text);
-        }
+        let env = match &raw.env {
+            Some(env) => self.env(env, &path.key("env"))?,
+            None => BTreeMap::new(),
+        };
+        let version = match &raw.version {
+            Some(text) => self.version_named(text, versions, &path.key("version"))?,
+            None => VersionName::BUILT_IN,
+        };
         Ok(Nodes {
             count,
             drain_timeout,
             db_connections: raw.db_connections,
             env,
             image: raw.image,
+            version,
         })
+    }
+
+    /// An `env:` map: its values strings, numbers or booleans, kept as text.
+    fn env(
+        &self,
+        raw: &BTreeMap<String, serde_yaml::Value>,
+        path: &KeyPath,
+    ) -> Result<BTreeMap<String, String>, PlanError> {
+        let mut env = BTreeMap::new();
+        for (key, value) in raw {
+            let text = match value {
+                serde_yaml::Value::String(s) => s.clone(),
+                serde_yaml::Value::Number(n) => n.to_string(),
+                serde_yaml::Value::Bool(b) => b.to_string(),
+                _ => {
+                    return Err(self.err(
+                        &path.key(key),
+                        "an environment value is a string, number or boolean".into(),
+                    ))
+                }
+            };
+            env.insert(key.clone(), text);
+        }
+        Ok(env)
     }
 
     fn topology(
@@ -786,9 +821,7 @@ impl Cx<'_> {
     ) -> Result<Failover, PlanError> {
         let floor = |kind: ActionKind| match kind {
             ActionKind::Kill => Some((Failover::CRASH_FLOOR, "a crash")),
-            ActionKind::Stop | ActionKind::Restart | ActionKind::Rolling => {
-                Some((Failover::drain_floor(drain_timeout), "a drain"))
-            }
+            kind if kind.drains() => Some((Failover::drain_floor(drain_timeout), "a drain")),
             _ => None,
         };
         let floors = || {
@@ -857,6 +890,7 @@ impl Cx<'_> {
         let allowed = parameters(kind);
         for (param, set) in [
             ("gap", raw.gap.is_some()),
+            ("to", raw.to.is_some()),
             ("for", raw.for_.is_some()),
             ("ms", raw.ms.is_some()),
             ("jitter", raw.jitter.is_some()),
@@ -947,10 +981,15 @@ impl Cx<'_> {
             },
             ActionKind::Rolling => Action::Rolling {
                 target: target(&[Target::Nodes])?,
-                gap: match &raw.gap {
-                    Some(text) => self.duration(text, &path.key("gap"))?,
-                    None => Duration::ZERO,
+                gap: p.gap()?,
+            },
+            ActionKind::Upgrade => Action::Upgrade {
+                target: target(&[Target::Nodes, Target::Node(1)])?,
+                to: {
+                    let text = p.needed("to", raw.to.as_deref(), "the version to move to")?;
+                    text.parse().map_err(|m| self.err(&path.key("to"), m))?
                 },
+                gap: p.gap()?,
             },
             ActionKind::Drop => Action::Drop(target(&[
                 Target::Players,
@@ -1225,6 +1264,7 @@ fn written(raw: &RawEntry, kind: ActionKind) -> Option<Written<'_>> {
         ActionKind::Start => target(&raw.start),
         ActionKind::Restart => target(&raw.restart),
         ActionKind::Rolling => target(&raw.rolling),
+        ActionKind::Upgrade => target(&raw.upgrade),
         ActionKind::Pause => target(&raw.pause),
         ActionKind::Drop => target(&raw.drop),
         ActionKind::Partition => link(&raw.partition),
@@ -1245,6 +1285,7 @@ fn written(raw: &RawEntry, kind: ActionKind) -> Option<Written<'_>> {
 fn parameters(kind: ActionKind) -> &'static [&'static str] {
     match kind {
         ActionKind::Rolling => &["gap"],
+        ActionKind::Upgrade => &["to", "gap"],
         ActionKind::Pause | ActionKind::DiskFull => &["for"],
         ActionKind::Partition => &["for", "mode", "direction", "toxicity", "via"],
         ActionKind::Latency => &["for", "ms", "jitter", "direction", "toxicity"],
@@ -1278,6 +1319,14 @@ impl Params<'_> {
 
     fn needed<T>(&self, param: &str, value: Option<T>, what: &str) -> Result<T, PlanError> {
         value.ok_or_else(|| self.err(param, format!("`{}` needs `{param}` ({what})", self.key)))
+    }
+
+    /// `gap`: the pause between two nodes taken out in turn (none when absent).
+    fn gap(&self) -> Result<Duration, PlanError> {
+        match &self.raw.gap {
+            Some(text) => self.cx.duration(text, &self.path.key("gap")),
+            None => Ok(Duration::ZERO),
+        }
     }
 
     /// `for`: how long a lasting fault holds; never zero.

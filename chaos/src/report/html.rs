@@ -44,7 +44,7 @@ th{background:#f1f3f7}td.num,th.num{text-align:right;font-variant-numeric:tabula
 tr.failed td{background:#fdecea}td.result-fail{color:#b3261e;font-weight:600}
 td.result-unknown{color:#8a5a00;font-weight:600}
 svg.figure{display:block;max-width:100%;height:auto;font:11px system-ui,sans-serif}
-svg .title{font-size:13px;font-weight:600;fill:#1d2433}svg .legend,svg .tick{fill:#4a5568}
+svg .title{font-size:13px;font-weight:600;fill:#1d2433}svg .legend,svg .tick{fill:#4a5568}svg .version{font-size:10px;fill:#1d2433}
 svg .empty{fill:#8a93a5;text-anchor:middle}
 svg .grid{stroke:#e6e9ef;stroke-width:1}svg .frame{fill:none;stroke:#c9cfda}
 svg .axis{stroke:#8a93a5}
@@ -239,7 +239,10 @@ fn markers(history: &History) -> Vec<Marker> {
                 }
                 _ => None,
             });
-            let label = format!("{} {}", fault.action, fault.target);
+            let label = match &fault.to {
+                Some(version) => format!("{} {} to {version}", fault.action, fault.target),
+                None => format!("{} {}", fault.action, fault.target),
+            };
             let mut detail = format!(
                 "{label}: at {}s on the timeline; ran from {}s to {}s of the run",
                 fmt_num(fault.at),
@@ -387,6 +390,7 @@ mod tests {
                     target: "node-1".into(),
                     at: 1.0,
                     via: None,
+                    to: None,
                 },
             ),
             (
@@ -525,6 +529,7 @@ mod tests {
                     target: "node-2".into(),
                     at: 1.0,
                     via: None,
+                    to: None,
                 },
             ),
             (

@@ -82,7 +82,10 @@ pub(crate) fn fault_row(f: &crate::checks::faults::FaultRow) -> Vec<String> {
     vec![
         format!("{}s", fmt_num(f.at)),
         f.action.to_string(),
-        f.target.clone(),
+        match &f.to {
+            Some(version) => format!("{} to {version}", f.target),
+            None => f.target.clone(),
+        },
         f.players_hit.to_string(),
         back(b.p50),
         back(b.p90),
@@ -179,6 +182,7 @@ mod tests {
                     target: "players".into(),
                     at: 1.0,
                     via: None,
+                    to: None,
                 },
             ),
             h::on(0.5, 1, "node-1"),

@@ -15,6 +15,7 @@
 
 mod abort;
 mod agents;
+mod builds;
 mod clients;
 pub mod images;
 mod interrupt;
@@ -502,11 +503,14 @@ async fn follow_services(
             continue;
         };
         let recorded = match event.kind {
-            ServiceEventKind::Started(instance) => {
+            ServiceEventKind::Started { instance, build } => {
                 if let Ok(mut pids) = pids.lock() {
                     pids.insert(event.service.clone(), instance.host_pid());
                 }
-                None
+                Some(Event::ServiceStart {
+                    service,
+                    version: build,
+                })
             }
             ServiceEventKind::Up => Some(Event::ServiceUp {
                 service,

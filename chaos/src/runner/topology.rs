@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use crate::backend::docker::DockerBackend;
 use crate::backend::placed::Placed;
 use crate::backend::process::ProcessBackend;
-use crate::backend::{Command, Program};
+use crate::backend::Command;
 use crate::events::{FriendLimits, RateLimits};
 use crate::network::{self, Cut, Network};
 use crate::plan::timeline::Peer;
@@ -32,6 +32,7 @@ use crate::supervisor::{
 use crate::sync::lock;
 use anyplay_cloud::ports::free_port;
 
+use super::builds::Builds;
 use super::{images, RunError};
 
 /// The file every node appends its sign-in codes to; the players read it.
@@ -95,6 +96,9 @@ pub struct Topology {
     /// The service faults the plan may set, each service made ready for its own.
     service_faults: ServiceFaults,
     hosts: Hosts,
+    /// Every version's build, and each node's command without its build, for an upgrade.
+    builds: Builds,
+    node_commands: BTreeMap<u32, Command>,
     /// The firewall partitions in place, by the pair they cut, for their heal.
     cuts: Mutex<Vec<((Service, Service), Cut)>>,
     /// The plan's netns hosts; declared after the services, so they are gone before it.
@@ -165,12 +169,6 @@ fn source_toward(to: Ipv4Addr) -> Result<Ipv4Addr, RunError> {
         ))
         .into()),
     }
-}
-
-/// What a node process runs: this very binary's hidden `node` command, so a run needs
-/// nothing but `anyplay-chaos` (the same code as the `anyplay-cloud` binary).
-fn node_program() -> Result<PathBuf, RunError> {
-    std::env::current_exe().map_err(part("cannot find this program to run nodes with"))
 }
 
 fn port() -> Result<u16, RunError> {
@@ -286,7 +284,10 @@ impl Topology {
         dir: &Path,
         supervisor: Supervisor,
     ) -> Result<Topology, RunError> {
+        let builds = Builds::prepare(plan).await.map_err(part("the versions"))?;
         let mut topology = Topology {
+            builds,
+            node_commands: BTreeMap::new(),
             supervisor,
             services: BTreeMap::new(),
             proxies: ProxySet::new(),
@@ -440,16 +441,8 @@ impl Topology {
                         ))?
                 }
             };
-            let program: Program = match topology.runs(service, plan) {
-                Backend::Process => node_program()?.into(),
-                Backend::Docker => Program::Image(images::image(plan, ImageSlot::Nodes)),
-            };
-            let mut command = Command::new(program.clone(), log_path(dir, &name));
-            if let Program::Executable(_) = program {
-                // This binary's hidden subcommand; a node image's entrypoint is the node itself.
-                command = command.arg("node");
-            }
-            command = command
+            // Its build (the program, and `node` first for the built-in cloud) comes last.
+            let mut command = Command::new("", log_path(dir, &name))
                 .args(["--listen".to_string(), api.to_string()])
                 .args(["--ops-listen".to_string(), ops.to_string()])
                 .args(["--node-id".to_string(), name.clone()])
@@ -481,8 +474,13 @@ impl Topology {
             for (key, value) in &plan.services.nodes.env {
                 command = command.env(key.clone(), value.clone());
             }
-            let spec =
-                node::spec(&name, command, ops).ready_for(faults.readiness(Service::Node(n), disk));
+            let version = plan.services.nodes.version;
+            let in_container = topology.runs(service, plan) == Backend::Docker;
+            let built = topology.builds.of(version, in_container).command(&command);
+            topology.node_commands.insert(n, command);
+            let spec = node::spec(&name, built, ops)
+                .ready_for(faults.readiness(Service::Node(n), disk))
+                .build(version.to_string());
             topology.add(Service::Node(n), spec).await?;
             topology.nodes.push(NodeAddrs {
                 name,
@@ -650,6 +648,20 @@ impl Topology {
             Op::Kill(s) => self.service(s)?.kill().await.map(drop)?,
             Op::Stop(s) => self.service(s)?.stop(self.stop_grace).await.map(drop)?,
             Op::Start(s) => self.service(s)?.start().await?,
+            Op::Install { service, version } => {
+                let Service::Node(n) = service else {
+                    return Err(OpError::NoService(service));
+                };
+                let base = self
+                    .node_commands
+                    .get(&n)
+                    .ok_or(OpError::NoService(service))?;
+                // Validation lets only nodes that run as processes change versions.
+                let command = self.builds.of(version, false).command(base);
+                self.service(service)?
+                    .retarget(command, version.to_string())
+                    .await?
+            }
             // `start` returns once the readiness probe passed.
             Op::WaitReady(s) => match self.service(s)?.state() {
                 supervisor::State::Running => {}

@@ -14,8 +14,12 @@ pub struct ServiceEvent {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServiceEventKind {
-    /// An instance was launched (not yet ready).
-    Started(InstanceId),
+    /// An instance was launched (not yet ready), running `build` when the service names one
+    /// (a node's version).
+    Started {
+        instance: InstanceId,
+        build: Option<String>,
+    },
     /// Its readiness probe passed.
     Up,
     Paused,

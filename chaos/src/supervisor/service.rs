@@ -13,7 +13,7 @@ use super::faults::{Clock, Disk, FaultError, ServiceFault, ServiceFaultKind};
 use super::ready::{self, Probe, ProbeError};
 use super::spec::ServiceSpec;
 use super::state::{State, Transition};
-use crate::backend::{BackendError, BoxFuture, Exit, Limit, Order, Unit};
+use crate::backend::{BackendError, BoxFuture, Command, Exit, Limit, Order, Unit};
 use crate::sync::lock;
 
 /// How long a SIGKILLed instance may take to be seen gone before we call it unkillable.
@@ -77,6 +77,8 @@ struct Inner {
     disk: Mutex<Option<Arc<Disk>>>,
     /// What `clock` sets; `None` when not made ready for it, or released.
     clock: Mutex<Option<Clock>>,
+    /// What its instances run, when it says (a node's version).
+    build: Mutex<Option<String>>,
 }
 
 impl Supervised {
@@ -96,6 +98,7 @@ impl Supervised {
                 events,
                 disk: Mutex::new(spec.faults.disk),
                 clock: Mutex::new(clock),
+                build: Mutex::new(spec.build),
             }),
         }
     }
@@ -142,7 +145,10 @@ impl Supervised {
             if let Some(clock) = lock(&self.inner.clock).as_ref() {
                 clock.started(started.id.host_pid());
             }
-            self.emit(ServiceEventKind::Started(started.id));
+            self.emit(ServiceEventKind::Started {
+                instance: started.id,
+                build: lock(&self.inner.build).clone(),
+            });
             let watcher = self.clone();
             tokio::spawn(async move {
                 let exit = started.exit.await;
@@ -171,6 +177,21 @@ impl Supervised {
                 exit = exited(&mut states) => Err(self.exited_while_starting(exit)),
             }
         })
+    }
+
+    /// Makes its next start run `command`, another `build` of it: only while no instance runs.
+    pub async fn retarget(&self, command: Command, build: String) -> Result<(), ServiceError> {
+        let state = self.state();
+        if !matches!(state, State::Pending | State::Exited(_)) {
+            return Err(self.wrong(state, "change the build of"));
+        }
+        self.inner
+            .unit
+            .retarget(command)
+            .await
+            .map_err(|source| self.backend(source))?;
+        *lock(&self.inner.build) = Some(build);
+        Ok(())
     }
 
     /// SIGTERM to the whole tree (and SIGCONT when paused, so it can act on it); SIGKILL once
@@ -460,6 +481,10 @@ mod tests {
         fn limit(&self, _: Limit) -> BoxFuture<'_, Result<(), BackendError>> {
             Box::pin(std::future::ready(Ok(())))
         }
+
+        fn retarget(&self, _: Command) -> BoxFuture<'_, Result<(), BackendError>> {
+            Box::pin(std::future::ready(Ok(())))
+        }
     }
 
     fn service(fake: &Arc<Fake>) -> (Supervised, mpsc::UnboundedReceiver<ServiceEvent>) {
@@ -500,7 +525,10 @@ mod tests {
         assert_eq!(
             kinds(&mut events),
             vec![
-                ServiceEventKind::Started(InstanceId::Pid(42)),
+                ServiceEventKind::Started {
+                    instance: InstanceId::Pid(42),
+                    build: None,
+                },
                 ServiceEventKind::Up,
                 ServiceEventKind::Paused,
                 ServiceEventKind::Stopping,

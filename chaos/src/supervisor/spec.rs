@@ -19,6 +19,8 @@ pub struct ServiceSpec {
     pub ready_timeout: Duration,
     /// What it is made ready for before its first start, so faults can be applied later.
     pub faults: FaultReadiness,
+    /// What it runs, when that has a name (a node's version), for the history.
+    pub build: Option<String>,
 }
 
 impl ServiceSpec {
@@ -29,7 +31,13 @@ impl ServiceSpec {
             probe,
             ready_timeout: DEFAULT_READY_TIMEOUT,
             faults: FaultReadiness::default(),
+            build: None,
         }
+    }
+
+    pub fn build(mut self, build: impl Into<String>) -> Self {
+        self.build = Some(build.into());
+        self
     }
 
     pub fn ready_timeout(mut self, timeout: Duration) -> Self {

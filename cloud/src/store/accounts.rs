@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 
-use super::{now_ms, rfc3339, Store, StoreResult, WriteTx};
+use super::{now_ms, rfc3339, sql, Store, StoreResult, WriteTx};
 
 /// Who may see an account's full card.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,15 +52,15 @@ pub(super) fn account_from_row(row: &sqlx::any::AnyRow) -> StoreResult<Account> 
         handle: row.try_get("handle")?,
         created_at: rfc3339(row.try_get("created_at")?),
         privacy: Privacy::parse(&privacy).unwrap_or(Privacy::Friends),
-        avatar: row.try_get("avatar")?,
+        avatar: row.try_get(&*sql("avatar"))?,
     })
 }
 
 impl Store {
     pub async fn account(&self, id: i64) -> StoreResult<Option<Account>> {
-        let row = sqlx::query(&format!(
+        let row = sqlx::query(&sql(&format!(
             "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE id = $1"
-        ))
+        )))
         .bind(id)
         .fetch_optional(self.reader())
         .await?;
@@ -76,7 +76,7 @@ impl Store {
     ) -> StoreResult<Option<Account>> {
         let mut tx = self.begin().await?;
         if let Some(avatar) = avatar {
-            sqlx::query("UPDATE accounts SET avatar = $1 WHERE id = $2")
+            sqlx::query(&sql("UPDATE accounts SET avatar = $1 WHERE id = $2"))
                 .bind(avatar)
                 .bind(id)
                 .execute(&mut *tx.tx)
@@ -107,9 +107,9 @@ impl Store {
 }
 
 pub(super) async fn account_in(tx: &mut WriteTx, id: i64) -> StoreResult<Option<Account>> {
-    let row = sqlx::query(&format!(
+    let row = sqlx::query(&sql(&format!(
         "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE id = $1"
-    ))
+    )))
     .bind(id)
     .fetch_optional(&mut *tx.tx)
     .await?;

@@ -12,7 +12,7 @@ use sqlx::{AnyPool, Row};
 
 use super::accounts::{account_from_row, account_in, Account, ACCOUNT_COLUMNS};
 use super::json_list::{json_in, json_list};
-use super::{now_ms, Backend, Serial, Store, StoreResult, WriteTx};
+use super::{now_ms, sql, Backend, Serial, Store, StoreResult, WriteTx};
 
 const CHALLENGE_TTL_MS: i64 = 10 * 60 * 1000;
 const MAX_CODE_TRIES: i64 = 5;
@@ -187,9 +187,9 @@ impl Store {
             .execute(&mut *tx.tx)
             .await?;
         let email: String = row.try_get("email")?;
-        let account = sqlx::query(&format!(
+        let account = sqlx::query(&sql(&format!(
             "SELECT {ACCOUNT_COLUMNS} FROM accounts WHERE email = $1"
-        ))
+        )))
         .bind(&email)
         .fetch_optional(&mut *tx.tx)
         .await?;
@@ -242,10 +242,10 @@ impl Store {
         if taken.is_some() {
             return Ok(Signup::HandleTaken);
         }
-        let inserted = sqlx::query_scalar::<_, i64>(
+        let inserted = sqlx::query_scalar::<_, i64>(&sql(
             "INSERT INTO accounts (email, handle, privacy, avatar, created_at) \
              VALUES ($1, $2, 'friends', NULL, $3) RETURNING id",
-        )
+        ))
         .bind(&email)
         .bind(handle)
         .bind(now)

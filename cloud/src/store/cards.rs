@@ -278,7 +278,7 @@ impl Store {
             Backend::Postgres => &POSTGRES,
         };
         let mut conn = self.reader().acquire().await?;
-        let row = sqlx::query(sql.facts)
+        let row = sqlx::query(&super::sql(sql.facts))
             .bind(viewer)
             .bind(cluster_now_ms())
             .bind(json_list(&unique))

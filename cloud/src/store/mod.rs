@@ -250,6 +250,16 @@ impl Store {
                     .connect_with(connect.clone())
                     .await?;
                 sqlx::migrate!("migrations/postgres").run(&pool).await?;
+                #[cfg(feature = "seeded-defects")]
+                if crate::defects::active(crate::defects::SeededDefect::MigrationRenamesColumn) {
+                    // Whichever node of this build starts first renames it; the others find
+                    // it renamed.
+                    let renamed =
+                        sqlx::query("ALTER TABLE accounts RENAME COLUMN avatar TO avatar_url")
+                            .execute(&pool)
+                            .await;
+                    tracing::warn!(?renamed, "seeded defect: renamed accounts.avatar");
+                }
                 let upkeep = Writer {
                     pool: postgres_session(base, opts.timeouts)
                         .max_connections(1)
@@ -461,6 +471,14 @@ pub fn rfc3339(ms: i64) -> String {
         .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
     t.format(&time::format_description::well_known::Rfc3339)
         .unwrap_or_default()
+}
+
+/// A statement as this build writes it: as given, unless a seeded defect renamed a column.
+fn sql(text: &str) -> std::borrow::Cow<'_, str> {
+    #[cfg(feature = "seeded-defects")]
+    return crate::defects::renamed_column(text);
+    #[cfg(not(feature = "seeded-defects"))]
+    text.into()
 }
 
 /// `$1, $2, ...` for an `IN (...)` list starting at parameter `first`.

@@ -333,6 +333,12 @@ impl Unit for DockerUnit {
         &self.command.log
     }
 
+    fn retarget(&self, _: Command) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(std::future::ready(Err(BackendError::FixedImage(
+            self.name.clone(),
+        ))))
+    }
+
     fn limit(&self, limit: Limit) -> BoxFuture<'_, Result<(), BackendError>> {
         Box::pin(async move {
             self.docker

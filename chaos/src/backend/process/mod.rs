@@ -51,7 +51,8 @@ impl Backend for ProcessBackend {
             };
             let unit: Box<dyn Unit> = Box::new(ProcessUnit {
                 name,
-                command,
+                log: command.log.clone(),
+                command: Mutex::new(command),
                 cgroup,
                 instance: Arc::new(Mutex::new(Instance::default())),
             });
@@ -63,7 +64,10 @@ impl Backend for ProcessBackend {
 
 struct ProcessUnit {
     name: String,
-    command: Command,
+    /// What the next start runs ([`Unit::retarget`] changes it between instances).
+    command: Mutex<Command>,
+    /// Every instance's, whatever it runs.
+    log: std::path::PathBuf,
     /// Every instance joins it before it executes; shared with the exit futures, which read
     /// its OOM kills.
     cgroup: Option<Arc<Cgroup>>,
@@ -89,7 +93,7 @@ impl ProcessUnit {
             return Ok(());
         };
         match order {
-            Order::Terminate => signal_group(leader, self.command.stop_signal),
+            Order::Terminate => signal_group(leader, lock(&self.command).stop_signal),
             Order::Kill => {
                 let killed = signal_tree(leader, Signal::SIGKILL)?;
                 lock(&self.instance).killed = killed;
@@ -125,8 +129,8 @@ impl Unit for ProcessUnit {
         Box::pin(async move {
             self.wait_for_killed().await;
             let join = self.cgroup.as_ref().map(|c| c.join_fds().to_vec());
-            let leader =
-                spawn::spawn_joined(&self.command, &self.name, join.as_deref().unwrap_or(&[]))?;
+            let command = lock(&self.command).clone();
+            let leader = spawn::spawn_joined(&command, &self.name, join.as_deref().unwrap_or(&[]))?;
             let pid = leader.pid();
             lock(&self.instance).leader = Some(pid);
             let instance = Arc::clone(&self.instance);
@@ -160,7 +164,15 @@ impl Unit for ProcessUnit {
     }
 
     fn log_path(&self) -> &std::path::Path {
-        &self.command.log
+        &self.log
+    }
+
+    fn retarget(&self, command: Command) -> BoxFuture<'_, Result<(), BackendError>> {
+        *lock(&self.command) = Command {
+            log: self.log.clone(),
+            ..command
+        };
+        Box::pin(std::future::ready(Ok(())))
     }
 
     fn limit(&self, limit: Limit) -> BoxFuture<'_, Result<(), BackendError>> {

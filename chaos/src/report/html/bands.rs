@@ -5,7 +5,8 @@
 //! The history has no "SIGTERM sent" line, so a drain is inferred: a `stop` or `restart`
 //! drains its node from the action's start until the node exits; a `rolling` drains its
 //! nodes in turn, each from the moment the node before it is up again (so the band also
-//! covers the rolling's `gap`).
+//! covers the rolling's `gap`; an `upgrade` likewise). A node's bands carry the version its
+//! `service_start` named.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -35,11 +36,13 @@ impl State {
 }
 
 /// One stretch of one state, in seconds of the run.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Band {
     pub state: State,
     pub from: f64,
     pub to: f64,
+    /// The version the service ran (nodes).
+    pub version: Option<String>,
 }
 
 /// One service's bands as they are being built.
@@ -47,6 +50,7 @@ pub struct Band {
 struct Track {
     state: State,
     since: f64,
+    version: Option<String>,
     bands: Vec<Band>,
 }
 
@@ -60,12 +64,22 @@ impl Track {
         self.since = t;
     }
 
+    /// From `t` on it runs `version`.
+    fn runs(&mut self, t: f64, version: &Option<String>) {
+        if *version != self.version {
+            self.close(t);
+            self.since = t;
+            self.version = version.clone();
+        }
+    }
+
     fn close(&mut self, t: f64) {
         if t > self.since {
             self.bands.push(Band {
                 state: self.state,
                 from: self.since,
                 to: t,
+                version: self.version.clone(),
             });
         }
     }
@@ -79,6 +93,9 @@ pub fn bands(history: &History) -> Vec<(Service, Vec<Band>)> {
     let mut rolling: VecDeque<Service> = VecDeque::new();
     for (t, event) in history.iter() {
         match event {
+            Event::ServiceStart { service, version } => {
+                track(&mut tracks, *service, t).runs(t, version);
+            }
             Event::ServiceUp { service, .. } => {
                 track(&mut tracks, *service, t).set(t, State::Up);
                 if rolling.front() == Some(service) {
@@ -99,7 +116,7 @@ pub fn bands(history: &History) -> Vec<(Service, Vec<Band>)> {
                             drain(&mut tracks, service, t);
                         }
                     }
-                    ActionKind::Rolling => {
+                    ActionKind::Rolling | ActionKind::Upgrade => {
                         rolling = services.into();
                         if let Some(first) = rolling.front() {
                             drain(&mut tracks, *first, t);
@@ -126,7 +143,7 @@ pub fn bands(history: &History) -> Vec<(Service, Vec<Band>)> {
                         }
                     }
                 }
-                ActionKind::Rolling => rolling.clear(),
+                ActionKind::Rolling | ActionKind::Upgrade => rolling.clear(),
                 _ => {}
             },
             _ => {}
@@ -147,6 +164,7 @@ fn track(tracks: &mut BTreeMap<Service, Track>, service: Service, t: f64) -> &mu
         // Replaced at once by the event that created it.
         state: State::Down,
         since: t,
+        version: None,
         bands: Vec::new(),
     })
 }
@@ -202,6 +220,7 @@ mod tests {
             target: target.into(),
             at: 0.0,
             via: None,
+            to: None,
         }
     }
 

@@ -10,6 +10,7 @@ use super::bands::{Band, State};
 use super::escape;
 use super::scale::{label, nice_step, nice_top, Linear};
 use crate::plan::Service;
+use crate::plan::VersionName;
 
 const WIDTH: f64 = 1320.0;
 const LEFT: f64 = 90.0;
@@ -330,13 +331,27 @@ fn bands_svg(svg: &mut String, bands: &[(Service, Vec<Band>)], x: &Linear, top: 
             row + 15.0,
             escape(&name)
         );
+        // Versions are written out only in a run that has more than the built-in one.
+        let versioned = bands
+            .iter()
+            .filter_map(|b| b.version.as_deref())
+            .any(|v| v != VersionName::BUILT_IN.as_str());
+        let mut shown: Option<&str> = None;
         for band in bands {
             let x0 = x.map(band.from);
+            let width = (x.map(band.to) - x0).max(1.0);
+            let version = band.version.as_deref();
+            let (attribute, on) = match version {
+                Some(v) => (
+                    format!(r#" data-version="{}""#, escape(v)),
+                    format!(" on {}", escape(v)),
+                ),
+                None => (String::new(), String::new()),
+            };
             let _ = write!(
                 svg,
-                r#"<rect data-service="{name}" data-state="{state}" x="{x0:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}"><title>{name} {state}: {}s to {}s</title></rect>"#,
+                r#"<rect data-service="{name}" data-state="{state}"{attribute} x="{x0:.1}" y="{:.1}" width="{width:.1}" height="{:.1}" fill="{}"><title>{name} {state}{on}: {}s to {}s</title></rect>"#,
                 row + 3.0,
-                (x.map(band.to) - x0).max(1.0),
                 BAND_ROW - 6.0,
                 state_color(band.state),
                 label(band.from, 0.1),
@@ -344,6 +359,18 @@ fn bands_svg(svg: &mut String, bands: &[(Service, Vec<Band>)], x: &Linear, top: 
                 name = escape(&name),
                 state = band.state.as_str(),
             );
+            // Each version written where the node starts running it, when the plan has any.
+            let first_up = band.state == State::Up && shown != version;
+            if let Some(v) = version.filter(|_| versioned && first_up) {
+                let _ = write!(
+                    svg,
+                    r#"<text class="version" x="{:.1}" y="{:.1}">{}</text>"#,
+                    x0 + 3.0,
+                    row + 15.0,
+                    escape(v)
+                );
+                shown = Some(v);
+            }
         }
         row += BAND_ROW;
     }
@@ -481,6 +508,7 @@ mod tests {
                     state: State::Down,
                     from: 3.0,
                     to: 5.0,
+                    version: None,
                 }],
             )],
             markers: vec![
