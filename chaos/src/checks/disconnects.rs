@@ -5,7 +5,8 @@
 //!   welcomed after this one's handshake began (so it is as new as this one or newer), by
 //!   the close or within [`WELCOME_AFTER_CLOSE`] of it (the new welcome may be sent right
 //!   after the close, on another socket); or a fault that loses data cut some node's
-//!   players then, so that the newer connection's welcome may have been lost on its way.
+//!   players by then or within that while, so that the newer connection's welcome may have
+//!   been lost on its way.
 //! - 1001 (draining), 1012 (restarting): a `stop`, `restart` or `rolling` of that node was
 //!   under way.
 //! - 1011 (store out of reach): a fault on the node's way to its store.
@@ -107,8 +108,8 @@ fn explained(conn: &Conn, reasons: &Reasons<'_>) -> bool {
                     && other.welcomed <= t + WELCOME_AFTER_CLOSE
             }) || faults.iter().any(|f| {
                 // The newer connection's welcome may have been lost on its way, through
-                // whichever node it went.
-                f.loses() && f.cuts_players() && f.covers(t, WELCOME_AFTER_CLOSE)
+                // whichever node it went, as late as it may come.
+                f.loses() && f.cuts_players() && f.meets(t, t + WELCOME_AFTER_CLOSE)
             })
         }
         (CloseCause::CloseFrame, Some(1001 | 1012)) => faults.iter().any(|f| {
@@ -272,6 +273,24 @@ mod tests {
         ];
         cut.extend(action(3.0, 9.0, ActionKind::LimitData, "players<->node-2"));
         assert_eq!(judge(cut).result, Verdict::Pass);
+        // A fault that begins after the close may still cut the welcome that follows it
+        // (network-faults at fd4a5f2: a 4001 at 42.6 s, a `timeout` on the players' link of
+        // the newer connection's node from 44.0 s); one that begins later may not.
+        let welcome_cut = |start: f64| {
+            let mut events = vec![
+                welcome(1.0, 1, 1, "node-1"),
+                closed(42.6, 1, 1, Some(4001), CloseFrame),
+            ];
+            events.extend(action(
+                start,
+                start + 8.0,
+                ActionKind::Timeout,
+                "players<->node-2",
+            ));
+            judge(events).result
+        };
+        assert_eq!(welcome_cut(44.0), Verdict::Pass);
+        assert_eq!(welcome_cut(48.0), Verdict::Fail);
         let mut slowed = vec![
             welcome(1.0, 1, 1, "node-1"),
             closed(5.0, 1, 1, Some(4001), CloseFrame),

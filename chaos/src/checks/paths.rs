@@ -115,6 +115,12 @@ impl Fault {
         }
     }
 
+    /// Whether this fault (with a firewall partition's aftermath) held at some moment of
+    /// `[from, to]`.
+    pub fn meets(&self, from: f64, to: f64) -> bool {
+        self.start <= to && from <= self.end.max(self.start) + self.aftermath()
+    }
+
     /// Whether `t` falls in this fault (with a firewall partition's aftermath) or in the
     /// `after` seconds that follow its end (a client notices a break a while after it).
     pub fn covers(&self, t: f64, after: f64) -> bool {
