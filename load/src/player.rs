@@ -106,8 +106,9 @@ pub struct Player {
     welcomes: AtomicU64,
     losses: AtomicU64,
     ledger: Mutex<Ledger>,
-    /// The newest presence version received per friend.
-    inbox: Mutex<HashMap<AccountId, u64>>,
+    /// The newest presence received per friend: its version, and whether it showed the
+    /// friend online.
+    inbox: Mutex<HashMap<AccountId, (u64, bool)>>,
     last_version: AtomicU64,
     /// Taken while the player is in a scenario's session, so two sessions never pick it at once.
     reserved: AtomicBool,
@@ -209,7 +210,7 @@ impl Player {
 
     /// The newest presence version received from `from`.
     pub fn received_version(&self, from: AccountId) -> Option<u64> {
-        lock(&self.inbox).get(&from).copied()
+        lock(&self.inbox).get(&from).map(|&(version, _)| version)
     }
 
     pub(crate) fn try_reserve(&self) -> bool {
@@ -530,7 +531,8 @@ impl Player {
         };
         let presence = message.presence();
         let about = message.about();
-        let delivery = presence.and_then(|(from, version, _)| self.delivered(from, version));
+        let delivery =
+            presence.and_then(|(from, version, online)| self.delivered(from, version, online));
         if let Some(delivery) = delivery {
             self.shared
                 .recorder()
@@ -549,17 +551,18 @@ impl Player {
         });
     }
 
-    /// Notes a presence version of `from`; its delivery time when it is the first sight of a
-    /// change made in this run (older versions are state, not changes).
-    fn delivered(&self, from: AccountId, version: u64) -> Option<Duration> {
+    /// Notes a presence of `from`; its delivery time when it is an activity change made in
+    /// this run, seen here first: newer than the last presence of `from` received, which
+    /// showed it online as this one does. A friend coming online, or one seen for the first
+    /// time, shows a version set earlier, maybe long before: state, not a change.
+    fn delivered(&self, from: AccountId, version: u64, online: bool) -> Option<Duration> {
         let received = unix_micros();
         let mut inbox = lock(&self.inbox);
-        let newest = inbox.entry(from).or_insert(0);
-        if version <= *newest {
-            return None;
+        let news = News::of(inbox.get(&from).copied(), version, online);
+        if news != News::Stale {
+            inbox.insert(from, (version, online));
         }
-        *newest = version;
-        (version >= self.shared.started_us && version <= received)
+        (news == News::Change && version >= self.shared.started_us && version <= received)
             .then(|| Duration::from_micros(received - version))
     }
 
@@ -567,11 +570,19 @@ impl Player {
     pub(crate) async fn resync(&self, conn: ConnId) {
         let sent = Instant::now();
         if let Ok(view) = self.list_friends(sent).await {
-            let friends = view
+            let friends: Vec<_> = view
                 .friends
                 .iter()
                 .map(|f| (f.account_id, f.presence.online, f.presence.version))
                 .collect();
+            // What the player knows of its friends now: the next change of one is news.
+            let mut inbox = lock(&self.inbox);
+            for &(friend, online, version) in &friends {
+                if News::of(inbox.get(&friend).copied(), version, online) != News::Stale {
+                    inbox.insert(friend, (version, online));
+                }
+            }
+            drop(inbox);
             self.emit(Fact::Resync {
                 conn,
                 sent,
@@ -975,5 +986,43 @@ fn note_failed_sign_in(player: usize, e: &LoadError) {
     }
     if n + 1 == SIGN_IN_FAILURES_LOGGED {
         tracing::warn!("further failed sign-ins are only counted");
+    }
+}
+
+/// What a presence event tells a player, against the last one it had of that friend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum News {
+    /// No newer than what it had.
+    Stale,
+    /// Newer, but state: a friend seen for the first time, coming online or going offline
+    /// (its version was set earlier).
+    State,
+    /// An activity change of a friend it saw online and still does.
+    Change,
+}
+
+impl News {
+    fn of(before: Option<(u64, bool)>, version: u64, online: bool) -> News {
+        match before {
+            Some((newest, _)) if version <= newest => News::Stale,
+            Some((_, true)) if online => News::Change,
+            _ => News::State,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::News;
+
+    #[test]
+    fn only_an_activity_change_of_a_friend_seen_online_is_a_delivery() {
+        assert_eq!(News::of(Some((5, true)), 6, true), News::Change);
+        assert_eq!(News::of(Some((5, true)), 5, true), News::Stale);
+        assert_eq!(News::of(Some((5, true)), 4, false), News::Stale);
+        // Seen for the first time, or coming online with an older activity: state.
+        assert_eq!(News::of(None, 6, true), News::State);
+        assert_eq!(News::of(Some((5, false)), 6, true), News::State);
+        assert_eq!(News::of(Some((5, true)), 6, false), News::State);
     }
 }
