@@ -11,12 +11,14 @@ use crate::report::ScenarioReport;
 use crate::scenarios::Ctx;
 use crate::wire::FriendStatus;
 
-/// The ring's pairs: each of `n` players with the next `half`, never a pair twice or with itself.
+/// The ring's pairs: each of `n` players with the next `half`, never a pair twice or with itself;
+/// a whole round of the ring per step, so that pairs near each other in the list (made at once)
+/// share few players, each of whom then needs few connections at once.
 pub fn ring_pairs(n: usize, half: usize) -> Vec<(usize, usize)> {
     // Past (n-1)/2 steps ahead, a pair would come back reversed.
     let steps = half.min(n.saturating_sub(1) / 2);
-    (0..n)
-        .flat_map(|i| (1..=steps).map(move |k| (i, (i + k) % n)))
+    (1..=steps)
+        .flat_map(|k| (0..n).map(move |i| (i, (i + k) % n)))
         .collect()
 }
 
