@@ -91,18 +91,19 @@ deploy/images/build.sh || { stop_selftest; exit 1; }
 source deploy/test-services.sh
 status=0
 
-# Every test binary runs even after a failure, so one run shows everything that fails.
+# Every test binary runs even after a failure, so one run shows everything that fails;
+# chaos's whole runs in one lane, every other binary beside them in another.
 test_log=$(mktemp -t anyplay-cargo-test.XXXXXX)
-cargo test --release --workspace --locked --no-fail-fast 2>&1 | tee "$test_log" || status=$?
+deploy/test-binaries.sh "$test_log" || status=$?
 
 wait "$selftest_pid" || status=$?
 # The self-test's table, then the failed tests named again below it, where a reader of the
 # tail (CI shows only that) finds them.
 cat "$selftest_table" >&2
 rm -f "$selftest_table"
-if grep -q -e '^test .* FAILED$' -e '^error: test failed' "$test_log"; then
+if grep -q -e 'test .* FAILED$' -e 'test result: FAILED' "$test_log"; then
     echo "deploy/test.sh: cargo test failed:" >&2
-    grep -e '^test .* FAILED$' -e '^error: test failed' -e '^---- .* stdout ----$' -A30 "$test_log" |
+    grep -e 'test .* FAILED$' -e 'test result: FAILED' -e '---- .* stdout ----$' -A30 "$test_log" |
         head -n 300 >&2
 fi
 rm -f "$test_log"

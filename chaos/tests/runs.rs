@@ -136,6 +136,11 @@ fn an_upgrade_and_a_rollback_pass_and_each_node_s_versions_are_recorded() {
     let candidate = |plan: &mut serde_yaml::Value| {
         plan["versions"]["candidate"] =
             serde_yaml::from_str(&format!("{{binary: {}}}", cloud.display())).unwrap();
+        // The shipped timeline, sooner: each node upgraded in turn, then node-1 rolled back.
+        plan["timeline"] = serde_yaml::from_str(
+            "[{at: 5s, upgrade: nodes, to: candidate, gap: 1s}, {at: 25s, upgrade: node-1, to: built-in}]",
+        )
+        .unwrap();
     };
     passes_with("upgrade", "upgrade", 200, candidate, |out| {
         let history = std::fs::read_to_string(out.join("events.jsonl")).unwrap();
