@@ -111,14 +111,17 @@ pub struct Overrides {
 }
 
 impl Overrides {
-    fn options(self, plan: Plan, out: Option<PathBuf>) -> runner::RunOptions {
-        runner::RunOptions {
+    /// The plan at `path` as it will run, read on the backend it will run on; an invalid
+    /// plan is exit 2 with line and key.
+    fn options(self, path: &Path, out: Option<PathBuf>) -> anyhow::Result<runner::RunOptions> {
+        let plan = Plan::load_on(path, self.backend.map(Into::into))
+            .with_context(|| format!("{}", path.display()))?;
+        Ok(runner::RunOptions {
             plan,
             out,
             seed: self.seed,
-            backend: self.backend.map(Into::into),
             images: self.images,
-        }
+        })
     }
 }
 
@@ -252,11 +255,6 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Runtime::new().context("cannot start the async runtime")
 }
 
-/// Reads a plan for a command that starts things; an invalid plan is exit 2 with line and key.
-fn load_plan(path: &Path) -> anyhow::Result<Plan> {
-    Plan::load(path).with_context(|| format!("{}", path.display()))
-}
-
 fn finished(
     result: Result<runner::Finished, runner::RunError>,
     junit: Option<&Path>,
@@ -283,19 +281,16 @@ pub fn run(
     overrides: Overrides,
     junit: Option<&Path>,
 ) -> anyhow::Result<Outcome> {
-    let plan = load_plan(path)?;
+    let options = overrides.options(path, out)?;
     raise_fd_limit();
-    finished(
-        runtime()?.block_on(runner::run(overrides.options(plan, out))),
-        junit,
-    )
+    finished(runtime()?.block_on(runner::run(options)), junit)
 }
 
 /// `up PLAN`: holds the topology and the players until Ctrl-C.
 pub fn up(path: &Path, overrides: Overrides) -> anyhow::Result<Outcome> {
-    let plan = load_plan(path)?;
+    let options = overrides.options(path, None)?;
     raise_fd_limit();
-    runtime()?.block_on(runner::up(overrides.options(plan, None)))?;
+    runtime()?.block_on(runner::up(options))?;
     Ok(Outcome::Pass)
 }
 

@@ -410,7 +410,6 @@ pub fn run<'a>(
                             plan: case.plan(plans),
                             out: Some(out.join(case.to_string())),
                             seed: None,
-                            backend: None,
                             images: Vec::new(),
                         })
                         .await?;

@@ -123,6 +123,45 @@ fn resource_faults_pass_in_containers_and_leave_nothing_behind() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A container node moved to another image and back: each is a container made again under
+/// its name from that image, the history names the version at each start, and the run passes.
+#[test]
+fn an_upgrade_makes_a_node_s_container_again_from_the_candidate_image() {
+    let _engine = engine_shared();
+    let _turn = a_run_turn();
+    let tagged = std::process::Command::new("docker")
+        .args(["tag", "anyplay/node:local", "anyplay/node:candidate"])
+        .status()
+        .expect("docker runs");
+    assert!(tagged.success(), "docker tag anyplay/node:local failed");
+    let dir = scratch("docker-upgrade");
+    let plan = crate::support::reduced_plan_with("node-crash", &dir, 40, "5s", |plan| {
+        plan["versions"] =
+            serde_yaml::from_str("{candidate: {image: 'anyplay/node:candidate'}}").unwrap();
+        plan["timeline"] = serde_yaml::from_str(
+            "[{at: 3s, upgrade: node-1, to: candidate}, {at: 12s, upgrade: node-1, to: built-in}]",
+        )
+        .unwrap();
+    });
+    let out = dir.join("run");
+    let output = run_plan(&plan, &out, &docker_args(&[]));
+    assert_passed(&output, "an upgrade in containers");
+    let versions: Vec<String> = events(&out)
+        .into_iter()
+        .filter(|e| e["kind"] == "service_start" && e["service"] == "node-1")
+        .map(|e| e["version"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(versions, ["built-in", "candidate", "built-in"]);
+    let failed: Vec<_> = events(&out)
+        .into_iter()
+        .filter(|e| e["kind"] == "action_end" && e["error"].is_string())
+        .collect();
+    assert!(failed.is_empty(), "actions failed: {failed:?}");
+    // No container of the run is left: the replaced ones were removed on the way.
+    assert!(containers_of(&out).is_empty(), "{:?}", containers_of(&out));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn a_sigkilled_supervisor_s_containers_go_when_the_next_run_starts() {
     // Another test's run would remove the orphans before they are counted. (The engine

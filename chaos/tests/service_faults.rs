@@ -179,7 +179,17 @@ async fn cpu_limit_holds_and_lifts(
     );
     service.clear(ServiceFaultKind::Cpu).await.unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let [cleared, twin_after] = cores_used(pids, Duration::from_secs(3)).await;
+    // Above 0.6 core when the machine has them; else as much as its free twin, give or take.
+    // One sample may fall on a moment others' work took (CI's other tests beside these): a
+    // cap still in place holds it under its twin in every one.
+    let mut after = Vec::new();
+    let lifted = |[cleared, twin]: [f64; 2]| cleared > 0.6 || cleared > 0.75 * twin;
+    while after.len() < 4 {
+        after.push(cores_used(pids, Duration::from_secs(3)).await);
+        if after.last().copied().is_some_and(lifted) {
+            break;
+        }
+    }
     for (service, _) in &busy_pair {
         service.kill().await.unwrap();
     }
@@ -187,10 +197,9 @@ async fn cpu_limit_holds_and_lifts(
         (0.1..=0.35).contains(&limited),
         "limited to 0.2 core it used {limited:.2} (its free twin: {free:.2})"
     );
-    // Above 0.6 core when the machine has them; else as much as its free twin, give or take.
     assert!(
-        cleared > 0.6 || cleared > 0.75 * twin_after,
-        "cleared it used only {cleared:.2} core (its free twin: {twin_after:.2})"
+        after.iter().copied().any(lifted),
+        "cleared it used no more than its cap (cleared, free twin): {after:.2?}"
     );
 }
 

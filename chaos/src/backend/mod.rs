@@ -148,8 +148,6 @@ pub enum BackendError {
         backend: &'static str,
         program: String,
     },
-    #[error("{0} is a container, which runs the image it was made with: it cannot change builds")]
-    FixedImage(String),
     #[error("{0}: a container joins no network namespace of a run (netns hosts run processes)")]
     NetnsInContainer(String),
     #[error("cgroup {}: {source}", path.display())]

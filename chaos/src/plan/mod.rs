@@ -732,7 +732,21 @@ impl Plan {
 
     /// Reads and validates the plan file at `path`.
     pub fn load(path: &Path) -> Result<Plan, PlanError> {
-        Self::from_yaml(&Self::read(path)?)
+        Self::load_on(path, None)
+    }
+
+    /// As [`Plan::load`], on `backend` instead of the plan's own when given (`--backend`):
+    /// the rules that depend on the backend (the builds its versions name, the clock of a
+    /// container) hold for the one it will run on, naming the plan's lines.
+    pub fn load_on(path: &Path, backend: Option<Backend>) -> Result<Plan, PlanError> {
+        let src = Self::read(path)?;
+        let mut raw = raw::parse(&src)?;
+        if backend.is_some() {
+            raw.backend = backend;
+        }
+        let plan = validate::validate(raw, &src)?;
+        plan.resolve(plan.seed)?;
+        Ok(plan)
     }
 
     /// Reads the plan a run recorded at `path`, to judge that run again: as `load`, but its

@@ -1,7 +1,7 @@
 //! Which image each service runs under the Docker backend, and what to tell a person whose
 //! engine lacks one: the upstream images by default, the project's own image for nodes.
 
-use crate::plan::{ImageSlot, Plan, Service};
+use crate::plan::{ImageSlot, Plan, Service, VersionSource};
 
 pub const POSTGRES: &str = "postgres:16";
 pub const NATS: &str = "nats:2.10";
@@ -26,10 +26,19 @@ pub fn of_services(plan: &Plan, services: &[Service]) -> Vec<(ImageSlot, String)
             slots.push(slot);
         }
     }
-    slots
-        .into_iter()
-        .map(|slot| (slot, image(plan, slot)))
-        .collect()
+    let mut images: Vec<(ImageSlot, String)> = slots
+        .iter()
+        .map(|&slot| (slot, image(plan, slot)))
+        .collect();
+    // The images nodes may be upgraded to, wherever nodes run in containers.
+    if slots.contains(&ImageSlot::Nodes) {
+        for version in plan.versions.values() {
+            if let VersionSource::Image(image) = &version.source {
+                images.push((ImageSlot::Nodes, image.clone()));
+            }
+        }
+    }
+    images
 }
 
 /// The image the plan names for `slot`, else the default.

@@ -37,7 +37,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::events::{Event, EventLog, RunMeta, EVENTS_FILE};
-use crate::plan::{Backend, ImageOverride, Plan, Service, Timeline};
+use crate::plan::{ImageOverride, Plan, Service, Timeline};
 use crate::report::{self, markdown, LOAD_REPORT_FILE, PLAN_FILE};
 use crate::supervisor::{ServiceEvent, ServiceEventKind};
 
@@ -88,7 +88,6 @@ pub struct RunOptions {
     pub plan: Plan,
     pub out: Option<PathBuf>,
     pub seed: Option<u64>,
-    pub backend: Option<Backend>,
     /// `--image SERVICE=IMAGE`, in order.
     pub images: Vec<ImageOverride>,
 }
@@ -135,9 +134,6 @@ fn prepare(options: RunOptions) -> Result<(Plan, PathBuf), RunError> {
     let mut plan = options.plan;
     if let Some(seed) = options.seed {
         plan = plan.with_seed(seed);
-    }
-    if let Some(backend) = options.backend {
-        plan.backend = backend;
     }
     // Another seed can make the timeline impossible: refuse before anything starts.
     plan.resolve(plan.seed)?;
@@ -613,7 +609,6 @@ pub fn rerun<'a>(
             plan,
             out: None,
             seed: None,
-            backend: None,
             images: Vec::new(),
         })
         .await

@@ -96,9 +96,10 @@ pub struct Topology {
     /// The service faults the plan may set, each service made ready for its own.
     service_faults: ServiceFaults,
     hosts: Hosts,
-    /// Every version's build, and each node's command without its build, for an upgrade.
+    /// Every version's build, and each node's command without its build (and whether it
+    /// runs in a container), for an upgrade.
     builds: Builds,
-    node_commands: BTreeMap<u32, Command>,
+    node_commands: BTreeMap<u32, (Command, bool)>,
     /// The firewall partitions in place, by the pair they cut, for their heal.
     cuts: Mutex<Vec<((Service, Service), Cut)>>,
     /// The plan's netns hosts; declared after the services, so they are gone before it.
@@ -477,7 +478,7 @@ impl Topology {
             let version = plan.services.nodes.version;
             let in_container = topology.runs(service, plan) == Backend::Docker;
             let built = topology.builds.of(version, in_container).command(&command);
-            topology.node_commands.insert(n, command);
+            topology.node_commands.insert(n, (command, in_container));
             let spec = node::spec(&name, built, ops)
                 .ready_for(faults.readiness(Service::Node(n), disk))
                 .build(version.to_string());
@@ -652,12 +653,11 @@ impl Topology {
                 let Service::Node(n) = service else {
                     return Err(OpError::NoService(service));
                 };
-                let base = self
+                let (base, in_container) = self
                     .node_commands
                     .get(&n)
                     .ok_or(OpError::NoService(service))?;
-                // Validation lets only nodes that run as processes change versions.
-                let command = self.builds.of(version, false).command(base);
+                let command = self.builds.of(version, *in_container).command(base);
                 self.service(service)?
                     .retarget(command, version.to_string())
                     .await?

@@ -1,6 +1,7 @@
 //! The Docker backend: each unit is one container of the run, created once with the run's
 //! labels and started again after every kill or stop (so PostgreSQL keeps its data, as a
-//! process keeps its directory). Host networking keeps every port on the host's loopback,
+//! process keeps its directory); made again from another image only when a node changes
+//! builds (`upgrade`). Host networking keeps every port on the host's loopback,
 //! exactly where the process backend puts them, so proxies, probes and players do not know
 //! which backend runs. The run directory is mounted at its own path in every container: a
 //! node finds its SQLite file and mail log where a process would.
@@ -16,7 +17,7 @@ mod tls;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bollard::errors::Error;
@@ -51,6 +52,11 @@ const NO_MEMORY_LIMIT: i64 = 1 << 50;
 
 /// Runs every unit as a container of one engine.
 pub struct DockerBackend {
+    maker: Arc<Maker>,
+}
+
+/// What makes the run's containers on one engine, for the backend and its units alike.
+struct Maker {
     docker: Docker,
     /// Mounted at its own path in every container.
     run_dir: PathBuf,
@@ -58,7 +64,7 @@ pub struct DockerBackend {
     prefix: String,
     owner: Owner,
     /// Every container created, for `clean_up` (and `Drop` when no clean-up ran).
-    created: std::sync::Arc<Mutex<Vec<String>>>,
+    created: Mutex<Vec<String>>,
 }
 
 impl DockerBackend {
@@ -82,14 +88,19 @@ impl DockerBackend {
     async fn on(docker: Docker, run_dir: &Path) -> Result<(Self, Vec<String>), EngineError> {
         let removed = leftovers::remove_orphans(&docker).await?;
         let owner = Owner::this();
-        let backend = DockerBackend {
+        let maker = Maker {
             docker,
             run_dir: run_dir.to_owned(),
             prefix: name_prefix(&owner),
             owner,
             created: Default::default(),
         };
-        Ok((backend, removed))
+        Ok((
+            DockerBackend {
+                maker: Arc::new(maker),
+            },
+            removed,
+        ))
     }
 
     /// The images of `wanted` that the engine lacks.
@@ -97,7 +108,37 @@ impl DockerBackend {
         &self,
         wanted: impl IntoIterator<Item = &'a str>,
     ) -> Result<Vec<&'a str>, EngineError> {
-        engine::missing_images(&self.docker, wanted).await
+        engine::missing_images(&self.maker.docker, wanted).await
+    }
+}
+
+impl Maker {
+    /// Creates unit `name`'s container, which runs `command` (an image); returns its id.
+    async fn create(&self, name: &str, command: &Command) -> Result<String, BackendError> {
+        let Program::Image(image) = &command.program else {
+            return Err(BackendError::WrongProgram {
+                backend: "docker",
+                program: command.program.to_string(),
+            });
+        };
+        if command.netns.is_some() {
+            return Err(BackendError::NetnsInContainer(name.to_owned()));
+        }
+        let container_name = format!("{}-{name}", self.prefix);
+        let body = self.container_body(name, image, command);
+        let created = self
+            .docker
+            .create_container(
+                Some(CreateContainerOptions {
+                    name: Some(container_name.clone()),
+                    ..Default::default()
+                }),
+                body,
+            )
+            .await
+            .map_err(docker_error("create", &container_name))?;
+        lock(&self.created).push(created.id.clone());
+        Ok(created.id)
     }
 
     fn container_body(&self, name: &str, image: &str, command: &Command) -> ContainerCreateBody {
@@ -156,34 +197,14 @@ impl Backend for DockerBackend {
         command: Command,
     ) -> BoxFuture<'_, Result<Box<dyn Unit>, BackendError>> {
         Box::pin(async move {
-            let Program::Image(image) = &command.program else {
-                return Err(BackendError::WrongProgram {
-                    backend: "docker",
-                    program: command.program.to_string(),
-                });
-            };
-            if command.netns.is_some() {
-                return Err(BackendError::NetnsInContainer(name));
-            }
-            let container_name = format!("{}-{name}", self.prefix);
-            let body = self.container_body(&name, image, &command);
-            let created = self
-                .docker
-                .create_container(
-                    Some(CreateContainerOptions {
-                        name: Some(container_name.clone()),
-                        ..Default::default()
-                    }),
-                    body,
-                )
-                .await
-                .map_err(docker_error("create", &container_name))?;
-            lock(&self.created).push(created.id.clone());
+            let id = self.maker.create(&name, &command).await?;
             let unit: Box<dyn Unit> = Box::new(DockerUnit {
-                docker: self.docker.clone(),
+                maker: self.maker.clone(),
                 name,
-                id: created.id,
-                command,
+                id: Mutex::new(id),
+                log: command.log.clone(),
+                command: Mutex::new(command),
+                limits: Mutex::default(),
                 copied: Default::default(),
             });
             Ok(unit)
@@ -192,9 +213,12 @@ impl Backend for DockerBackend {
 
     fn clean_up(&self) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            let containers = std::mem::take(&mut *lock(&self.created));
+            let containers = std::mem::take(&mut *lock(&self.maker.created));
             let removals = containers.iter().map(|id| async move {
-                let removal = self.docker.remove_container(id, Some(leftovers::force()));
+                let removal = self
+                    .maker
+                    .docker
+                    .remove_container(id, Some(leftovers::force()));
                 match tokio::time::timeout(REMOVE_WAIT, removal).await {
                     Ok(Ok(())) => {}
                     Ok(Err(error)) => {
@@ -214,7 +238,7 @@ impl Drop for DockerBackend {
     /// A run that unwound without `clean_up` (a panic, an early error) still removes its
     /// containers; from a thread of its own, because `Drop` cannot await.
     fn drop(&mut self) {
-        let containers = std::mem::take(&mut *lock(&self.created));
+        let containers = std::mem::take(&mut *lock(&self.maker.created));
         if !containers.is_empty() {
             blocking(move |docker| async move {
                 for id in &containers {
@@ -226,18 +250,32 @@ impl Drop for DockerBackend {
 }
 
 struct DockerUnit {
-    docker: Docker,
+    maker: Arc<Maker>,
     name: String,
-    id: String,
-    command: Command,
+    /// The container: made again from another image by [`Unit::retarget`].
+    id: Mutex<String>,
+    command: Mutex<Command>,
+    /// Every container's, whatever it runs.
+    log: PathBuf,
+    /// The CPU and memory limits in place, for a container made again.
+    limits: Mutex<Vec<Limit>>,
     /// How far the container's output has been copied into the log, across starts.
     copied: output::LastCopied,
 }
 
 impl DockerUnit {
+    fn id(&self) -> String {
+        lock(&self.id).clone()
+    }
+
+    fn docker(&self) -> &Docker {
+        &self.maker.docker
+    }
+
     async fn signal(&self, signal: Signal) -> Result<(), BackendError> {
-        let kill = self.docker.kill_container(
-            &self.id,
+        let id = self.id();
+        let kill = self.docker().kill_container(
+            &id,
             Some(KillContainerOptions {
                 signal: signal.as_str().to_owned(),
             }),
@@ -249,41 +287,42 @@ impl DockerUnit {
                 status_code: 404 | 409,
                 ..
             }) => Ok(()),
-            Err(source) => Err(docker_error("signal", &self.id)(source)),
+            Err(source) => Err(docker_error("signal", &id)(source)),
         }
     }
 
     fn short_id(&self) -> String {
-        self.id.chars().take(12).collect()
+        self.id().chars().take(12).collect()
     }
 }
 
 impl Unit for DockerUnit {
     fn start(&self) -> BoxFuture<'_, Result<Started, BackendError>> {
         Box::pin(async move {
-            self.docker
-                .start_container(&self.id, None)
+            let id = self.id();
+            self.docker()
+                .start_container(&id, None)
                 .await
-                .map_err(docker_error("start", &self.id))?;
+                .map_err(docker_error("start", &id))?;
+            let command = lock(&self.command).clone();
             let logs = output::follow(
-                &self.docker,
-                &self.id,
-                &self.command,
+                self.docker(),
+                &id,
+                &command,
                 &self.name,
                 self.copied.clone(),
             )?;
             let inspected = self
-                .docker
-                .inspect_container(&self.id, None)
+                .docker()
+                .inspect_container(&id, None)
                 .await
-                .map_err(docker_error("inspect", &self.id))?;
+                .map_err(docker_error("inspect", &id))?;
             let pid = inspected
                 .state
                 .and_then(|state| state.pid)
                 .and_then(|pid| u32::try_from(pid).ok())
                 .unwrap_or(0);
-            let docker = self.docker.clone();
-            let id = self.id.clone();
+            let docker = self.docker().clone();
             let exit = Box::pin(async move {
                 let exit = wait_exit(&docker, &id).await;
                 // The output of its last moments, before anyone reads the log.
@@ -302,25 +341,29 @@ impl Unit for DockerUnit {
 
     fn send(&self, order: Order) -> BoxFuture<'_, Result<(), BackendError>> {
         Box::pin(async move {
+            let id = self.id();
             match order {
-                Order::Terminate => self.signal(self.command.stop_signal).await,
+                Order::Terminate => {
+                    let stop = lock(&self.command).stop_signal;
+                    self.signal(stop).await
+                }
                 Order::Kill => self.signal(Signal::SIGKILL).await,
                 Order::Pause => self
-                    .docker
-                    .pause_container(&self.id)
+                    .docker()
+                    .pause_container(&id)
                     .await
-                    .map_err(docker_error("pause", &self.id)),
+                    .map_err(docker_error("pause", &id)),
                 Order::Resume => self
-                    .docker
-                    .unpause_container(&self.id)
+                    .docker()
+                    .unpause_container(&id)
                     .await
-                    .map_err(docker_error("unpause", &self.id)),
+                    .map_err(docker_error("unpause", &id)),
             }
         })
     }
 
     fn kill_now(&self) {
-        let id = self.id.clone();
+        let id = self.id();
         blocking(move |docker| async move {
             let kill = KillContainerOptions {
                 signal: "SIGKILL".to_owned(),
@@ -330,21 +373,48 @@ impl Unit for DockerUnit {
     }
 
     fn log_path(&self) -> &Path {
-        &self.command.log
+        &self.log
     }
 
-    fn retarget(&self, _: Command) -> BoxFuture<'_, Result<(), BackendError>> {
-        Box::pin(std::future::ready(Err(BackendError::FixedImage(
-            self.name.clone(),
-        ))))
+    /// A container runs the image it was made with: this one is removed, and another made
+    /// under the same name from `command`'s image, with the limits in place.
+    fn retarget(&self, command: Command) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async move {
+            let old = self.id();
+            self.docker()
+                .remove_container(&old, Some(leftovers::force()))
+                .await
+                .map_err(docker_error("remove", &old))?;
+            lock(&self.maker.created).retain(|id| *id != old);
+            let command = Command {
+                log: self.log.clone(),
+                ..command
+            };
+            let id = self.maker.create(&self.name, &command).await?;
+            *lock(&self.id) = id.clone();
+            *lock(&self.command) = command;
+            let limits = lock(&self.limits).clone();
+            for limit in limits {
+                self.docker()
+                    .update_container(&id, update_of(limit))
+                    .await
+                    .map_err(docker_error("update the limits of", &id))?;
+            }
+            Ok(())
+        })
     }
 
     fn limit(&self, limit: Limit) -> BoxFuture<'_, Result<(), BackendError>> {
         Box::pin(async move {
-            self.docker
-                .update_container(&self.id, update_of(limit))
+            let id = self.id();
+            self.docker()
+                .update_container(&id, update_of(limit))
                 .await
-                .map_err(docker_error("update the limits of", &self.id))
+                .map_err(docker_error("update the limits of", &id))?;
+            let mut limits = lock(&self.limits);
+            limits.retain(|l| std::mem::discriminant(l) != std::mem::discriminant(&limit));
+            limits.push(limit);
+            Ok(())
         })
     }
 }

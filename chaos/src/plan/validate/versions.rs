@@ -152,15 +152,6 @@ impl Cx<'_> {
         if let Action::Upgrade { target, to, .. } = action {
             let at = path.key("to");
             self.version_named(to.as_str(), cx.versions, &at)?;
-            if let Some(node) = services_of(*target, cx.count)
-                .into_iter()
-                .find(|node| cx.in_container(*node))
-            {
-                return Err(self.err(
-                    &path.key("upgrade"),
-                    format!("{node} runs in a container, which keeps the image it was made with: `upgrade` moves nodes that run as processes (the process backend, netns hosts)"),
-                ));
-            }
             self.runnable(*to, *target, cx, &at)?;
         }
         Ok(())
@@ -345,13 +336,19 @@ mod tests {
             ""
         )
         .is_ok());
-        // A container keeps its image: upgrades move processes.
-        let (_, key, _) = refusal(docker(
+        // Containers move between images; a binary or a commit is for processes.
+        assert!(docker(
             "versions:\n  c: {image: anyplay/node:next}\n",
             "",
             "  - {at: 5s, upgrade: nodes, to: c}\n",
+        )
+        .is_ok());
+        let (_, key, _) = refusal(docker(
+            "versions:\n  c: {git: main}\n",
+            "",
+            "  - {at: 5s, upgrade: nodes, to: c}\n",
         ));
-        assert_eq!(key, "timeline[0].upgrade");
+        assert_eq!(key, "timeline[0].to");
         let (_, key, message) = refusal(plan(
             "versions:\n  c: {image: anyplay/node:next}\n",
             "",
