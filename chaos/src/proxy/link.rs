@@ -580,6 +580,50 @@ mod tests {
         assert!(recorder.shut);
     }
 
+    /// Healed, a slicer lets what it was cutting go at once: a backlog sliced on after the
+    /// heal made deliveries late past the fault's end (network-faults at `14eadf1`).
+    #[tokio::test]
+    async fn a_cleared_slicer_lets_the_rest_go_at_once() {
+        let faults = Faults::new();
+        let delay = Duration::from_millis(1);
+        faults.set(LinkFault::Slicer { bytes: 8, delay }, Ways::Both, None);
+        let connection = ConnectionFaults::new(&faults, 0);
+        let counters = Counters::default();
+        let total = 40_000;
+        let sent = pattern(total);
+        let (mut client, from) = duplex(total + 1);
+        let (to, mut server) = duplex(64 * 1024);
+        client.write_all(&sent).await.expect("write");
+        drop(client);
+        let test = async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            faults.clear(LinkFaultKind::Slicer);
+            let cleared = Instant::now();
+            let mut received = Vec::new();
+            server.read_to_end(&mut received).await.expect("the rest");
+            (received.len(), cleared.elapsed())
+        };
+        let link = async {
+            run(
+                Direction::Upstream,
+                from,
+                to,
+                STRAIGHT_CHUNK,
+                &connection,
+                &counters,
+            )
+            .await
+            .expect("link");
+            std::future::pending::<()>().await;
+        };
+        let (received, took) = tokio::select! {
+            out = test => out,
+            () = link => unreachable!(),
+        };
+        assert_eq!(received, total);
+        assert!(took < Duration::from_millis(500), "the rest took {took:?}");
+    }
+
     #[tokio::test]
     async fn limit_data_passes_exactly_the_limit_then_ends_the_connection() {
         let faults = Faults::new();
