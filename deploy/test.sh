@@ -20,6 +20,8 @@ command -v ip >/dev/null 2>&1 || [[ -x /usr/sbin/ip ]] || [[ -x /sbin/ip ]] || m
 command -v nft >/dev/null 2>&1 || [[ -x /usr/sbin/nft ]] || missing+=(nftables)
 # The remote-engine test's certificates.
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+# deploy/test-binaries.sh: the test binaries cargo built, from its JSON messages.
+command -v jq >/dev/null 2>&1 || missing+=(jq)
 # The report's browser test.
 command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-dejavu-core)
 if ((${#missing[@]})) && [[ $(id -u) -ne 0 ]]; then
