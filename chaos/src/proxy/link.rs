@@ -580,8 +580,9 @@ mod tests {
         assert!(recorder.shut);
     }
 
-    /// Healed, a slicer lets what it was cutting go at once: a backlog sliced on after the
-    /// heal made deliveries late past the fault's end (network-faults at `14eadf1`).
+    /// Healed, a slicer lets what it was cutting go at once, so what comes late after the heal
+    /// is not the proxy's doing (network-faults at `14eadf1`: the player's 4 KiB receive
+    /// buffer paced a backlog).
     #[tokio::test]
     async fn a_cleared_slicer_lets_the_rest_go_at_once() {
         let faults = Faults::new();

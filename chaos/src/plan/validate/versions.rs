@@ -133,7 +133,7 @@ impl Cx<'_> {
                 return Err(self.err(
                     path,
                     format!(
-                        "{node} runs {runs}, and version `{version}` is a {}: it needs {needs}",
+                        "{node} runs {runs}, and version `{version}` names a `{}`: it needs {needs}",
                         source.key()
                     ),
                 ));
