@@ -112,27 +112,60 @@ async fn cores_used(pids: [u32; 2], span: Duration) -> [f64; 2] {
     [0, 1].map(|i| (after[i] - before[i]) / elapsed)
 }
 
-/// Gives `pid` the first claim on the cores: a nice of -10 and, in a cpu cgroup of its own
-/// (the cap's, a container's), ten times the default weight. The cap is a quota, which no
-/// weight lifts; the weight keeps others' work (CI runs whole plans beside) from starving
-/// what is measured.
-fn favour(pid: u32) {
-    let reniced = std::process::Command::new("renice")
-        .args(["-n", "-10", "-p", &pid.to_string()])
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("renice runs");
-    assert!(reniced.success(), "renice {pid}: {reniced}");
-    let groups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("the process runs");
-    let cpu_group = groups.lines().find_map(|line| {
-        let mut fields = line.splitn(3, ':');
-        let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
-        controllers.split(',').any(|c| c == "cpu").then_some(path)
-    });
-    if let Some(group) = cpu_group.filter(|g| *g != "/") {
-        let shares = format!("/sys/fs/cgroup/cpu{group}/cpu.shares");
-        std::fs::write(&shares, "10240").unwrap_or_else(|e| panic!("{shares}: {e}"));
+/// The `cpu.shares` of some cgroups raised, put back on drop.
+struct Favoured(Vec<(PathBuf, String)>);
+
+impl Drop for Favoured {
+    fn drop(&mut self) {
+        for (shares, before) in &self.0 {
+            let _ = std::fs::write(shares, before);
+        }
     }
+}
+
+/// Gives `pids` the first claim on the cores: a nice of -10 and, for each cpu cgroup that
+/// holds one (the cap's, a container's) and every group above it, ten times the default
+/// weight, until the guard drops. A cgroup competes with its siblings by its own weight, so
+/// a favoured process inside a group of default weight still gets what that group gets (CI
+/// runs whole plans beside). The cap is a quota, which no weight lifts.
+fn favour(pids: [u32; 2]) -> Favoured {
+    let mut raised: Vec<(PathBuf, String)> = Vec::new();
+    for pid in pids {
+        let reniced = std::process::Command::new("renice")
+            .args(["-n", "-10", "-p", &pid.to_string()])
+            .stdout(std::process::Stdio::null())
+            .status()
+            .expect("renice runs");
+        assert!(reniced.success(), "renice {pid}: {reniced}");
+        let groups =
+            std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("the process runs");
+        let cpu_group = groups.lines().find_map(|line| {
+            let mut fields = line.splitn(3, ':');
+            let (_, controllers, path) = (fields.next()?, fields.next()?, fields.next()?);
+            controllers
+                .split(',')
+                .any(|c| c == "cpu")
+                .then(|| PathBuf::from(path))
+        });
+        for group in cpu_group.iter().flat_map(|g| g.ancestors()) {
+            let relative = group.strip_prefix("/").unwrap_or(group);
+            if relative.as_os_str().is_empty() {
+                continue;
+            }
+            let shares = Path::new("/sys/fs/cgroup/cpu")
+                .join(relative)
+                .join("cpu.shares");
+            if raised.iter().any(|(path, _)| *path == shares) {
+                continue;
+            }
+            let before = std::fs::read_to_string(&shares)
+                .unwrap_or_else(|e| panic!("{}: {e}", shares.display()));
+            std::fs::write(&shares, "10240")
+                .unwrap_or_else(|e| panic!("{}: {e}", shares.display()));
+            raised.push((shares, before.trim().to_owned()));
+        }
+    }
+    Favoured(raised)
 }
 
 /// CPU measurements take turns: two tests' busy loops would halve each other's share.
@@ -148,16 +181,17 @@ async fn cpu_limit_holds_and_lifts(
 ) {
     let _turn = ONE_CPU_TEST_AT_A_TIME.lock().await;
     let mut busy_pair = Vec::new();
-    for (name, faults) in [("busy", limits()), ("twin", FaultReadiness::default())] {
+    // The twin is ready for limits too, so that both sit in cgroups alike.
+    for name in ["busy", "twin"] {
         let service = supervisor
-            .add(spec(dir, name, "while :; do :; done", faults))
+            .add(spec(dir, name, "while :; do :; done", limits()))
             .await
             .unwrap();
         service.start().await.unwrap();
         busy_pair.push((service, started(events).await));
     }
     let (service, pids) = (&busy_pair[0].0, [busy_pair[0].1, busy_pair[1].1]);
-    pids.into_iter().for_each(favour);
+    let _favoured = favour(pids);
     service
         .apply(ServiceFault::Cpu { cores: 0.2 })
         .await
