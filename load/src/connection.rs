@@ -296,6 +296,7 @@ async fn serve(
     silence: Duration,
     signals: &mut Signals<'_>,
 ) -> Ended {
+    let mut narrowed = false;
     loop {
         tokio::select! {
             _ = signals.shutdown.changed() => {
@@ -314,6 +315,10 @@ async fn serve(
                 Ok(Some(Ok(Message::Text(text)))) => {
                     player.on_message(conn, &text);
                     if device == Device::Primary && player.reads_slowly() {
+                        if !narrowed {
+                            // The kernel's buffer would hold the flood on the reader's behalf.
+                            narrowed = crate::net::narrow_for_slow_reading(ws.get_ref()).is_ok();
+                        }
                         tokio::time::sleep(SLOW_READ_PAUSE).await;
                     }
                 }

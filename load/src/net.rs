@@ -28,9 +28,14 @@ pub const BURSTS_PER_FLEET: u64 = 64;
 const FLOOD_BASE: u32 = u32::from_be_bytes([127, 160, 0, 0]);
 pub const FLOODS_PER_FLEET: u64 = 64;
 pub const FLOOD_ADDRESSES: u64 = 16;
-/// An event socket's receive buffer (the kernel doubles it): events are small, and a player
-/// that reads slowly must leave them in the cloud's outbound queue, not in its own kernel.
-const EVENT_RECV_BUFFER: u32 = 4 * 1024;
+/// An event socket's receive buffer (the kernel doubles it), set before connecting: the
+/// window it offers never shrinks after, so a player that comes to read slowly later holds
+/// no more than this unread once narrowed. Yet large enough that a backlog (a link fault
+/// healed) comes as fast as the link brings it: 4 KiB took one at a few kB a second.
+const EVENT_RECV_BUFFER: u32 = 32 * 1024;
+/// A slow reader's, from its first slow read: it must leave its events in the cloud's
+/// outbound queue, not in its own kernel.
+const SLOW_READER_RECV_BUFFER: usize = 4 * 1024;
 
 /// Loopback source addresses, used round-robin by player index.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -179,6 +184,17 @@ impl Net {
     }
 }
 
+/// Narrows the receive buffer of an event connection whose player starts reading it slowly:
+/// the window it offers closes once that much waits unread, and the cloud's queue fills.
+pub fn narrow_for_slow_reading(stream: &TcpStream) -> std::io::Result<()> {
+    nix::sys::socket::setsockopt(
+        stream,
+        nix::sys::socket::sockopt::RcvBuf,
+        &SLOW_READER_RECV_BUFFER,
+    )
+    .map_err(std::io::Error::from)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,6 +218,72 @@ mod tests {
             "127.0.0.x".parse::<SourceIps>(),
             Err(SourceIpsError::NotAnAddress(_))
         ));
+    }
+
+    /// The peer of an event socket, with a send buffer bounded as a node bounds it.
+    async fn accept(listener: &tokio::net::TcpListener) -> TcpStream {
+        let (server, _) = listener.accept().await.expect("accept");
+        nix::sys::socket::setsockopt(&server, nix::sys::socket::sockopt::SndBuf, &8192)
+            .expect("send buffer");
+        server
+    }
+
+    /// Bytes `server` gets off its hands towards a peer that reads nothing, before its writes
+    /// block.
+    async fn taken_unread(server: &TcpStream) -> usize {
+        let (mut taken, chunk) = (0, [0u8; 1024]);
+        while let Ok(Ok(())) =
+            tokio::time::timeout(std::time::Duration::from_millis(500), server.writable()).await
+        {
+            match server.try_write(&chunk) {
+                Ok(n) => taken += n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) => panic!("write: {e}"),
+            }
+        }
+        taken
+    }
+
+    /// Narrowed for a slow reader, even after a backlog went through it, an event socket holds
+    /// less unread than one reading normally offers: its own 8 KiB and the window it offered
+    /// before (the sender's 16 KiB come on top).
+    #[tokio::test]
+    async fn a_slow_readers_socket_holds_little_unread() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("listener");
+        let to = listener.local_addr().expect("address");
+        let net = Net::new(None, 0).expect("net");
+        let mut reader = net.connect(0, to).await.expect("connect");
+        let mut server = accept(&listener).await;
+        const BACKLOG: usize = 1_000_000;
+        let writing = tokio::spawn(async move {
+            server.write_all(&vec![7; BACKLOG]).await.expect("write");
+            server
+        });
+        let mut read = vec![0; BACKLOG];
+        tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            reader.read_exact(&mut read),
+        )
+        .await
+        .expect("the backlog arrives")
+        .expect("read");
+        let server = writing.await.expect("writer");
+        let normal = net.connect(1, to).await.expect("connect");
+        let twin = accept(&listener).await;
+        narrow_for_slow_reading(&reader).expect("narrowed");
+        let (held_slowly, held_normally) = (taken_unread(&server).await, taken_unread(&twin).await);
+        drop(normal);
+        assert!(
+            held_slowly <= 56 * 1024,
+            "a slow reader's socket took {held_slowly} bytes"
+        );
+        assert!(
+            held_slowly < held_normally,
+            "a slow reader's socket took {held_slowly} bytes, a normal one's {held_normally}"
+        );
     }
 
     #[tokio::test]

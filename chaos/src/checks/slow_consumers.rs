@@ -26,8 +26,9 @@ pub const NAME: &str = "slow_consumers";
 /// The cloud contract's outbound queue per connection (events).
 pub const QUEUE: u64 = 256;
 /// Events that may be on their way to a reader beside its queue: the node's bounded event
-/// send buffer, the players link's proxy and the reader's receive buffer hold about 250 of
-/// the flood's events, and a busy bus between the nodes holds some more.
+/// send buffer and the players link's proxy hold about 250 of the flood's events, the
+/// reader's receive buffer, narrowed when its spell begins, up to the window it offered
+/// before (about 250 more), and a busy bus between the nodes holds some more.
 pub const SOCKETS: u64 = 750;
 /// A pause this long between two reads of a reader that was behind: it was starved of time,
 /// not slow by design (it reads every 20 ms).
