@@ -99,6 +99,11 @@ pub struct Config {
     pub db_connections: u32,
     pub db_timeouts: DbTimeouts,
     pub admin_token: Option<String>,
+    /// The public listener's certificate and key: HTTPS and WSS.
+    pub tls: Option<crate::tls::TlsFiles>,
+    /// `GET /v1/admin/codes` answers the newest sign-in code of an address (load runs
+    /// against a deployed cloud); only with an admin token.
+    pub test_codes: bool,
     pub access_token_ttl: Duration,
     pub rate_limits: RateLimits,
     pub friend_limits: FriendLimits,
@@ -135,6 +140,8 @@ impl Default for Config {
             db_connections: 8,
             db_timeouts: DbTimeouts::default(),
             admin_token: None,
+            tls: None,
+            test_codes: false,
             access_token_ttl: Duration::from_secs(15 * 60),
             rate_limits: RateLimits {
                 enabled: true,
@@ -283,6 +290,18 @@ pub struct Args {
     #[arg(long, env = "ANYPLAY_ADMIN_TOKEN")]
     pub admin_token: Option<String>,
 
+    /// Serve the public listener over HTTPS and WSS with this certificate chain (PEM); needs --tls-key.
+    #[arg(long, env = "ANYPLAY_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, env = "ANYPLAY_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+
+    /// Answer GET /v1/admin/codes?email=ADDR with the newest sign-in code of that address, for load runs against a deployed cloud. Never the default; needs --admin-token.
+    #[arg(long, env = "ANYPLAY_TEST_CODES", num_args = 0..=1, default_missing_value = "true")]
+    pub test_codes: Option<bool>,
+
     /// Lifetime of access tokens [default: 15m].
     #[arg(long, env = "ANYPLAY_ACCESS_TOKEN_TTL", value_parser = duration::parse)]
     #[serde(deserialize_with = "optional_duration")]
@@ -386,7 +405,7 @@ impl Args {
         overlay!(low, high; listen, ops_listen, database_url, node_id, nats_url, cluster_id,
             nats_creds, mail_sink,
             mail_log, drain_timeout, db_connections, db_lock_timeout, db_statement_timeout,
-            db_idle_in_transaction_timeout, admin_token, access_token_ttl,
+            db_idle_in_transaction_timeout, admin_token, tls_cert, tls_key, test_codes, access_token_ttl,
             no_rate_limits, rate_auth_email, rate_calls_per_minute, max_friends, max_outgoing,
             daily_requests_new, ping_interval, outbound_queue, event_send_buffer, ws_write_timeout,
             http_header_timeout, http_body_timeout, http_idle_timeout, max_connections,
@@ -436,6 +455,17 @@ impl Args {
                     .unwrap_or(d.db_timeouts.idle_in_transaction),
             },
             admin_token: args.admin_token.filter(|t| !t.is_empty()),
+            tls: match (args.tls_cert, args.tls_key) {
+                (Some(cert), Some(key)) => Some(crate::tls::TlsFiles { cert, key }),
+                (None, None) => None,
+                // A config file may name one of the two.
+                _ => {
+                    return Err(ConfigError::Invalid(
+                        "tls_cert and tls_key go together".into(),
+                    ))
+                }
+            },
+            test_codes: args.test_codes.unwrap_or(false),
             access_token_ttl: args.access_token_ttl.unwrap_or(d.access_token_ttl),
             rate_limits: RateLimits {
                 enabled: !args.no_rate_limits.unwrap_or(false),
@@ -507,6 +537,10 @@ impl Config {
                 "outbound_queue, bus_queue, max_connections and max_connections_per_ip must be at least 1",
             );
         }
+        if self.test_codes && self.admin_token.is_none() {
+            // Anyone who reaches the operations listener could sign in as anyone.
+            return bad("test_codes needs an admin_token");
+        }
         let limits = &self.rate_limits;
         if limits.enabled && (limits.auth_email_per_15m == 0 || limits.calls_per_minute == 0) {
             // Zero would refuse every call; lifting the limits is its own flag.
@@ -577,6 +611,30 @@ mod tests {
             let lifted = Args::parse_from(["anyplay-cloud", flag, "0", "--no-rate-limits"]);
             assert!(lifted.into_config().is_ok(), "{flag} with --no-rate-limits");
         }
+    }
+
+    /// Test codes open sign-in as anyone to whoever reaches the operations listener: never
+    /// without the admin token. TLS needs both files.
+    #[test]
+    fn test_codes_need_the_admin_token_and_tls_its_two_files() {
+        let config = |flags: &[&str]| {
+            let args = ["anyplay-cloud"].iter().chain(flags).copied();
+            Args::try_parse_from(args)
+                .map_err(|e| e.to_string())?
+                .into_config()
+                .map_err(|e| e.to_string())
+        };
+        assert!(config(&["--test-codes"]).is_err_and(|e| e.contains("admin_token")));
+        assert!(config(&["--test-codes", "--admin-token", "t"]).is_ok_and(|c| c.test_codes));
+        assert!(config(&[]).is_ok_and(|c| !c.test_codes && c.tls.is_none()));
+        assert!(config(&["--tls-cert", "c.pem"]).is_err());
+        let tls = config(&["--tls-cert", "c.pem", "--tls-key", "k.pem"])
+            .unwrap()
+            .tls;
+        assert_eq!(
+            tls.map(|t| (t.cert, t.key)),
+            Some(("c.pem".into(), "k.pem".into()))
+        );
     }
 
     #[test]

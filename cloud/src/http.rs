@@ -4,6 +4,9 @@
 //! request head (slowloris, silent or idle keep-alive clients), and an idle
 //! timeout while a request or its response makes no progress. HTTP/1.1 only.
 //!
+//! With a certificate (`--tls-cert`) a connection is TLS from its first byte, its handshake
+//! under the head's deadline ([`crate::tls`]).
+//!
 //! A forwarder the node trusts (`--proxy-protocol-from`) may begin a connection with a PROXY
 //! protocol v1 header (HAProxy's): the client it names is then the source for every
 //! per-address limit. Anyone else's header is just a bad request.
@@ -35,6 +38,7 @@ use tower::ServiceExt;
 
 use crate::config::HttpLimits;
 use crate::metrics::{ConnectionMetrics, Held};
+use crate::tls::Stream;
 
 /// Serves `app` on `listener` until `stop` turns true, then stops accepting,
 /// lets each connection finish its current call and waits for them.
@@ -43,6 +47,7 @@ pub async fn serve(
     app: Router,
     limits: HttpLimits,
     forwarders: Arc<[IpAddr]>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     metrics: ConnectionMetrics,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -69,7 +74,8 @@ pub async fn serve(
             // Dropped at once: the client sees its connection closed.
             continue;
         };
-        let (app, metrics, sources) = (app.clone(), metrics.clone(), sources.clone());
+        let (app, metrics, sources, tls) =
+            (app.clone(), metrics.clone(), sources.clone(), tls.clone());
         let (mut stop, done) = (stop.clone(), done_rx.clone());
         let forwarded = forwarders.contains(&remote.ip());
         tokio::spawn(async move {
@@ -92,6 +98,24 @@ pub async fn serve(
                 return;
             };
             let _ = stream.set_nodelay(true);
+            let stream = match tls {
+                None => Stream::Plain(stream),
+                Some(acceptor) => {
+                    let handshake =
+                        tokio::time::timeout(limits.header_timeout, acceptor.accept(stream));
+                    match tokio::select! {
+                        handshake = handshake => handshake,
+                        _ = stopped(&mut stop) => return,
+                    } {
+                        Ok(Ok(tls)) => Stream::Tls(Box::new(tls)),
+                        Ok(Err(e)) => {
+                            tracing::debug!(%remote, error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => return,
+                    }
+                }
+            };
             let io = Tracked::new(stream, place, source, Held::new(&metrics.open));
             connection(io, remote, app, limits, stop, done).await;
         });
@@ -271,7 +295,7 @@ impl SendBuffer {
 /// A connection's socket, with its place under the cap and its open count,
 /// both given back when it closes (after an upgrade, when the WebSocket does).
 struct Tracked {
-    stream: TcpStream,
+    stream: Stream,
     activity: Arc<Activity>,
     /// A send buffer size a handler asked for, not applied yet (0: none).
     send_buffer: Arc<AtomicUsize>,
@@ -282,7 +306,7 @@ struct Tracked {
 
 impl Tracked {
     fn new(
-        stream: TcpStream,
+        stream: Stream,
         place: OwnedSemaphorePermit,
         source: SourcePlace,
         open: Held,
@@ -319,7 +343,7 @@ impl Tracked {
         let bytes = self.send_buffer.swap(0, Ordering::Relaxed);
         if bytes > 0 {
             if let Err(e) = nix::sys::socket::setsockopt(
-                &self.stream,
+                self.stream.tcp(),
                 nix::sys::socket::sockopt::SndBuf,
                 &bytes,
             ) {

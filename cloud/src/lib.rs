@@ -6,6 +6,7 @@
 //! - [`config`]: flags, `ANYPLAY_*` variables and the TOML file, into a `Config`.
 //! - [`server`]: a running [`Node`] — listeners, middleware, drain.
 //! - `http`: serving a listener's connections within limits (count, head and idle timeouts).
+//! - [`tls`]: the public listener over TLS (`--tls-cert`, `--tls-key`).
 //! - [`routes`]: one module per API topic, plus the operations listener.
 //! - [`events`]: the event connections — hub (one per account), socket loop, event types.
 //! - [`presence`]: online/offline announcements and connection leases.
@@ -38,6 +39,7 @@ mod routes;
 pub(crate) mod server;
 pub(crate) mod state;
 pub mod store;
+pub mod tls;
 
 pub use config::{Args, Config, MailSinkConfig};
 pub use mail::MemoryMail;

@@ -45,6 +45,8 @@ pub enum NodeError {
     Bus(#[from] crate::bus::BusError),
     #[error("listener failed: {0}")]
     Serve(std::io::Error),
+    #[error("cannot serve TLS: {0}")]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// A node serving in this process.
@@ -74,6 +76,7 @@ impl Node {
                 metrics.pool.clone(),
             )
             .await?;
+            let tls = config.tls.as_ref().map(|f| f.acceptor()).transpose()?;
             let mail = MailSink::open(&config.mail)?;
             let limiter = config.rate_limits.enabled.then(|| {
                 RateLimiter::for_store(
@@ -113,7 +116,7 @@ impl Node {
             let public_addr = public.local_addr().map_err(NodeError::Serve)?;
             let ops_addr = ops.local_addr().map_err(NodeError::Serve)?;
             presence::clear_own_records(&state).await?;
-            let task = tokio::spawn(serve(state.clone(), public, ops));
+            let task = tokio::spawn(serve(state.clone(), public, ops, tls));
             tracing::info!(node = %state.config.node_id, %public_addr, %ops_addr, "node ready");
             Ok(Node {
                 state,
@@ -231,7 +234,12 @@ impl Drop for Counted {
     }
 }
 
-async fn serve(state: AppState, public: TcpListener, ops: TcpListener) -> Result<(), NodeError> {
+async fn serve(
+    state: AppState,
+    public: TcpListener,
+    ops: TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) -> Result<(), NodeError> {
     let in_flight = Arc::new(InFlight::default());
     let public_app = routes::public(state.clone())
         .layer(middleware::from_fn_with_state(state.clone(), guard))
@@ -254,6 +262,7 @@ async fn serve(state: AppState, public: TcpListener, ops: TcpListener) -> Result
         public_app,
         limits,
         state.config.proxy_protocol_from.as_slice().into(),
+        tls,
         state.metrics.http_connections.clone(),
         stop.0.subscribe(),
     )));
@@ -261,8 +270,9 @@ async fn serve(state: AppState, public: TcpListener, ops: TcpListener) -> Result
         ops,
         ops_app,
         limits,
-        // Operators reach it directly.
+        // Operators reach it directly, on their own network.
         Arc::from([]),
+        None,
         // Operators' connections are few; they are not the public's figures.
         ConnectionMetrics::default(),
         stop.0.subscribe(),

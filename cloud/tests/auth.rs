@@ -461,3 +461,55 @@ async fn a_socket_opened_during_a_logout_is_closed(topology: Topology) {
         );
     }
 }
+
+/// `--test-codes`: the operations listener gives out an address's newest open code, only
+/// behind the admin token, and only on a node started so.
+#[tokio::test]
+async fn test_codes_are_given_only_behind_the_admin_token() {
+    const TOKEN: &str = "codes-token";
+    let cloud = TestCloud::start(Topology::Single, &["--test-codes", "--admin-token", TOKEN]).await;
+    let node = cloud.node(0);
+    let codes = |email: &str, token: Option<&str>| {
+        let mut request = node
+            .http
+            .get(format!("{}/v1/admin/codes", node.ops))
+            .query(&[("email", email)]);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        async move {
+            let response = request.send().await.expect("ops request");
+            let status = response.status();
+            (
+                status,
+                response.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    };
+    let (s, _) = codes("zoe@example.com", Some(TOKEN)).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "no challenge yet");
+    for _ in 0..2 {
+        node.call(
+            Method::POST,
+            "/v1/auth/email",
+            None,
+            Some(json!({"email": "zoe@example.com"})),
+        )
+        .await;
+    }
+    let mailed = node.code_for("zoe@example.com").await;
+    let (s, v) = codes("Zoe@Example.com", Some(TOKEN)).await;
+    assert_eq!((s, v["code"].as_str()), (StatusCode::OK, Some(&*mailed)));
+    for token in [None, Some("codes-tokem")] {
+        let (s, v) = codes("zoe@example.com", token).await;
+        assert_eq!(s, StatusCode::UNAUTHORIZED, "{v}");
+    }
+
+    let plain = TestCloud::start(Topology::Single, &["--admin-token", TOKEN]).await;
+    let (s, _) = plain.node(0).ops_get("/v1/admin/codes?email=a@b.co").await;
+    assert_eq!(
+        s,
+        StatusCode::NOT_FOUND,
+        "a node without --test-codes has none"
+    );
+}

@@ -77,6 +77,7 @@ pub fn http_client(
     local_address: Option<std::net::IpAddr>,
 ) -> Result<reqwest::Client, reqwest::Error> {
     reqwest::Client::builder()
+        .use_preconfigured_tls(crate::tls::client_config().as_ref().clone())
         .timeout(CALL_TIMEOUT)
         .connect_timeout(Duration::from_secs(5))
         .local_address(local_address)

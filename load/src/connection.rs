@@ -15,7 +15,7 @@ use tokio_tungstenite::tungstenite::http::{header::AUTHORIZATION, HeaderValue};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{self, Message};
-use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
 use crate::choices::{self, Purpose};
 use crate::client::ClientError;
@@ -40,7 +40,7 @@ const SLOW_READ_PAUSE: Duration = Duration::from_millis(20);
 /// The ping interval a welcome that names none implies (the contract's default).
 const DEFAULT_PING_INTERVAL_S: u64 = 20;
 
-type Socket = WebSocketStream<TcpStream>;
+type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// How long a connection may hear nothing, no event and no ping, before the client gives it up
 /// as dead: `2 × ping_interval + 5 s`.
@@ -317,7 +317,8 @@ async fn serve(
                     if device == Device::Primary && player.reads_slowly() {
                         if !narrowed {
                             // The kernel's buffer would hold the flood on the reader's behalf.
-                            narrowed = crate::net::narrow_for_slow_reading(ws.get_ref()).is_ok();
+                            narrowed = tcp_of(ws.get_ref())
+                                .is_some_and(|tcp| crate::net::narrow_for_slow_reading(tcp).is_ok());
                         }
                         tokio::time::sleep(SLOW_READ_PAUSE).await;
                     }
@@ -383,10 +384,22 @@ async fn open(
         HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| OpenError::BadToken)?;
     request.headers_mut().insert(AUTHORIZATION, bearer);
     let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER);
-    let (ws, _) = tokio_tungstenite::client_async_with_config(request, tcp, Some(config))
-        .await
-        .map_err(OpenError::Ws)?;
+    // TLS when the URL is `wss://`, with the trust of every client of the load.
+    let tls = Connector::Rustls(crate::tls::client_config());
+    let (ws, _) =
+        tokio_tungstenite::client_async_tls_with_config(request, tcp, Some(config), Some(tls))
+            .await
+            .map_err(OpenError::Ws)?;
     Ok(ws)
+}
+
+/// The TCP socket beneath an event connection.
+fn tcp_of(stream: &MaybeTlsStream<TcpStream>) -> Option<&TcpStream> {
+    match stream {
+        MaybeTlsStream::Plain(tcp) => Some(tcp),
+        MaybeTlsStream::Rustls(tls) => Some(tls.get_ref().0),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

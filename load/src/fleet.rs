@@ -266,7 +266,10 @@ async fn resolve(endpoint: &NodeEndpoint) -> Result<Node, LoadError> {
         .ok_or_else(|| fail("the host resolves to no address".into()))?;
     Ok(Node {
         endpoint: endpoint.clone(),
-        ws_url: format!("ws://{host}:{port}/v1/events"),
+        ws_url: match url.scheme() {
+            "https" => format!("wss://{host}:{port}/v1/events"),
+            _ => format!("ws://{host}:{port}/v1/events"),
+        },
         addr,
     })
 }

@@ -10,8 +10,9 @@
 //! - [`budget`]: the sockets a run's processes will hold, against the open-file limit.
 //! - [`target`]: what a run plays against ([`Target`]): node endpoints, where sign-in codes come
 //!   from ([`CodeSource`]), and optional control over nodes ([`NodeControl`]).
-//! - [`mail_log`]: the external [`CodeSource`], tailing the cloud's mail-log file, and with
-//!   it the external [`Target`].
+//! - [`mail_log`] and [`test_codes`]: the external [`CodeSource`]s, tailing the cloud's
+//!   mail-log file or asking a node started with `--test-codes`.
+//! - [`tls`]: what the load's TLS clients trust (the system's roots, `--ca`).
 //! - [`inprocess`]: the cloud inside the harness (one SQLite node, or a cluster), as a [`Target`].
 //! - [`wire`] and [`client`]: the contract's JSON bodies and a typed HTTP client of it.
 //! - [`net`]: spreading connections over loopback source addresses (`--source-ips`).
@@ -63,6 +64,8 @@ pub mod settings;
 pub mod stats;
 mod sync;
 pub(crate) mod target;
+pub(crate) mod test_codes;
+pub mod tls;
 pub(crate) mod wake;
 pub mod wire;
 

@@ -5,15 +5,14 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures_util::future::BoxFuture;
 
 use crate::error::LoadError;
-use crate::settings::External;
 use crate::sync::lock;
-use crate::target::{CodeSource, NodeEndpoint, Target};
+use crate::target::CodeSource;
 
 /// How long a player waits for its code before the sign-in fails.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(10);
@@ -173,34 +172,6 @@ impl CodeSource for MailLog {
                 }
                 tokio::time::sleep(POLL).await;
             }
-        })
-    }
-}
-
-/// External mode is the mail log's: the nodes given by `--url`, their codes read from the file
-/// named by `--mail-log`.
-impl Target {
-    /// External mode: nodes given by `--url`, codes read from `--mail-log`.
-    pub fn external(external: &External) -> Result<Target, LoadError> {
-        let nodes = external
-            .nodes
-            .iter()
-            .map(|node| NodeEndpoint {
-                api: node.url.trim_end_matches('/').to_string(),
-                // `--metrics-url` names the metrics page; the ops listener is its base.
-                ops: node.metrics_url.as_ref().map(|url| {
-                    let url = url.trim_end_matches('/');
-                    url.strip_suffix("/metrics").unwrap_or(url).to_string()
-                }),
-                pid: node.pid,
-            })
-            .collect();
-        let codes = MailLog::open(&external.mail_log, DEFAULT_WAIT)?;
-        Ok(Target {
-            nodes,
-            codes: Arc::new(codes),
-            control: None,
-            pool: None,
         })
     }
 }

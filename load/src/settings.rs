@@ -222,6 +222,16 @@ pub struct Args {
     /// External mode: the cloud's mail-log file, to read sign-in codes.
     #[arg(long)]
     pub mail_log: Option<PathBuf>,
+    /// External mode: sign-in codes from a node started with --test-codes, at its operations
+    /// listener (https://OPS-ADDR), instead of a mail log.
+    #[arg(long)]
+    pub codes_from: Option<String>,
+    /// The admin token of --codes-from, on the first line of this file.
+    #[arg(long)]
+    pub admin_token_file: Option<PathBuf>,
+    /// External mode: trust this CA (PEM) beside the system's roots, for https:// nodes.
+    #[arg(long)]
+    pub ca: Option<PathBuf>,
     /// External mode: a node's metrics page (repeat per node, in --url order).
     #[arg(long)]
     pub metrics_url: Vec<String>,
@@ -284,6 +294,9 @@ pub struct AgentArgs {
     /// repeatable. An offer of nodes outside them is refused [default: 127.0.0.0/8].
     #[arg(long = "allow-target", default_value = "127.0.0.0/8")]
     pub allow_targets: Vec<AllowedTarget>,
+    /// Trust this CA (PEM) beside the system's roots, for https:// nodes.
+    #[arg(long)]
+    pub ca: Option<PathBuf>,
 }
 
 /// What an agent may play against (`--allow-target`): an address range, or a host name.
@@ -438,7 +451,22 @@ pub enum Mode {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct External {
     pub nodes: Vec<ExternalNode>,
-    pub mail_log: PathBuf,
+    pub codes: Codes,
+    /// A private CA trusted beside the system's roots.
+    pub ca: Option<PathBuf>,
+}
+
+/// Where external mode reads sign-in codes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Codes {
+    /// The cloud's mail-log file (`--mail-log`).
+    MailLog(PathBuf),
+    /// A node's operations listener with its test codes on (`--codes-from`).
+    TestCodes {
+        ops: String,
+        admin_token_file: PathBuf,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -900,6 +928,9 @@ fn mode(args: &Args) -> Result<Mode, SettingsError> {
     if args.url.is_empty() {
         let external_only = [
             ("--mail-log", args.mail_log.is_some()),
+            ("--codes-from", args.codes_from.is_some()),
+            ("--admin-token-file", args.admin_token_file.is_some()),
+            ("--ca", args.ca.is_some()),
             ("--metrics-url", !args.metrics_url.is_empty()),
             ("--pid", !args.pid.is_empty()),
         ];
@@ -938,12 +969,37 @@ fn mode(args: &Args) -> Result<Mode, SettingsError> {
             "external nodes keep whatever limits they were started with",
         ));
     }
-    let Some(mail_log) = &args.mail_log else {
-        return Err(refuse(
-            "--mail-log",
-            "external mode (--url) needs the cloud's mail-log file to read sign-in codes",
-        ));
-    };
+    let codes =
+        match (&args.mail_log, &args.codes_from, &args.admin_token_file) {
+            (Some(_), Some(_), _) => {
+                return Err(refuse(
+                    "--codes-from",
+                    "give --mail-log or --codes-from, not both",
+                ))
+            }
+            (Some(path), None, None) => Codes::MailLog(path.clone()),
+            (Some(_), None, Some(_)) => {
+                return Err(refuse("--admin-token-file", "only applies to --codes-from"))
+            }
+            (None, Some(ops), Some(token)) => {
+                web_url("--codes-from", ops)?;
+                Codes::TestCodes {
+                    ops: ops.clone(),
+                    admin_token_file: token.clone(),
+                }
+            }
+            (None, Some(_), None) => {
+                return Err(refuse(
+                    "--codes-from",
+                    "needs --admin-token-file (the node's --admin-token)",
+                ))
+            }
+            (None, None, _) => return Err(refuse(
+                "--mail-log",
+                "external mode (--url) needs the cloud's mail-log file, or --codes-from a node \
+                 started with --test-codes, to read sign-in codes",
+            )),
+        };
     for (flag, given) in [
         ("--metrics-url", args.metrics_url.len()),
         ("--pid", args.pid.len()),
@@ -963,14 +1019,7 @@ fn mode(args: &Args) -> Result<Mode, SettingsError> {
         .iter()
         .enumerate()
         .map(|(i, url)| {
-            let parsed =
-                reqwest::Url::parse(url).map_err(|e| refuse("--url", format!("{url:?}: {e}")))?;
-            if parsed.scheme() != "http" {
-                return Err(refuse(
-                    "--url",
-                    format!("{url:?}: only http:// nodes are supported"),
-                ));
-            }
+            web_url("--url", url)?;
             Ok(ExternalNode {
                 url: url.clone(),
                 metrics_url: args.metrics_url.get(i).cloned(),
@@ -980,8 +1029,21 @@ fn mode(args: &Args) -> Result<Mode, SettingsError> {
         .collect::<Result<_, _>>()?;
     Ok(Mode::External(External {
         nodes,
-        mail_log: mail_log.clone(),
+        codes,
+        ca: args.ca.clone(),
     }))
+}
+
+/// An `http://` or `https://` URL.
+fn web_url(flag: &'static str, url: &str) -> Result<(), SettingsError> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| refuse(flag, format!("{url:?}: {e}")))?;
+    match parsed.scheme() {
+        "http" | "https" => Ok(()),
+        _ => Err(refuse(
+            flag,
+            format!("{url:?}: only http:// and https:// are supported"),
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -1095,6 +1157,45 @@ mod tests {
         ])
         .expect("external");
         assert!(matches!(&s.mode, Mode::External(e) if e.nodes[0].metrics_url.is_some()));
+    }
+
+    /// A deployed cloud: `https://` nodes, codes from a node's test codes with its token, or
+    /// from a mail log, never both.
+    #[test]
+    fn a_deployed_cloud_takes_https_and_test_codes() {
+        let node = ["--url", "https://play.example:443"];
+        let with = |more: &[&str]| settings(&[&node[..], more].concat());
+        let s = with(&[
+            "--codes-from",
+            "https://ops.example",
+            "--admin-token-file",
+            "t",
+        ])
+        .expect("https and test codes");
+        assert!(matches!(&s.mode, Mode::External(e) if matches!(e.codes, Codes::TestCodes { .. })));
+        let e = with(&["--codes-from", "https://ops.example"]).expect_err("no token file");
+        assert_eq!(e.flag, "--codes-from");
+        let e = with(&[
+            "--codes-from",
+            "https://o",
+            "--admin-token-file",
+            "t",
+            "--mail-log",
+            "m",
+        ])
+        .expect_err("two code sources");
+        assert_eq!(e.flag, "--codes-from");
+        let e = with(&["--mail-log", "m", "--admin-token-file", "t"]).expect_err("a stray token");
+        assert_eq!(e.flag, "--admin-token-file");
+        let e = with(&["--codes-from", "ftp://o", "--admin-token-file", "t"]).expect_err("ftp");
+        assert_eq!(e.flag, "--codes-from");
+        assert_eq!(
+            refused(&["--ca", "ca.pem"]).flag,
+            "--ca",
+            "in process, no CA"
+        );
+        let e = refused(&["--url", "ws://127.0.0.1:1", "--mail-log", "m"]);
+        assert_eq!(e.flag, "--url");
     }
 
     #[test]

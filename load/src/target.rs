@@ -6,6 +6,9 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 
 use crate::error::LoadError;
+use crate::mail_log::{MailLog, DEFAULT_WAIT};
+use crate::settings::{Codes, External};
+use crate::test_codes::TestCodes;
 
 /// One cloud node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,4 +56,40 @@ pub struct Target {
     /// None in external mode: storms that need it are refused.
     pub control: Option<Arc<dyn NodeControl>>,
     pub pool: Option<Arc<dyn PoolProbe>>,
+}
+
+impl Target {
+    /// External mode: the nodes given by `--url`, their codes from `--mail-log` or
+    /// `--codes-from`; `--ca` trusted before any client is made.
+    pub fn external(external: &External) -> Result<Target, LoadError> {
+        if let Some(ca) = &external.ca {
+            crate::tls::trust_also(ca).map_err(|e| LoadError::Refused(e.to_string()))?;
+        }
+        let nodes = external
+            .nodes
+            .iter()
+            .map(|node| NodeEndpoint {
+                api: node.url.trim_end_matches('/').to_string(),
+                // `--metrics-url` names the metrics page; the ops listener is its base.
+                ops: node.metrics_url.as_ref().map(|url| {
+                    let url = url.trim_end_matches('/');
+                    url.strip_suffix("/metrics").unwrap_or(url).to_string()
+                }),
+                pid: node.pid,
+            })
+            .collect();
+        let codes: Arc<dyn CodeSource> = match &external.codes {
+            Codes::MailLog(path) => Arc::new(MailLog::open(path, DEFAULT_WAIT)?),
+            Codes::TestCodes {
+                ops,
+                admin_token_file,
+            } => Arc::new(TestCodes::new(ops, admin_token_file)?),
+        };
+        Ok(Target {
+            nodes,
+            codes,
+            control: None,
+            pool: None,
+        })
+    }
 }

@@ -11,15 +11,14 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use hdrhistogram::Histogram;
 use serde_json::Value;
-use sqlx::migrate::MigrateDatabase;
 
 use anyplay_load::agents::protocol::{self, Event, Phase, ScenarioResult};
 use anyplay_load::agents::Coordinator;
 use anyplay_load::seal::{self, Secret};
 use anyplay_load::stats::ms;
 
-use crate::processes::{load, CloudProcess, LOAD};
-use crate::support::{check_contract_fields, services, temp_path, Services};
+use crate::processes::{load, Cluster, LOAD};
+use crate::support::{check_contract_fields, services, temp_path};
 
 /// Idle agents take any coordinator's offer, so the two tests' agents must not meet on the
 /// one NATS: they run one after the other.
@@ -33,51 +32,6 @@ fn secret_file() -> PathBuf {
     let path = temp_path("agents-secret");
     std::fs::write(&path, SECRET).expect("the secret file");
     path
-}
-
-/// Two nodes on a database of their own, appending codes to one mail log.
-struct Cluster {
-    nodes: [CloudProcess; 2],
-    mail_log: PathBuf,
-}
-
-impl Cluster {
-    async fn start(services: &Services, tag: &str) -> Cluster {
-        let name = format!("anyplay_agents_{}_{tag}", std::process::id());
-        let (server, _) = services
-            .postgres_url
-            .rsplit_once('/')
-            .expect("a database URL with a path");
-        let database = format!("{server}/{name}");
-        sqlx::Postgres::create_database(&database)
-            .await
-            .expect("a database for the cluster");
-        let mail_log = temp_path("agents-mail.log");
-        let node = |i: usize| {
-            let node_id = format!("agents-{}-{tag}-{i}", std::process::id());
-            let (database, nats, mail_log) = (
-                database.clone(),
-                services.nats_url.clone(),
-                mail_log.clone(),
-            );
-            async move { CloudProcess::cluster(&node_id, &database, &nats, &mail_log).await }
-        };
-        let nodes = [node(1).await, node(2).await];
-        Cluster { nodes, mail_log }
-    }
-
-    /// The coordinator's flags for these nodes.
-    fn flags(&self) -> Vec<String> {
-        let mut flags = Vec::new();
-        for node in &self.nodes {
-            flags.extend(["--url".to_string(), node.api.clone()]);
-        }
-        flags.extend([
-            "--mail-log".to_string(),
-            self.mail_log.display().to_string(),
-        ]);
-        flags
-    }
 }
 
 /// An `anyplay-load agent` process, killed when dropped.
@@ -217,7 +171,7 @@ fn args(flags: &[&str], cluster: &Cluster, nats: &str, json: &Path) -> Vec<Strin
 async fn three_agents_merge_into_the_histogram_of_all_their_samples() {
     let _alone = ONE_RUN_AT_A_TIME.lock().await;
     let services = services();
-    let cluster = Cluster::start(&services, "clean").await;
+    let cluster = Cluster::start(&services, "clean", &[]).await;
     let agents: Vec<Agent> = ["c1", "c2", "c3"]
         .iter()
         .map(|n| Agent::start(&services.nats_url, n))
@@ -372,7 +326,7 @@ async fn three_agents_merge_into_the_histogram_of_all_their_samples() {
 async fn an_agent_killed_mid_run_is_named_and_the_run_is_incomplete() {
     let _alone = ONE_RUN_AT_A_TIME.lock().await;
     let services = services();
-    let cluster = Cluster::start(&services, "killed").await;
+    let cluster = Cluster::start(&services, "killed", &[]).await;
     let mut agents: Vec<Agent> = ["k1", "k2", "k3"]
         .iter()
         .map(|n| Agent::start(&services.nats_url, n))
@@ -521,7 +475,7 @@ async fn a_coordinator_without_the_secret_recruits_nobody() {
 async fn an_agent_refuses_a_target_outside_its_allowlist() {
     let _alone = ONE_RUN_AT_A_TIME.lock().await;
     let services = services();
-    let cluster = Cluster::start(&services, "allow").await;
+    let cluster = Cluster::start(&services, "allow", &[]).await;
     let agent = Agent::start_with(
         &services.nats_url,
         "fenced",

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::support::temp_path;
+use sqlx::migrate::MigrateDatabase;
+
+use crate::support::{temp_path, Services};
 
 /// The `anyplay-load` binary of this build.
 pub const LOAD: &str = env!("CARGO_BIN_EXE_anyplay-load");
@@ -54,24 +56,28 @@ impl CloudProcess {
         CloudProcess::start(dir, mail_log, &["--database-url", &database]).await
     }
 
-    /// Node `node_id` of a cluster on PostgreSQL `database_url` and NATS `nats_url`, appending
-    /// its codes to the cluster's `mail_log`.
-    pub async fn cluster(
+    /// Node `node_id` of cluster `cluster_id` on PostgreSQL `database_url` and NATS
+    /// `nats_url`, appending its codes to the cluster's `mail_log`, with `extra` flags.
+    async fn cluster(
         node_id: &str,
-        database_url: &str,
-        nats_url: &str,
+        cluster_id: &str,
+        (database_url, nats_url): (&str, &str),
         mail_log: &Path,
+        extra: &[&str],
     ) -> CloudProcess {
         let dir = temp_path(node_id);
         std::fs::create_dir_all(&dir).expect("the node's directory");
-        let args = [
+        let mut args = vec![
             "--node-id",
             node_id,
+            "--cluster-id",
+            cluster_id,
             "--database-url",
             database_url,
             "--nats-url",
             nats_url,
         ];
+        args.extend_from_slice(extra);
         CloudProcess::start(dir, mail_log.to_path_buf(), &args).await
     }
 
@@ -88,11 +94,15 @@ impl CloudProcess {
             .stderr(log)
             .spawn()
             .expect("anyplay-cloud starts");
+        let scheme = match args.contains(&"--tls-cert") {
+            true => "https",
+            false => "http",
+        };
         let mut node = CloudProcess {
             child,
             dir,
             mail_log,
-            api: format!("http://127.0.0.1:{api_port}"),
+            api: format!("{scheme}://127.0.0.1:{api_port}"),
             ops: format!("http://127.0.0.1:{ops_port}"),
         };
         node.wait_ready().await;
@@ -137,6 +147,56 @@ impl Drop for CloudProcess {
         } else {
             let _ = std::fs::remove_dir_all(&self.dir);
         }
+    }
+}
+
+/// Two nodes on a database and a cluster id of their own, appending codes to one mail log.
+pub struct Cluster {
+    pub nodes: [CloudProcess; 2],
+    pub mail_log: PathBuf,
+}
+
+impl Cluster {
+    /// The nodes started with `extra` flags beside the cluster's.
+    pub async fn start(services: &Services, tag: &str, extra: &[&str]) -> Cluster {
+        let name = format!("anyplay_load_{}_{tag}", std::process::id());
+        let (server, _) = services
+            .postgres_url
+            .rsplit_once('/')
+            .expect("a database URL with a path");
+        let database = format!("{server}/{name}");
+        sqlx::Postgres::create_database(&database)
+            .await
+            .expect("a database for the cluster");
+        let mail_log = temp_path(&format!("{tag}-mail.log"));
+        let node = |i: usize| {
+            let node_id = format!("{tag}-{}-{i}", std::process::id());
+            let (database, nats, mail_log, name) = (
+                database.clone(),
+                services.nats_url.clone(),
+                mail_log.clone(),
+                name.clone(),
+            );
+            async move {
+                let stores = (database.as_str(), nats.as_str());
+                CloudProcess::cluster(&node_id, &name, stores, &mail_log, extra).await
+            }
+        };
+        let nodes = [node(1).await, node(2).await];
+        Cluster { nodes, mail_log }
+    }
+
+    /// The load's flags for these nodes, codes from the mail log.
+    pub fn flags(&self) -> Vec<String> {
+        let mut flags = Vec::new();
+        for node in &self.nodes {
+            flags.extend(["--url".to_string(), node.api.clone()]);
+        }
+        flags.extend([
+            "--mail-log".to_string(),
+            self.mail_log.display().to_string(),
+        ]);
+        flags
     }
 }
 

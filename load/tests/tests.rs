@@ -1,7 +1,7 @@
 //! The harness's integration tests, one module per mode, all against the real `anyplay-cloud`:
 //! in process on SQLite, as an external process, and as a two-node cluster on the PostgreSQL and
 //! NATS that `deploy/test.sh` starts (`source deploy/test-services.sh` exports their URLs), and
-//! spread over load agent processes that meet on that NATS.
+//! spread over load agent processes that meet on that NATS; and a two-node cluster over TLS.
 
 mod agents;
 mod cluster;
@@ -9,3 +9,4 @@ mod external;
 mod in_process;
 mod processes;
 mod support;
+mod tls;

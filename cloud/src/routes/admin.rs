@@ -1,6 +1,7 @@
-//! The operations listener: health, readiness, metrics, connections, drain.
+//! The operations listener: health, readiness, metrics, connections, drain, and the test
+//! codes of a node started with `--test-codes`.
 
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
@@ -76,6 +77,27 @@ pub async fn drain(State(state): State<AppState>, headers: HeaderMap) -> ApiResu
     authorize(&state, &headers)?;
     state.drain.start();
     Ok(StatusCode::ACCEPTED)
+}
+
+/// `GET /v1/admin/codes?email=ADDR`: `{"code"}` of that address's newest open challenge, on a
+/// node started with `--test-codes` (which needs the admin token); not found otherwise.
+pub async fn codes(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> ApiResult<Response> {
+    if !state.config.test_codes {
+        return Err(ApiError::NotFound);
+    }
+    authorize(&state, &headers)?;
+    let email = form_urlencoded::parse(query.unwrap_or_default().as_bytes())
+        .find(|(key, _)| key == "email")
+        .map(|(_, value)| value.trim().to_lowercase())
+        .ok_or_else(|| ApiError::BadRequest("email=ADDR is required".into()))?;
+    match state.store.newest_code(&email).await? {
+        Some(code) => Ok(axum::Json(json!({ "code": code })).into_response()),
+        None => Err(ApiError::NotFound),
+    }
 }
 
 #[cfg(test)]

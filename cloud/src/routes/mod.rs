@@ -66,6 +66,7 @@ pub fn ops(state: AppState) -> Router {
         .route("/metrics", get(admin::metrics))
         .route("/v1/admin/connections", get(admin::connections))
         .route("/v1/admin/drain", post(admin::drain))
+        .route("/v1/admin/codes", get(admin::codes))
         .fallback(not_found)
         .with_state(state)
 }

@@ -144,6 +144,22 @@ impl Store {
         Ok(ChallengeIssue::Created { challenge_id, code })
     }
 
+    /// The code of the newest challenge of `email` still open (neither burned nor expired),
+    /// for `--test-codes`.
+    pub async fn newest_code(&self, email: &str) -> StoreResult<Option<String>> {
+        let row = sqlx::query(
+            "SELECT code FROM challenges WHERE email = $1 AND burned = 0 AND expires_at > $2 \
+             ORDER BY created_at DESC LIMIT 1",
+        )
+        .bind(email)
+        .bind(now_ms())
+        .fetch_optional(self.reader())
+        .await?;
+        row.map(|row| row.try_get("code"))
+            .transpose()
+            .map_err(Into::into)
+    }
+
     /// Checks a code: a right one signs in (or asks for a signup); five wrong ones burn the challenge.
     pub async fn check_code(
         &self,

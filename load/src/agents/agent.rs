@@ -71,6 +71,9 @@ pub fn serve(args: AgentArgs) -> BoxFuture<'static, Result<(), AgentsError>> {
         let name = name(&args)?;
         // Nobody without the secret may give this agent work: it does not start without it.
         let secret = Secret::load(args.secret_file.as_deref())?;
+        if let Some(ca) = &args.ca {
+            crate::tls::trust_also(ca).map_err(|e| AgentsError::Invalid(e.to_string()))?;
+        }
         let client = super::connect(&args.nats, args.nats_creds.as_deref(), &name).await?;
         let mut offers = client
             .subscribe(protocol::ANY_OFFER)
