@@ -93,6 +93,9 @@ pub enum Command {
     /// Runs one load agent (what a plan's local agents are): `anyplay-load agent`'s flags.
     #[command(hide = true)]
     Agent(anyplay_load::settings::AgentArgs),
+    /// One headless game client for a plan's `clients:` (as `"$ANYPLAY_CHAOS" client …`):
+    /// `anyplay-load client`'s flags.
+    Client(anyplay_load::game_client::ClientArgs),
 }
 
 /// What `run` and `up` may change of the plan; the run directory records the result.
@@ -348,6 +351,18 @@ pub fn node(args: Vec<String>) -> anyhow::Result<Outcome> {
 
 /// `agent`: plays shares of runs offered on NATS until killed (the same code as
 /// `anyplay-load agent`).
+pub fn client(args: anyplay_load::game_client::ClientArgs) -> anyhow::Result<Outcome> {
+    let out = args.out.clone();
+    let seen = runtime()?
+        .block_on(anyplay_load::game_client::run(args))
+        .context("the client could not play")?;
+    anyplay_load::game_client::report(&seen, out.as_deref())?;
+    Ok(match seen.breaks.is_empty() {
+        true => Outcome::Pass,
+        false => Outcome::Fail,
+    })
+}
+
 pub fn agent(args: anyplay_load::settings::AgentArgs) -> anyhow::Result<Outcome> {
     raise_fd_limit();
     runtime()?

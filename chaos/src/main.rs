@@ -56,5 +56,6 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Selftest { cases, out, jobs } => cli::selftest(cases, out, jobs),
         Command::Node { args } => cli::node(args),
         Command::Agent(args) => cli::agent(args),
+        Command::Client(args) => cli::client(args),
     }
 }

@@ -32,6 +32,7 @@
 //! - [`report`]: the JSON report and the stdout tables; [`progress`]: progress on stderr.
 //! - [`provenance`]: the machine and the commit a run came from (load reports and chaos runs).
 //! - [`runner`]: a whole run, in the order the contract fixes.
+//! - [`game_client`]: `anyplay-load client`, one headless game client for a plan's `clients:`.
 //! - [`agents`]: a run spread over load agents on other machines, coordinated over NATS;
 //!   [`seal`]: the secret they share with their coordinator, which the settings carry.
 
@@ -44,6 +45,7 @@ pub(crate) mod error;
 pub mod facts;
 pub mod final_reads;
 pub(crate) mod fleet;
+pub mod game_client;
 pub mod generator;
 pub mod inprocess;
 pub(crate) mod ledger;

@@ -1,5 +1,6 @@
 //! The `anyplay-load` command: flags to settings, a target, a run, the tables and the JSON report;
-//! or, as `anyplay-load agent`, a load agent that plays shares of runs coordinated over NATS.
+//! or, as `anyplay-load agent`, a load agent that plays shares of runs coordinated over NATS;
+//! or, as `anyplay-load client`, one headless game client.
 
 use std::process::ExitCode;
 
@@ -21,8 +22,10 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    if let Some(Command::Agent(agent)) = args.command.clone() {
-        return serve(agent);
+    match args.command.clone() {
+        Some(Command::Agent(agent)) => return serve(agent),
+        Some(Command::Client(client)) => return ride(client),
+        None => {}
     }
     let spread = args.clone();
     let settings = match Settings::from_args(args) {
@@ -83,6 +86,28 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
         Err(e) => {
             eprintln!("anyplay-load: starting the runtime: {e}");
             None
+        }
+    }
+}
+
+/// `anyplay-load client`: plays, then exits 0 when nothing broke, 1 naming what did.
+fn ride(args: anyplay_load::game_client::ClientArgs) -> ExitCode {
+    let Some(runtime) = runtime() else {
+        return ExitCode::FAILURE;
+    };
+    let out = args.out.clone();
+    match runtime.block_on(anyplay_load::game_client::run(args)) {
+        Ok(seen) => match anyplay_load::game_client::report(&seen, out.as_deref()) {
+            Ok(()) if seen.breaks.is_empty() => ExitCode::SUCCESS,
+            Ok(()) => ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("anyplay-load client: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+        Err(e) => {
+            eprintln!("anyplay-load client: {e}");
+            ExitCode::FAILURE
         }
     }
 }

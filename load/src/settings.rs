@@ -269,6 +269,9 @@ pub struct Args {
 pub enum Command {
     /// Wait on NATS for runs of `anyplay-load --agents N`, and play a share of each.
     Agent(AgentArgs),
+    /// One headless game client that rides through a run and exits non-zero naming what it
+    /// saw break (a chaos plan's `clients:`).
+    Client(crate::game_client::ClientArgs),
 }
 
 /// The flags of `anyplay-load agent`.

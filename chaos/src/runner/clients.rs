@@ -1,7 +1,8 @@
 //! The plan's `clients`: real client programs that ride through the run beside the load.
 //! Each starts once every player is online, with `{urls}`, `{name}` and `{out}` filled in,
 //! writes to `logs/<name>.log`, and its exit (or its end at the end of the run) becomes
-//! the check `client:<name>`. A client runs as a service process does (its own process group,
+//! the check `client:<name>`. `ANYPLAY_CHAOS` names this program, so a plan's client may be
+//! its `client` command (`"$ANYPLAY_CHAOS" client …`) wherever it was built. A client runs as a service process does (its own process group,
 //! the parent-death signal, a guard), so neither it nor anything it started outlives the run,
 //! even when the supervisor is SIGKILLed.
 
@@ -53,9 +54,12 @@ pub fn start(clients: &[Client], dir: &Path, nodes: &[NodeAddrs], log: &EventLog
     for client in clients {
         let out = dir.join("clients").join(&client.name);
         let started = command_line(client, &urls, &out).and_then(|line| {
-            let command = Command::new("/bin/sh", log_path(dir, &client.name))
+            let mut command = Command::new("/bin/sh", log_path(dir, &client.name))
                 .args(["-c".to_owned(), line])
                 .cwd(dir);
+            if let Ok(me) = std::env::current_exe() {
+                command = command.env("ANYPLAY_CHAOS", me.display().to_string());
+            }
             std::fs::create_dir_all(&out)
                 .map_err(|e| format!("{}: {e}", out.display()))
                 .and_then(|()| process::spawn(&command, &client.name).map_err(|e| e.to_string()))
