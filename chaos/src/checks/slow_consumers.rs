@@ -42,6 +42,9 @@ pub const CLOSE_DUE: f64 = 8.0;
 /// How long a node takes to give its players up once its store is out of reach (its lease
 /// renewals fail first).
 const STORE_NOTICED: f64 = 10.0;
+/// How long after its node sent it a slow reader may read a close: behind all that its queue
+/// and the sockets held, at its 50 events a second.
+const READ_LATE: f64 = (QUEUE + SOCKETS) as f64 / 50.0;
 /// The slow consumer's close code.
 pub const SLOW_CONSUMER: u16 = 1013;
 
@@ -220,7 +223,7 @@ fn released(faults: &[Fault], conn: &Conn, senders: &[&str], from: f64, until: f
     let store_lost = ended.filter(|&t| {
         faults
             .iter()
-            .any(|f| f.on_path(&store) && during(f, t - STORE_NOTICED, t))
+            .any(|f| f.on_path(&store) && during(f, t - STORE_NOTICED - READ_LATE, t))
     });
     on_the_way.chain(store_lost).reduce(f64::max)
 }
@@ -366,22 +369,29 @@ mod tests {
     /// Reader 1 on connection 10, flooded by 2 with `flood` changes from 1 s, a change every
     /// ms, reading one event every `read_every` s; then `end`.
     fn flooded(flood: u64, read_every: f64, end: Option<(f64, Event)>) -> History {
+        flooded_from(1.0, flood, read_every, end)
+    }
+
+    /// Account 2 floods its friend 1 from `start` on, one change a millisecond, while 1 reads
+    /// one event every `read_every` s until `end` (8 s when none).
+    fn flooded_from(start: f64, flood: u64, read_every: f64, end: Option<(f64, Event)>) -> History {
         let mut events = vec![
             crate::checks::testing::befriend(0.2, 1, 2),
             (0.5, welcome(1, 10)),
             (0.5, welcome(2, 20)),
         ];
-        events.extend(
-            (0..flood).map(|i| (1.0 + i as f64 * 0.001, change(2, 1.0 + i as f64 * 0.001))),
-        );
+        events.extend((0..flood).map(|i| {
+            let t = start + i as f64 * 0.001;
+            (t, change(2, t))
+        }));
         let until = end.as_ref().map_or(8.0, |(t, _)| *t);
-        let mut t = 1.0;
+        let mut t = start;
         while t < until {
             events.push((t, received(1, 10, 2)));
             t += read_every;
         }
         events.extend(end);
-        events.push(crate::checks::testing::slow_reading(1.0, until));
+        events.push(crate::checks::testing::slow_reading(start, until));
         let mut records: Vec<Record> = events
             .into_iter()
             .map(|(t, event)| Record { t, event })
@@ -499,7 +509,19 @@ mod tests {
             result.detail
         );
         // A connection the store's loss did not end owes its 1013 all the same.
-        let result = judged(&with(&flooded(2000, 0.02, None), cut));
+        let result = judged(&with(&flooded(2000, 0.02, None), cut.clone()));
+        assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
+        // A flood from `by` s on, its reader's close read 7.5 s into it: as the self-test saw
+        // a node cut from its store close a slow reader, which read the close 10.7 s after
+        // the cut healed, behind what it still had to read.
+        let after = |by: f64| {
+            let closed_late = Some((by + 7.5, closed(1, 10, None, CloseCause::CloseFrame)));
+            flooded_from(by, 2000, 0.02, closed_late)
+        };
+        let result = judged(&with(&after(12.0), cut.clone()));
+        assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
+        // Read later than a close the store's loss could have caused: judged.
+        let result = judged(&with(&after(35.0), cut));
         assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
     }
 
