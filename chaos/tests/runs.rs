@@ -122,8 +122,8 @@ fn node_crash_passes_with_two_local_agents() {
 
 /// The shipped upgrade with the workspace's `anyplay-cloud` binary as the candidate (the
 /// plan's `git: HEAD` would build one for minutes): every check passes across the mixed
-/// cluster, each node's versions over time are in the history, and the faults table says
-/// where each upgrade went.
+/// cluster (its two riders' included), each node's versions over time are in the history, and
+/// the faults table says where each upgrade went.
 #[test]
 fn an_upgrade_and_a_rollback_pass_and_each_node_s_versions_are_recorded() {
     let cloud =
@@ -141,6 +141,14 @@ fn an_upgrade_and_a_rollback_pass_and_each_node_s_versions_are_recorded() {
             "[{at: 5s, upgrade: nodes, to: candidate, gap: 1s}, {at: 25s, upgrade: node-1, to: built-in}]",
         )
         .unwrap();
+        // Its riders ride through that, sooner too: a client still running at the end fails.
+        for client in plan["clients"].as_sequence_mut().unwrap() {
+            let cmd = client["cmd"]
+                .as_str()
+                .unwrap()
+                .replace("--for 110s", "--for 30s");
+            client["cmd"] = cmd.into();
+        }
     };
     passes_with("upgrade", "upgrade", 200, candidate, |out| {
         let history = std::fs::read_to_string(out.join("events.jsonl")).unwrap();
@@ -170,6 +178,8 @@ fn an_upgrade_and_a_rollback_pass_and_each_node_s_versions_are_recorded() {
             .collect();
         assert_eq!(upgrades, [("nodes", "candidate"), ("node-1", "built-in")]);
         for gate in [
+            "client:rider-1",
+            "client:rider-2",
             "latency.e2e_login",
             "latency.presence_delivery",
             "latency.friends_list",
