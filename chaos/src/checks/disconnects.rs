@@ -5,8 +5,8 @@
 //!   welcomed after this one's handshake began (so it is as new as this one or newer), by
 //!   the close or within [`WELCOME_AFTER_CLOSE`] of it (the new welcome may be sent right
 //!   after the close, on another socket); or a fault that loses data cut some node's
-//!   players by then or within that while, so that the newer connection's welcome may have
-//!   been lost on its way.
+//!   players by then or within that while (a node taken out, until it is back), so that the
+//!   newer connection's welcome may have been lost on its way.
 //! - 1001 (draining), 1012 (restarting): a `stop`, `restart` or `rolling` of that node was
 //!   under way.
 //! - 1011 (store out of reach): a fault on the node's way to its store.
@@ -30,7 +30,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::conns::{Conn, Conns, REPLACED};
-use super::faults::{faults, Fault};
+use super::faults::{faults, service_down, Fault};
 use super::model::Model;
 use super::paths::{self, Hop};
 use super::slow_consumers::{self, Seen, Spell, SLOW_CONSUMER};
@@ -108,8 +108,14 @@ fn explained(conn: &Conn, reasons: &Reasons<'_>) -> bool {
                     && other.welcomed <= t + WELCOME_AFTER_CLOSE
             }) || faults.iter().any(|f| {
                 // The newer connection's welcome may have been lost on its way, through
-                // whichever node it went, as late as it may come.
-                f.loses() && f.cuts_players() && f.meets(t, t + WELCOME_AFTER_CLOSE)
+                // whichever node it went, as late as it may come; a node taken out loses
+                // it until it is back.
+                f.loses()
+                    && f.cuts_players()
+                    && (f.meets(t, t + WELCOME_AFTER_CLOSE)
+                        || service_down(faults, &f.target)
+                            .iter()
+                            .any(|&(from, until)| from <= t + WELCOME_AFTER_CLOSE && t <= until))
             })
         }
         (CloseCause::CloseFrame, Some(1001 | 1012)) => faults.iter().any(|f| {
@@ -298,6 +304,21 @@ mod tests {
         slowed.extend(action(3.0, 9.0, ActionKind::Latency, "players<->node-2"));
         slowed.extend(action(3.0, 9.0, ActionKind::Partition, "node-2<->nats"));
         assert_eq!(judge(slowed).result, Verdict::Fail);
+        // The newer connection set up on node-2 as it was killed: node-1 learns of it at its
+        // next renewal and closes the old one while node-2 is still down (the self-test at
+        // 114789b: killed at 7.57 s, the 4001 at 10.34 s, started again at 10.57 s). Back
+        // up well before the close, its welcome would have come.
+        let killed = |back: f64| {
+            let mut events = vec![
+                welcome(1.0, 1, 1, "node-1"),
+                closed(10.34, 1, 1, Some(4001), CloseFrame),
+            ];
+            events.extend(action(7.57, 7.58, ActionKind::Kill, "node-2"));
+            events.extend(action(back, back + 0.1, ActionKind::Start, "node-2"));
+            judge(events).result
+        };
+        assert_eq!(killed(10.57), Verdict::Pass);
+        assert_eq!(killed(8.0), Verdict::Fail);
         // A welcome long after the close replaced nothing then.
         let late = judge(vec![
             welcome(1.0, 1, 1, "node-1"),
