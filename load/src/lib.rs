@@ -67,7 +67,7 @@ pub mod stats;
 mod sync;
 pub(crate) mod target;
 pub(crate) mod test_codes;
-pub mod tls;
+pub(crate) mod tls;
 pub(crate) mod wake;
 pub mod wire;
 
