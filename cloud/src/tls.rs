@@ -23,11 +23,33 @@ pub struct TlsError {
     why: String,
 }
 
+impl TlsError {
+    /// What is wrong with the file, without its path.
+    pub fn reason(&self) -> &str {
+        &self.why
+    }
+}
+
 /// The certificate chain and key a public listener serves with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsFiles {
     pub cert: PathBuf,
     pub key: PathBuf,
+}
+
+/// Every certificate of the PEM file at `path`; none is an error.
+pub fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let error = |why: String| TlsError {
+        path: path.to_owned(),
+        why,
+    };
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| error(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(error("no certificate in it".into()));
+    }
+    Ok(certs)
 }
 
 impl TlsFiles {
@@ -37,12 +59,7 @@ impl TlsFiles {
             let path = path.to_owned();
             move |why: String| TlsError { path, why }
         };
-        let chain = CertificateDer::pem_file_iter(&self.cert)
-            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| error(&self.cert)(e.to_string()))?;
-        if chain.is_empty() {
-            return Err(error(&self.cert)("no certificate in it".into()));
-        }
+        let chain = certificates(&self.cert)?;
         let key =
             PrivateKeyDer::from_pem_file(&self.key).map_err(|e| error(&self.key)(e.to_string()))?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());

@@ -40,7 +40,7 @@ const SLOW_READ_PAUSE: Duration = Duration::from_millis(20);
 /// The ping interval a welcome that names none implies (the contract's default).
 const DEFAULT_PING_INTERVAL_S: u64 = 20;
 
-type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+pub(crate) type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// How long a connection may hear nothing, no event and no ping, before the client gives it up
 /// as dead: `2 × ping_interval + 5 s`.
@@ -268,7 +268,7 @@ async fn attempt(
 }
 
 /// Reads until the welcome; the welcome, or the close code (if any) of a connection that ended first.
-async fn welcome(ws: &mut Socket) -> Result<ServerMessage, Option<u16>> {
+pub(crate) async fn welcome(ws: &mut Socket) -> Result<ServerMessage, Option<u16>> {
     while let Some(message) = ws.next().await {
         match message {
             Ok(Message::Text(text)) => {
@@ -344,7 +344,7 @@ async fn close(ws: &mut Socket, reason: &'static str) {
 }
 
 #[derive(Debug)]
-enum OpenError {
+pub(crate) enum OpenError {
     Tcp,
     BadToken,
     Ws(tungstenite::Error),
@@ -373,18 +373,19 @@ async fn open(
         .connect(player, node.addr)
         .await
         .map_err(|_| OpenError::Tcp)?;
+    handshake(tcp, &node.ws_url, token).await
+}
+
+/// The WebSocket handshake on `tcp` to `url` (`ws://`, or `wss://` with the trust of every
+/// client of the load), with the bearer header.
+pub(crate) async fn handshake(tcp: TcpStream, url: &str, token: &str) -> Result<Socket, OpenError> {
     // Events are small and latency is what is measured.
     tcp.set_nodelay(true).map_err(|_| OpenError::Tcp)?;
-    let mut request = node
-        .ws_url
-        .as_str()
-        .into_client_request()
-        .map_err(OpenError::Ws)?;
+    let mut request = url.into_client_request().map_err(OpenError::Ws)?;
     let bearer =
         HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| OpenError::BadToken)?;
     request.headers_mut().insert(AUTHORIZATION, bearer);
     let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER);
-    // TLS when the URL is `wss://`, with the trust of every client of the load.
     let tls = Connector::Rustls(crate::tls::client_config());
     let (ws, _) =
         tokio_tungstenite::client_async_tls_with_config(request, tcp, Some(config), Some(tls))

@@ -246,6 +246,15 @@ impl Fleet {
     }
 }
 
+/// The event connection's URL of the node at `api` (`host:port`): `wss://` for `https://`.
+pub(crate) fn events_url(api: &reqwest::Url, host: &str, port: u16) -> String {
+    let scheme = match api.scheme() {
+        "https" => "wss",
+        _ => "ws",
+    };
+    format!("{scheme}://{host}:{port}/v1/events")
+}
+
 async fn resolve(endpoint: &NodeEndpoint) -> Result<Node, LoadError> {
     let fail = |detail: String| LoadError::Node {
         url: endpoint.api.clone(),
@@ -266,10 +275,7 @@ async fn resolve(endpoint: &NodeEndpoint) -> Result<Node, LoadError> {
         .ok_or_else(|| fail("the host resolves to no address".into()))?;
     Ok(Node {
         endpoint: endpoint.clone(),
-        ws_url: match url.scheme() {
-            "https" => format!("wss://{host}:{port}/v1/events"),
-            _ => format!("ws://{host}:{port}/v1/events"),
-        },
+        ws_url: events_url(&url, &host, port),
         addr,
     })
 }

@@ -19,14 +19,12 @@ use rand::SeedableRng;
 use serde::Serialize;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::http::{header::AUTHORIZATION, HeaderValue};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
 use crate::client::{http_client, Api, ClientError};
-use crate::connection::silence_limit;
+use crate::connection::{handshake, silence_limit, welcome, Socket};
 use crate::error::LoadError;
+use crate::fleet::events_url;
 use crate::mail_log::{MailLog, DEFAULT_WAIT};
 use crate::reconnect::{Break, Next, Reconnect, ReconnectMode, NO_STATUS, REPLACED};
 use crate::stats::CallClass;
@@ -102,8 +100,6 @@ const TICK: Duration = Duration::from_secs(2);
 const SIGN_IN_WITHIN: Duration = Duration::from_secs(60);
 /// A party's size.
 const PARTY: u32 = 4;
-
-type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// Plays until `--for` is up, then judges: what broke is in [`Seen::breaks`].
 pub fn run(args: ClientArgs) -> BoxFuture<'static, Result<Seen, LoadError>> {
@@ -310,41 +306,27 @@ impl GameClient {
     /// Opens the event connection on the current server; up once welcomed.
     async fn connect(&mut self) -> Result<(Socket, Duration), LoadError> {
         let refused = |e: String| LoadError::Refused(e);
-        let url = format!(
-            "{}/v1/events",
-            self.servers[self.server]
-                .replacen("https://", "wss://", 1)
-                .replacen("http://", "ws://", 1)
-        );
-        let mut request = url
-            .into_client_request()
-            .map_err(|e| refused(e.to_string()))?;
-        let bearer = HeaderValue::from_str(&format!("Bearer {}", self.token()))
-            .map_err(|e| refused(e.to_string()))?;
-        request.headers_mut().insert(AUTHORIZATION, bearer);
-        let tls = Connector::Rustls(crate::tls::client_config());
-        let opened =
-            tokio_tungstenite::connect_async_tls_with_config(request, None, true, Some(tls));
-        let (mut ws, _) = tokio::time::timeout(Duration::from_secs(10), opened)
+        let api =
+            reqwest::Url::parse(&self.servers[self.server]).map_err(|e| refused(e.to_string()))?;
+        let (host, port) = api
+            .host_str()
+            .zip(api.port_or_known_default())
+            .ok_or_else(|| refused(format!("{api}: no host or port")))?;
+        let opened = async {
+            let tcp = TcpStream::connect((host, port))
+                .await
+                .map_err(|e| refused(e.to_string()))?;
+            let mut ws = handshake(tcp, &events_url(&api, host, port), self.token())
+                .await
+                .map_err(|e| refused(format!("{e:?}")))?;
+            let welcome = welcome(&mut ws)
+                .await
+                .map_err(|code| refused(format!("no welcome (close {code:?})")))?;
+            Ok::<_, LoadError>((ws, welcome))
+        };
+        let (ws, welcome) = tokio::time::timeout(Duration::from_secs(20), opened)
             .await
-            .map_err(|_| refused("no handshake within 10 s".into()))?
-            .map_err(|e| refused(e.to_string()))?;
-        let welcome = tokio::time::timeout(Duration::from_secs(10), async {
-            while let Some(Ok(message)) = ws.next().await {
-                if let Message::Text(text) = message {
-                    if let Ok(m) = serde_json::from_str::<ServerMessage>(&text) {
-                        if m.is_welcome() {
-                            return Some(m);
-                        }
-                    }
-                }
-            }
-            None
-        })
-        .await
-        .ok()
-        .flatten()
-        .ok_or_else(|| refused("no welcome".into()))?;
+            .map_err(|_| refused("no welcome within 20 s".into()))??;
         let silence = silence_limit(welcome.ping_interval_s.unwrap_or(20));
         // The contract: after a welcome, read the friends list again.
         self.resync(true).await;

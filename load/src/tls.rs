@@ -7,31 +7,25 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use rustls::{ClientConfig, RootCertStore};
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::CertificateDer;
 
 static TRUST: OnceLock<Arc<ClientConfig>> = OnceLock::new();
 
 /// Why `--ca` cannot be trusted.
 #[derive(Debug, thiserror::Error)]
-#[error("--ca {}: {why}", path.display())]
-pub struct CaError {
-    path: PathBuf,
-    why: String,
+pub enum CaError {
+    #[error("--ca {0}")]
+    Read(#[from] anyplay_cloud::tls::TlsError),
+    #[error("--ca {}: {why}", path.display())]
+    Unusable { path: PathBuf, why: String },
 }
 
 /// Trusts the certificates of `ca` beside the system's roots, from now on.
 pub fn trust_also(ca: &Path) -> Result<(), CaError> {
-    let error = |why: String| CaError {
+    let error = |why: String| CaError::Unusable {
         path: ca.to_owned(),
         why,
     };
-    let certs = CertificateDer::pem_file_iter(ca)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| error(e.to_string()))?;
-    if certs.is_empty() {
-        return Err(error("no certificate in it".into()));
-    }
+    let certs = anyplay_cloud::tls::certificates(ca)?;
     let mut roots = system_roots();
     let (_, refused) = roots.add_parsable_certificates(certs);
     if refused > 0 {

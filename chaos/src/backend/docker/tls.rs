@@ -34,12 +34,7 @@ fn file_error(path: &Path) -> impl Fn(String) -> TlsFileError + '_ {
 /// Every certificate of the plan's CA file, and only those.
 pub fn plan_roots(ca: &Path) -> Result<RootCertStore, TlsFileError> {
     let error = file_error(ca);
-    let certs = CertificateDer::pem_file_iter(ca)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| error(e.to_string()))?;
-    if certs.is_empty() {
-        return Err(error("no certificate in it".into()));
-    }
+    let certs = anyplay_cloud::tls::certificates(ca).map_err(|e| error(e.reason().into()))?;
     let mut roots = RootCertStore::empty();
     let (_, refused) = roots.add_parsable_certificates(certs);
     if refused > 0 {
