@@ -12,7 +12,7 @@
 pub(crate) mod cgroup;
 mod guard;
 mod spawn;
-mod tree;
+pub(crate) mod tree;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
