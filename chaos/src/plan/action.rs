@@ -159,7 +159,8 @@ pub enum Action {
     },
 }
 
-/// The name of an action, as plans, events and reports spell it.
+/// The name of an action, as plans, events and reports spell it; its row of `actions::SPECS`
+/// tells its key, what it aims at and its parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ActionKind {
@@ -185,53 +186,6 @@ pub enum ActionKind {
 }
 
 impl ActionKind {
-    /// Every action, in the order plans and messages list them.
-    pub const ALL: [ActionKind; 19] = [
-        ActionKind::Kill,
-        ActionKind::Stop,
-        ActionKind::Start,
-        ActionKind::Restart,
-        ActionKind::Rolling,
-        ActionKind::Upgrade,
-        ActionKind::Pause,
-        ActionKind::Drop,
-        ActionKind::Partition,
-        ActionKind::Latency,
-        ActionKind::Bandwidth,
-        ActionKind::SlowClose,
-        ActionKind::Timeout,
-        ActionKind::LimitData,
-        ActionKind::Slicer,
-        ActionKind::Cpu,
-        ActionKind::Memory,
-        ActionKind::DiskFull,
-        ActionKind::Clock,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ActionKind::Kill => "kill",
-            ActionKind::Stop => "stop",
-            ActionKind::Start => "start",
-            ActionKind::Restart => "restart",
-            ActionKind::Rolling => "rolling",
-            ActionKind::Upgrade => "upgrade",
-            ActionKind::Pause => "pause",
-            ActionKind::Drop => "drop",
-            ActionKind::Partition => "partition",
-            ActionKind::Latency => "latency",
-            ActionKind::Bandwidth => "bandwidth",
-            ActionKind::SlowClose => "slow_close",
-            ActionKind::Timeout => "timeout",
-            ActionKind::LimitData => "limit_data",
-            ActionKind::Slicer => "slicer",
-            ActionKind::Cpu => "cpu",
-            ActionKind::Memory => "memory",
-            ActionKind::DiskFull => "disk_full",
-            ActionKind::Clock => "clock",
-        }
-    }
-
     /// Whether the action is a fault on a link (through the fault proxy).
     pub fn is_link_fault(self) -> bool {
         matches!(
@@ -275,7 +229,7 @@ impl ActionKind {
 
 impl fmt::Display for ActionKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.write_str(self.name())
     }
 }
 

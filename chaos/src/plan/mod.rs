@@ -9,6 +9,7 @@
 
 mod abort;
 mod action;
+mod actions;
 mod fault;
 pub(crate) mod hosts;
 mod image;

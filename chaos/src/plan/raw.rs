@@ -12,9 +12,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use super::hosts::LOCAL;
 use super::{
-    Action, Backend, Bytes, ClockOffset, Dependency, During, Host, LatencyGate, LinkFault, Plan,
-    PlanError, Quantile, Reconnect, Service, ServiceFault, Store, Version, VersionName,
-    VersionSource, Ways,
+    Backend, Dependency, During, Host, LatencyGate, Plan, PlanError, Quantile, Reconnect, Service,
+    Store, Version, VersionName, VersionSource,
 };
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -178,85 +177,13 @@ pub struct RawLoad {
     pub nats: Option<String>,
 }
 
-/// One timeline entry: `at` plus exactly one action key and that action's parameters.
+/// One timeline entry: `at` plus exactly one action key and that action's parameters, read
+/// and refused by [`super::actions`] (which names the keys an entry may hold).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RawEntry {
     pub at: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kill: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub stop: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub start: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub restart: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rolling: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub upgrade: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pause: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub drop: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub partition: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub latency: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bandwidth: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub slow_close: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub timeout: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit_data: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub slicer: Option<Vec<String>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cpu: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub memory: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub disk_full: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub clock: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub gap: Option<String>,
-    /// `upgrade`: the version the nodes move to.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub to: Option<String>,
-    #[serde(rename = "for", skip_serializing_if = "Option::is_none")]
-    pub for_: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub ms: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub jitter: Option<u32>,
-    /// `partition`: hold or drop.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub mode: Option<String>,
-    /// `partition`: through the fault proxy (the default) or the hosts' firewalls.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub via: Option<String>,
-    /// Link faults: up or down (both when absent).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub direction: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub toxicity: Option<f64>,
-    // Signed, so that `-1` gets a message of ours rather than serde's.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kbps: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub bytes: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub delay: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub after: Option<String>,
-    /// `cpu`: cores (a number); `memory`: a size (`150MB`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit: Option<serde_yaml::Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub offset: Option<String>,
+    #[serde(flatten)]
+    pub keys: serde_yaml::Mapping,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -688,7 +615,7 @@ impl From<&Plan> for RawPlan {
             timeline: plan
                 .timeline
                 .iter()
-                .map(|e| raw_entry(e.at, &e.action))
+                .map(|e| super::actions::write(e.at, &e.action))
                 .collect(),
             clients: plan
                 .clients
@@ -732,123 +659,6 @@ impl From<&Plan> for RawPlan {
             }),
         }
     }
-}
-
-fn raw_entry(at: std::time::Duration, action: &Action) -> RawEntry {
-    let mut raw = RawEntry {
-        at: duration::format(at),
-        ..RawEntry::default()
-    };
-    let pair = |link: &super::Link| vec![link.a.to_string(), link.b.to_string()];
-    match action {
-        Action::Kill(t) => raw.kill = Some(t.to_string()),
-        Action::Stop(t) => raw.stop = Some(t.to_string()),
-        Action::Start(t) => raw.start = Some(t.to_string()),
-        Action::Restart(t) => raw.restart = Some(t.to_string()),
-        Action::Rolling { target, gap } => {
-            raw.rolling = Some(target.to_string());
-            raw.gap = Some(duration::format(*gap));
-        }
-        Action::Upgrade { target, to, gap } => {
-            raw.upgrade = Some(target.to_string());
-            raw.to = Some(to.to_string());
-            raw.gap = Some(duration::format(*gap));
-        }
-        Action::Pause {
-            target,
-            duration: d,
-        } => {
-            raw.pause = Some(target.to_string());
-            raw.for_ = Some(duration::format(*d));
-        }
-        Action::Drop(t) => raw.drop = Some(t.to_string()),
-        Action::Link {
-            link,
-            fault,
-            ways,
-            toxicity,
-            duration: d,
-        } => {
-            let pair = Some(pair(link));
-            match *fault {
-                LinkFault::Cut(mode) => {
-                    raw.partition = pair;
-                    raw.mode = Some(mode.to_string());
-                }
-                LinkFault::Latency(latency) => {
-                    // Plans write whole milliseconds, so these always fit.
-                    let ms = |d: std::time::Duration| u32::try_from(d.as_millis()).ok();
-                    raw.latency = pair;
-                    raw.ms = ms(latency.delay);
-                    raw.jitter = ms(latency.jitter);
-                }
-                LinkFault::Bandwidth { kbps } => {
-                    raw.bandwidth = pair;
-                    raw.kbps = Some(kbps.into());
-                }
-                LinkFault::SlowClose { delay } => {
-                    raw.slow_close = pair;
-                    raw.delay = Some(duration::format(delay));
-                }
-                LinkFault::Timeout { after } => {
-                    raw.timeout = pair;
-                    raw.after = Some(duration::format(after.unwrap_or_default()));
-                }
-                LinkFault::LimitData { bytes } => {
-                    raw.limit_data = pair;
-                    raw.bytes = i64::try_from(bytes).ok();
-                }
-                LinkFault::Slicer { bytes, delay } => {
-                    raw.slicer = pair;
-                    raw.bytes = i64::try_from(bytes).ok();
-                    raw.delay = Some(duration::format(delay));
-                }
-            }
-            raw.direction = match ways {
-                Ways::Both => None,
-                ways => Some(ways.to_string()),
-            };
-            raw.toxicity = *toxicity;
-            raw.for_ = Some(duration::format(*d));
-        }
-        Action::Firewall {
-            link,
-            ways,
-            duration: d,
-        } => {
-            raw.partition = Some(pair(link));
-            raw.via = Some(super::Via::Firewall.to_string());
-            raw.direction = match ways {
-                Ways::Both => None,
-                ways => Some(ways.to_string()),
-            };
-            raw.for_ = Some(duration::format(*d));
-        }
-        Action::Service {
-            target,
-            fault,
-            duration: d,
-        } => {
-            let target = Some(target.to_string());
-            match *fault {
-                ServiceFault::Cpu { cores } => {
-                    raw.cpu = target;
-                    raw.limit = Some(serde_yaml::Value::from(cores));
-                }
-                ServiceFault::Memory { bytes } => {
-                    raw.memory = target;
-                    raw.limit = Some(serde_yaml::Value::String(Bytes(bytes).to_string()));
-                }
-                ServiceFault::DiskFull => raw.disk_full = target,
-                ServiceFault::Clock { offset_ms } => {
-                    raw.clock = target;
-                    raw.offset = Some(ClockOffset::of_millis(offset_ms).to_string());
-                }
-            }
-            raw.for_ = Some(duration::format(*d));
-        }
-    }
-    raw
 }
 
 #[cfg(test)]

@@ -16,13 +16,11 @@ use super::raw::{
     locate, KeyPath, RawDependency, RawEntry, RawNodeHosts, RawNodes, RawPlan, RawServices,
 };
 use super::timeline::{pairs_of, services_of};
-use crate::proxy::Latency;
 
 use super::{
-    Abort, Action, ActionKind, Agents, Backend, Bytes, Client, ClockOffset, Dependency, During,
-    Engine, Entry, Failover, Host, HostKind, Hosts, LatencyGate, Limits, Link, LinkFault, Load,
-    Nodes, Plan, PlanError, Quantile, Reconnect, Service, ServiceFault, Services, Store, Target,
-    Version, VersionName, Via,
+    Abort, Action, ActionKind, Agents, Backend, Client, Dependency, During, Engine, Entry,
+    Failover, Host, HostKind, Hosts, LatencyGate, Limits, Load, Nodes, Plan, PlanError, Quantile,
+    Reconnect, Service, ServiceFault, Services, Store, Target, Version, VersionName,
 };
 use crate::events::Op;
 
@@ -175,14 +173,14 @@ fn dependency(raw: RawDependency) -> Dependency {
 }
 
 /// The source text, to put a line on every refusal.
-struct Cx<'a> {
+pub(super) struct Cx<'a> {
     src: &'a str,
     /// A run's recorded plan, judged again: its limits stand as the run had them.
     recorded: bool,
 }
 
 impl Cx<'_> {
-    fn err(&self, path: &KeyPath, message: String) -> PlanError {
+    pub(super) fn err(&self, path: &KeyPath, message: String) -> PlanError {
         PlanError::Invalid {
             line: locate(self.src, path),
             key: path.to_string(),
@@ -190,7 +188,7 @@ impl Cx<'_> {
         }
     }
 
-    fn duration(&self, text: &str, path: &KeyPath) -> Result<Duration, PlanError> {
+    pub(super) fn duration(&self, text: &str, path: &KeyPath) -> Result<Duration, PlanError> {
         duration::parse(text).map_err(|e| self.err(path, e.to_string()))
     }
 
@@ -338,7 +336,7 @@ impl Cx<'_> {
         count: u32,
         path: &KeyPath,
     ) -> Result<(), PlanError> {
-        let key = path.key(action.kind().as_str());
+        let key = path.key(action.kind().name());
         let netns = |s: Service| hosts.kind_of(s) == HostKind::Netns;
         match action {
             Action::Firewall { link, .. } => {
@@ -865,292 +863,12 @@ impl Cx<'_> {
         })
     }
 
-    /// One timeline entry: exactly one action key, and only that action's parameters.
     fn entry(&self, raw: &RawEntry, path: &KeyPath) -> Result<Entry, PlanError> {
-        let at = self.duration(&raw.at, &path.key("at"))?;
-        let named: Vec<(ActionKind, Written<'_>)> = ActionKind::ALL
-            .into_iter()
-            .filter_map(|kind| written(raw, kind).map(|w| (kind, w)))
-            .collect();
-        let (kind, written) = match named.as_slice() {
-            [one] => *one,
-            [] => {
-                let names: Vec<&str> = ActionKind::ALL.iter().map(|k| k.as_str()).collect();
-                return Err(self.err(path, format!("no action ({})", names.join(", "))));
-            }
-            [(first, _), (second, _), ..] => {
-                return Err(self.err(
-                    &path.key(second.as_str()),
-                    format!("one action per entry, and this one already has `{first}`"),
-                ))
-            }
-        };
-        let key = kind.as_str();
-        let action_path = path.key(key);
-        let allowed = parameters(kind);
-        for (param, set) in [
-            ("gap", raw.gap.is_some()),
-            ("to", raw.to.is_some()),
-            ("for", raw.for_.is_some()),
-            ("ms", raw.ms.is_some()),
-            ("jitter", raw.jitter.is_some()),
-            ("mode", raw.mode.is_some()),
-            ("via", raw.via.is_some()),
-            ("direction", raw.direction.is_some()),
-            ("toxicity", raw.toxicity.is_some()),
-            ("kbps", raw.kbps.is_some()),
-            ("bytes", raw.bytes.is_some()),
-            ("delay", raw.delay.is_some()),
-            ("after", raw.after.is_some()),
-            ("limit", raw.limit.is_some()),
-            ("offset", raw.offset.is_some()),
-        ] {
-            if set && !allowed.contains(&param) {
-                return Err(self.err(
-                    &path.key(param),
-                    format!("`{param}` does not go with `{key}`"),
-                ));
-            }
-        }
-        let p = Params {
-            cx: self,
-            raw,
-            path,
-            key,
-        };
-        let target = |allowed: &[Target]| -> Result<Target, PlanError> {
-            let Written::Target(text) = written else {
-                return Err(self.err(&action_path, format!("`{key}` takes one target")));
-            };
-            let target: Target = text.parse().map_err(|m| self.err(&action_path, m))?;
-            let fits = allowed
-                .iter()
-                .any(|a| *a == target || matches!((a, target), (Target::Node(_), Target::Node(_))));
-            if !fits {
-                let names: Vec<String> = allowed
-                    .iter()
-                    .map(|a| match a {
-                        Target::Node(_) => "node-N".to_owned(),
-                        other => other.to_string(),
-                    })
-                    .collect();
-                return Err(self.err(
-                    &action_path,
-                    format!(
-                        "`{key}` cannot aim at `{target}` (only {})",
-                        names.join(", ")
-                    ),
-                ));
-            }
-            Ok(target)
-        };
-        const PROCESSES: &[Target] = &[
-            Target::Node(1),
-            Target::Nodes,
-            Target::RandomNode,
-            Target::Postgres,
-            Target::Nats,
-        ];
-        let link_fault = |fault: LinkFault| -> Result<Action, PlanError> {
-            let Written::Link(pair) = written else {
-                return Err(self.err(&action_path, format!("`{key}` takes a link: [a, b]")));
-            };
-            Ok(Action::Link {
-                link: self.link(pair, &action_path)?,
-                fault,
-                ways: p.word("direction", &raw.direction)?.unwrap_or_default(),
-                toxicity: p.toxicity()?,
-                duration: p.hold()?,
-            })
-        };
-        let service_fault = |fault: ServiceFault| -> Result<Action, PlanError> {
-            Ok(Action::Service {
-                target: target(PROCESSES)?,
-                fault,
-                duration: p.hold()?,
-            })
-        };
-        let action = match kind {
-            ActionKind::Kill => Action::Kill(target(PROCESSES)?),
-            ActionKind::Stop => Action::Stop(target(PROCESSES)?),
-            ActionKind::Start => Action::Start(target(PROCESSES)?),
-            ActionKind::Restart => Action::Restart(target(PROCESSES)?),
-            ActionKind::Pause => Action::Pause {
-                target: target(PROCESSES)?,
-                duration: p.hold()?,
-            },
-            ActionKind::Rolling => Action::Rolling {
-                target: target(&[Target::Nodes])?,
-                gap: p.gap()?,
-            },
-            ActionKind::Upgrade => Action::Upgrade {
-                target: target(&[Target::Nodes, Target::Node(1)])?,
-                to: {
-                    let text = p.needed("to", raw.to.as_deref(), "the version to move to")?;
-                    text.parse().map_err(|m| self.err(&path.key("to"), m))?
-                },
-                gap: p.gap()?,
-            },
-            ActionKind::Drop => Action::Drop(target(&[
-                Target::Players,
-                Target::Node(1),
-                Target::RandomNode,
-            ])?),
-            ActionKind::Partition => match p.word("via", &raw.via)?.unwrap_or_default() {
-                Via::Proxy => link_fault(LinkFault::Cut(
-                    p.word("mode", &raw.mode)?.unwrap_or_default(),
-                ))?,
-                Via::Firewall => {
-                    for (param, set) in [
-                        ("mode", raw.mode.is_some()),
-                        ("toxicity", raw.toxicity.is_some()),
-                    ] {
-                        if set {
-                            return Err(self.err(
-                                &path.key(param),
-                                format!("`{param}` belongs to the fault proxy, not `via: firewall` (the kernel drops every packet)"),
-                            ));
-                        }
-                    }
-                    let Written::Link(pair) = written else {
-                        return Err(
-                            self.err(&action_path, "`partition` takes a link: [a, b]".into())
-                        );
-                    };
-                    Action::Firewall {
-                        link: self.services_pair(pair, &action_path)?,
-                        ways: p.word("direction", &raw.direction)?.unwrap_or_default(),
-                        duration: p.hold()?,
-                    }
-                }
-            },
-            ActionKind::Latency => {
-                let delay = p.needed("ms", raw.ms, "the added delay")?;
-                if delay == 0 {
-                    return Err(self.err(&path.key("ms"), "a latency of 0 ms does nothing".into()));
-                }
-                let ms = |ms: u32| Duration::from_millis(ms.into());
-                link_fault(LinkFault::Latency(Latency::new(
-                    ms(delay),
-                    ms(raw.jitter.unwrap_or(0)),
-                )))?
-            }
-            ActionKind::Bandwidth => link_fault(LinkFault::Bandwidth {
-                kbps: p.positive("kbps", raw.kbps, "kilobits per second")?,
-            })?,
-            ActionKind::SlowClose => link_fault(LinkFault::SlowClose {
-                delay: p.nonzero_duration("delay", &raw.delay, "how long a close is held")?,
-            })?,
-            ActionKind::Timeout => {
-                let text = p.needed(
-                    "after",
-                    raw.after.as_deref(),
-                    "when connections close; 0s: never",
-                )?;
-                let after = self.duration(text, &path.key("after"))?;
-                link_fault(LinkFault::Timeout {
-                    after: (!after.is_zero()).then_some(after),
-                })?
-            }
-            ActionKind::LimitData => link_fault(LinkFault::LimitData {
-                bytes: p.positive("bytes", raw.bytes, "bytes per connection")?,
-            })?,
-            ActionKind::Slicer => link_fault(LinkFault::Slicer {
-                bytes: p.positive("bytes", raw.bytes, "the size of a piece")?,
-                delay: match &raw.delay {
-                    Some(text) => self.duration(text, &path.key("delay"))?,
-                    None => Duration::ZERO,
-                },
-            })?,
-            ActionKind::Cpu => service_fault(ServiceFault::Cpu { cores: p.cores()? })?,
-            ActionKind::Memory => service_fault(ServiceFault::Memory { bytes: p.size()?.0 })?,
-            ActionKind::DiskFull => service_fault(ServiceFault::DiskFull)?,
-            ActionKind::Clock => {
-                if raw.clock.as_deref() == Some("nats") {
-                    // nats-server (Go) reads the clock without libc, so libfaketime cannot move it.
-                    return Err(self.err(
-                        &action_path,
-                        "`clock` cannot aim at nats: nats-server reads the clock without libc, which libfaketime cannot reach".into(),
-                    ));
-                }
-                let text = p.needed("offset", raw.offset.as_deref(), "how far the clock jumps")?;
-                let offset: ClockOffset =
-                    text.parse().map_err(|m| self.err(&path.key("offset"), m))?;
-                if offset.by.is_zero() {
-                    return Err(self.err(
-                        &path.key("offset"),
-                        "a clock offset of 0s does nothing".into(),
-                    ));
-                }
-                service_fault(ServiceFault::Clock {
-                    offset_ms: offset.millis(),
-                })?
-            }
-        };
         Ok(Entry {
-            at,
-            action,
+            at: self.duration(&raw.at, &path.key("at"))?,
+            action: super::actions::read(self, raw, path)?,
             line: locate(self.src, path),
         })
-    }
-
-    fn link(&self, pair: &[String], path: &KeyPath) -> Result<Link, PlanError> {
-        let [a, b] = pair else {
-            return Err(self.err(
-                path,
-                format!("a link is a pair of targets, not {} of them", pair.len()),
-            ));
-        };
-        let parse = |text: &String, i: usize| {
-            text.parse::<Target>()
-                .map_err(|m| self.err(&path.index(i), m))
-        };
-        let link = Link {
-            a: parse(a, 0)?,
-            b: parse(b, 1)?,
-        };
-        let (node, peer) = link.ends();
-        let peer_fits = matches!(peer, Target::Postgres | Target::Nats | Target::Players);
-        if !node.is_node() || !peer_fits {
-            return Err(self.err(
-                path,
-                format!(
-                    "`[{}, {}]` is not a link: pair a node (node-N, nodes, random-node) with postgres, nats or players",
-                    link.a, link.b
-                ),
-            ));
-        }
-        Ok(link)
-    }
-
-    /// Two services to cut apart with the firewall: any of node-N, nodes, random-node,
-    /// postgres and nats.
-    fn services_pair(&self, pair: &[String], path: &KeyPath) -> Result<Link, PlanError> {
-        let [a, b] = pair else {
-            return Err(self.err(
-                path,
-                format!(
-                    "a partition is a pair of targets, not {} of them",
-                    pair.len()
-                ),
-            ));
-        };
-        let parse = |text: &String, i: usize| match text.parse::<Target>() {
-            Ok(Target::Players) => Err(self.err(
-                &path.index(i),
-                "players are not on a host of the plan: cut them with the proxy (no `via`)".into(),
-            )),
-            Ok(target) => Ok(target),
-            Err(m) => Err(self.err(&path.index(i), m)),
-        };
-        let link = Link {
-            a: parse(a, 0)?,
-            b: parse(b, 1)?,
-        };
-        if link.a == link.b {
-            return Err(self.err(path, format!("`{}` cannot be cut from itself", link.a)));
-        }
-        Ok(link)
     }
 
     /// Load agents that take their work over the run's own NATS lose their coordinator when
@@ -1167,7 +885,7 @@ impl Cx<'_> {
             && action.target() == Some(Target::Nats)
         {
             return Err(self.err(
-                &path.key(action.kind().as_str()),
+                &path.key(action.kind().name()),
                 "the load agents take their work over the run's own NATS, which this action \
                  takes away: give them another one with `load.nats`"
                     .into(),
@@ -1184,7 +902,7 @@ impl Cx<'_> {
         load: &Load,
         path: &KeyPath,
     ) -> Result<(), PlanError> {
-        let key = path.key(action.kind().as_str());
+        let key = path.key(action.kind().name());
         let targets: Vec<(Target, KeyPath)> = match action {
             Action::Link { link, .. } | Action::Firewall { link, .. } => {
                 vec![(link.a, key.index(0)), (link.b, key.index(1))]
@@ -1244,197 +962,11 @@ impl Cx<'_> {
     }
 }
 
-/// The action key an entry names, as written: one target or a link.
-#[derive(Clone, Copy)]
-enum Written<'a> {
-    Target(&'a str),
-    Link(&'a [String]),
-}
-
-fn written(raw: &RawEntry, kind: ActionKind) -> Option<Written<'_>> {
-    fn target(t: &Option<String>) -> Option<Written<'_>> {
-        t.as_deref().map(Written::Target)
-    }
-    fn link(l: &Option<Vec<String>>) -> Option<Written<'_>> {
-        l.as_deref().map(Written::Link)
-    }
-    match kind {
-        ActionKind::Kill => target(&raw.kill),
-        ActionKind::Stop => target(&raw.stop),
-        ActionKind::Start => target(&raw.start),
-        ActionKind::Restart => target(&raw.restart),
-        ActionKind::Rolling => target(&raw.rolling),
-        ActionKind::Upgrade => target(&raw.upgrade),
-        ActionKind::Pause => target(&raw.pause),
-        ActionKind::Drop => target(&raw.drop),
-        ActionKind::Partition => link(&raw.partition),
-        ActionKind::Latency => link(&raw.latency),
-        ActionKind::Bandwidth => link(&raw.bandwidth),
-        ActionKind::SlowClose => link(&raw.slow_close),
-        ActionKind::Timeout => link(&raw.timeout),
-        ActionKind::LimitData => link(&raw.limit_data),
-        ActionKind::Slicer => link(&raw.slicer),
-        ActionKind::Cpu => target(&raw.cpu),
-        ActionKind::Memory => target(&raw.memory),
-        ActionKind::DiskFull => target(&raw.disk_full),
-        ActionKind::Clock => target(&raw.clock),
-    }
-}
-
-/// The parameter keys each action takes.
-fn parameters(kind: ActionKind) -> &'static [&'static str] {
-    match kind {
-        ActionKind::Rolling => &["gap"],
-        ActionKind::Upgrade => &["to", "gap"],
-        ActionKind::Pause | ActionKind::DiskFull => &["for"],
-        ActionKind::Partition => &["for", "mode", "direction", "toxicity", "via"],
-        ActionKind::Latency => &["for", "ms", "jitter", "direction", "toxicity"],
-        ActionKind::Bandwidth => &["for", "kbps", "direction", "toxicity"],
-        ActionKind::SlowClose => &["for", "delay", "direction", "toxicity"],
-        ActionKind::Timeout => &["for", "after", "direction", "toxicity"],
-        ActionKind::LimitData => &["for", "bytes", "direction", "toxicity"],
-        ActionKind::Slicer => &["for", "bytes", "delay", "direction", "toxicity"],
-        ActionKind::Cpu | ActionKind::Memory => &["for", "limit"],
-        ActionKind::Clock => &["for", "offset"],
-        ActionKind::Kill
-        | ActionKind::Stop
-        | ActionKind::Start
-        | ActionKind::Restart
-        | ActionKind::Drop => &[],
-    }
-}
-
-/// Reads one entry's parameters, each refusal naming its key.
-struct Params<'a> {
-    cx: &'a Cx<'a>,
-    raw: &'a RawEntry,
-    path: &'a KeyPath,
-    key: &'a str,
-}
-
-impl Params<'_> {
-    fn err(&self, param: &str, message: String) -> PlanError {
-        self.cx.err(&self.path.key(param), message)
-    }
-
-    fn needed<T>(&self, param: &str, value: Option<T>, what: &str) -> Result<T, PlanError> {
-        value.ok_or_else(|| self.err(param, format!("`{}` needs `{param}` ({what})", self.key)))
-    }
-
-    /// `gap`: the pause between two nodes taken out in turn (none when absent).
-    fn gap(&self) -> Result<Duration, PlanError> {
-        match &self.raw.gap {
-            Some(text) => self.cx.duration(text, &self.path.key("gap")),
-            None => Ok(Duration::ZERO),
-        }
-    }
-
-    /// `for`: how long a lasting fault holds; never zero.
-    fn hold(&self) -> Result<Duration, PlanError> {
-        let text = self.needed("for", self.raw.for_.as_deref(), "how long it holds")?;
-        let d = self.cx.duration(text, &self.path.key("for"))?;
-        if d.is_zero() {
-            return Err(self.err("for", "a fault that holds 0s does nothing".into()));
-        }
-        Ok(d)
-    }
-
-    fn nonzero_duration(
-        &self,
-        param: &str,
-        text: &Option<String>,
-        what: &str,
-    ) -> Result<Duration, PlanError> {
-        let text = self.needed(param, text.as_deref(), what)?;
-        let d = self.cx.duration(text, &self.path.key(param))?;
-        if d.is_zero() {
-            return Err(self.err(param, format!("`{param}: 0s` does nothing")));
-        }
-        Ok(d)
-    }
-
-    /// A whole number of at least 1 that fits `T`.
-    fn positive<T: TryFrom<i64>>(
-        &self,
-        param: &str,
-        value: Option<i64>,
-        what: &str,
-    ) -> Result<T, PlanError> {
-        let n = self.needed(param, value, what)?;
-        if n < 1 {
-            return Err(self.err(
-                param,
-                format!("`{param}` must be at least 1 ({what}), not {n}"),
-            ));
-        }
-        T::try_from(n).map_err(|_| self.err(param, format!("`{param}: {n}` is too large")))
-    }
-
-    /// A word parameter (`mode`, `direction`), when written.
-    fn word<T: std::str::FromStr<Err = String>>(
-        &self,
-        param: &str,
-        text: &Option<String>,
-    ) -> Result<Option<T>, PlanError> {
-        text.as_deref()
-            .map(|t| t.parse().map_err(|m| self.err(param, m)))
-            .transpose()
-    }
-
-    fn toxicity(&self) -> Result<Option<f64>, PlanError> {
-        match self.raw.toxicity {
-            Some(share) if !(share > 0.0 && share <= 1.0) => Err(self.err(
-                "toxicity",
-                format!("`toxicity` is the share of connections hit, above 0 and at most 1, not {share}"),
-            )),
-            share => Ok(share),
-        }
-    }
-
-    /// `cpu`'s `limit`: cores, a number above 0.
-    fn cores(&self) -> Result<f64, PlanError> {
-        let value = self.needed("limit", self.raw.limit.as_ref(), "cores, e.g. 0.2")?;
-        match value.as_f64() {
-            Some(cores) if cores > 0.0 && cores.is_finite() => Ok(cores),
-            _ => Err(self.err(
-                "limit",
-                format!(
-                    "`limit` is a number of cores above 0 (e.g. 0.2), not {}",
-                    yaml_text(value)
-                ),
-            )),
-        }
-    }
-
-    /// `memory`'s `limit`: a size (`150MB`).
-    fn size(&self) -> Result<Bytes, PlanError> {
-        let value = self.needed("limit", self.raw.limit.as_ref(), "a size, e.g. 150MB")?;
-        let text = match value {
-            serde_yaml::Value::String(text) => text.clone(),
-            serde_yaml::Value::Number(n) => n.to_string(),
-            other => yaml_text(other),
-        };
-        let bytes: Bytes = text.parse().map_err(|m| self.err("limit", m))?;
-        if bytes.0 == 0 {
-            return Err(self.err(
-                "limit",
-                "a memory limit of 0 bytes cannot run anything".into(),
-            ));
-        }
-        Ok(bytes)
-    }
-}
-
-fn yaml_text(value: &serde_yaml::Value) -> String {
-    serde_yaml::to_string(value)
-        .map(|t| t.trim().to_owned())
-        .unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::raw;
     use super::*;
+    use crate::plan::LinkFault;
 
     fn check(src: &str) -> Result<Plan, PlanError> {
         validate(raw::parse(src)?, src)
@@ -1975,7 +1507,7 @@ mod tests {
     }
 
     #[test]
-    fn bad_fault_values_name_their_line_and_key() {
+    fn bad_entry_keys_and_values_name_their_line_and_key() {
         for (line, key, says) in [
             (
                 "{ at: 1s, bandwidth: [players, node-1], kbps: -1, for: 5s }",
@@ -2073,6 +1605,37 @@ mod tests {
                 "bandwidth",
                 "",
             ),
+            (
+                "{ at: 1s, kill: node-1, colour: red }",
+                "colour",
+                "unknown key `colour`",
+            ),
+            ("{ at: 1s, pause: node-1, for: 5 }", "for", "is text, not 5"),
+            (
+                "{ at: 1s, latency: [node-1, 5], ms: 5, for: 2s }",
+                "latency[1]",
+                "not a target",
+            ),
+            (
+                "{ at: 1s, latency: [node-1, nats], ms: 2.5, for: 2s }",
+                "ms",
+                "whole number",
+            ),
+            (
+                "{ at: 1s, latency: [node-1, nats], ms: -5, for: 2s }",
+                "ms",
+                "whole number",
+            ),
+            (
+                "{ at: 1s, kill: [node-1, node-2] }",
+                "kill",
+                "takes one target",
+            ),
+            (
+                "{ at: 1s, partition: [node-1, nats], toxicity: lots, for: 2s }",
+                "toxicity",
+                "lots",
+            ),
         ] {
             let (at, refused_key, message) = entry_refused(line);
             assert_eq!(at, 9, "{line}: {message}");
@@ -2083,6 +1646,11 @@ mod tests {
             );
             assert!(message.contains(says), "{line}: {message}");
         }
+    }
+
+    #[test]
+    fn a_key_written_with_nothing_after_it_is_not_written() {
+        entry("{ at: 1s, kill: node-1, for: }").unwrap();
     }
 
     #[test]

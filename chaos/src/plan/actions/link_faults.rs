@@ -1,0 +1,259 @@
+//! The faults on a link: through the fault proxy between a node and `postgres`, `nats` or
+//! `players` (`partition`, `latency`, `bandwidth`, `slow_close`, `timeout`, `limit_data`,
+//! `slicer`), or a `partition` `via: firewall` between any two services' hosts.
+
+use std::time::Duration;
+
+use serde_yaml::Value;
+
+use super::{yaml_text, Keys, Reader};
+use crate::plan::{Action, Link, LinkFault, PlanError, Target, Via, Ways};
+use crate::proxy::Latency;
+
+pub(super) fn partition(r: &Reader<'_>) -> Result<Action, PlanError> {
+    match r.word("via")?.unwrap_or_default() {
+        Via::Proxy => through_the_proxy(r, LinkFault::Cut(r.word("mode")?.unwrap_or_default())),
+        Via::Firewall => {
+            for param in ["mode", "toxicity"] {
+                if r.value(param).is_some() {
+                    return Err(r.err(
+                        param,
+                        format!("`{param}` belongs to the fault proxy, not `via: firewall` (the kernel drops every packet)"),
+                    ));
+                }
+            }
+            Ok(Action::Firewall {
+                link: services_pair(r, &pair(r)?)?,
+                ways: ways(r)?,
+                duration: r.hold()?,
+            })
+        }
+    }
+}
+
+pub(super) fn latency(r: &Reader<'_>) -> Result<Action, PlanError> {
+    let ms = |param: &str| -> Result<Option<u32>, PlanError> {
+        r.integer(param)?
+            .map(|n| {
+                u32::try_from(n).map_err(|_| {
+                    r.err(
+                        param,
+                        format!("`{param}` is a whole number of milliseconds, not {n}"),
+                    )
+                })
+            })
+            .transpose()
+    };
+    let delay = r.needed("ms", ms("ms")?, "the added delay")?;
+    if delay == 0 {
+        return Err(r.err("ms", "a latency of 0 ms does nothing".into()));
+    }
+    let millis = |ms: u32| Duration::from_millis(ms.into());
+    let jitter = ms("jitter")?.unwrap_or(0);
+    through_the_proxy(
+        r,
+        LinkFault::Latency(Latency::new(millis(delay), millis(jitter))),
+    )
+}
+
+pub(super) fn bandwidth(r: &Reader<'_>) -> Result<Action, PlanError> {
+    let kbps = r.positive("kbps", "kilobits per second")?;
+    through_the_proxy(r, LinkFault::Bandwidth { kbps })
+}
+
+pub(super) fn slow_close(r: &Reader<'_>) -> Result<Action, PlanError> {
+    let delay = r.nonzero_duration("delay", "how long a close is held")?;
+    through_the_proxy(r, LinkFault::SlowClose { delay })
+}
+
+pub(super) fn timeout(r: &Reader<'_>) -> Result<Action, PlanError> {
+    let after = r.needed(
+        "after",
+        r.duration("after")?,
+        "when connections close; 0s: never",
+    )?;
+    through_the_proxy(
+        r,
+        LinkFault::Timeout {
+            after: (!after.is_zero()).then_some(after),
+        },
+    )
+}
+
+pub(super) fn limit_data(r: &Reader<'_>) -> Result<Action, PlanError> {
+    let bytes = r.positive("bytes", "bytes per connection")?;
+    through_the_proxy(r, LinkFault::LimitData { bytes })
+}
+
+pub(super) fn slicer(r: &Reader<'_>) -> Result<Action, PlanError> {
+    let bytes = r.positive("bytes", "the size of a piece")?;
+    let delay = r.duration("delay")?.unwrap_or_default();
+    through_the_proxy(r, LinkFault::Slicer { bytes, delay })
+}
+
+fn through_the_proxy(r: &Reader<'_>, fault: LinkFault) -> Result<Action, PlanError> {
+    Ok(Action::Link {
+        link: link(r, &pair(r)?)?,
+        fault,
+        ways: ways(r)?,
+        toxicity: toxicity(r)?,
+        duration: r.hold()?,
+    })
+}
+
+/// `direction`: both ways when absent.
+fn ways(r: &Reader<'_>) -> Result<Ways, PlanError> {
+    Ok(r.word("direction")?.unwrap_or_default())
+}
+
+fn toxicity(r: &Reader<'_>) -> Result<Option<f64>, PlanError> {
+    let Some(value) = r.value("toxicity") else {
+        return Ok(None);
+    };
+    match value.as_f64() {
+        Some(share) if share > 0.0 && share <= 1.0 => Ok(Some(share)),
+        _ => Err(r.err(
+            "toxicity",
+            format!(
+                "`toxicity` is the share of connections hit, above 0 and at most 1, not {}",
+                yaml_text(value)
+            ),
+        )),
+    }
+}
+
+/// The two names the action's key holds: `[a, b]`.
+fn pair(r: &Reader<'_>) -> Result<Vec<String>, PlanError> {
+    let path = r.action_path();
+    let Value::Sequence(items) = r.aimed else {
+        return Err(r
+            .cx
+            .err(&path, format!("`{}` takes a link: [a, b]", r.name())));
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| match item {
+            Value::String(name) => Ok(name.clone()),
+            other => Err(r.cx.err(
+                &path.index(i),
+                format!("`{}` is not a target", yaml_text(other)),
+            )),
+        })
+        .collect()
+}
+
+/// A link through the fault proxy: a node and `postgres`, `nats` or `players`.
+fn link(r: &Reader<'_>, pair: &[String]) -> Result<Link, PlanError> {
+    let path = r.action_path();
+    let [a, b] = pair else {
+        return Err(r.cx.err(
+            &path,
+            format!("a link is a pair of targets, not {} of them", pair.len()),
+        ));
+    };
+    let parse = |text: &String, i: usize| {
+        text.parse::<Target>()
+            .map_err(|m| r.cx.err(&path.index(i), m))
+    };
+    let link = Link {
+        a: parse(a, 0)?,
+        b: parse(b, 1)?,
+    };
+    let (node, peer) = link.ends();
+    let peer_fits = matches!(peer, Target::Postgres | Target::Nats | Target::Players);
+    if !node.is_node() || !peer_fits {
+        return Err(r.cx.err(
+            &path,
+            format!(
+                "`[{}, {}]` is not a link: pair a node (node-N, nodes, random-node) with postgres, nats or players",
+                link.a, link.b
+            ),
+        ));
+    }
+    Ok(link)
+}
+
+/// Two services to cut apart with the firewall: any of node-N, nodes, random-node,
+/// postgres and nats.
+fn services_pair(r: &Reader<'_>, pair: &[String]) -> Result<Link, PlanError> {
+    let path = r.action_path();
+    let [a, b] = pair else {
+        return Err(r.cx.err(
+            &path,
+            format!(
+                "a partition is a pair of targets, not {} of them",
+                pair.len()
+            ),
+        ));
+    };
+    let parse = |text: &String, i: usize| match text.parse::<Target>() {
+        Ok(Target::Players) => Err(r.cx.err(
+            &path.index(i),
+            "players are not on a host of the plan: cut them with the proxy (no `via`)".into(),
+        )),
+        Ok(target) => Ok(target),
+        Err(m) => Err(r.cx.err(&path.index(i), m)),
+    };
+    let link = Link {
+        a: parse(a, 0)?,
+        b: parse(b, 1)?,
+    };
+    if link.a == link.b {
+        return Err(r
+            .cx
+            .err(&path, format!("`{}` cannot be cut from itself", link.a)));
+    }
+    Ok(link)
+}
+
+pub(super) fn write(action: &Action, keys: &mut Keys) {
+    let (link, ways, duration) = match *action {
+        Action::Link {
+            link,
+            fault,
+            ways,
+            toxicity,
+            duration,
+        } => {
+            match fault {
+                LinkFault::Cut(mode) => keys.set("mode", mode.to_string()),
+                LinkFault::Latency(latency) => {
+                    // Plans write whole milliseconds, so these always fit.
+                    let ms = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
+                    keys.set("ms", ms(latency.delay));
+                    keys.set("jitter", ms(latency.jitter));
+                }
+                LinkFault::Bandwidth { kbps } => keys.set("kbps", kbps),
+                LinkFault::SlowClose { delay } => keys.duration("delay", delay),
+                LinkFault::Timeout { after } => keys.duration("after", after.unwrap_or_default()),
+                LinkFault::LimitData { bytes } => keys.set("bytes", bytes),
+                LinkFault::Slicer { bytes, delay } => {
+                    keys.set("bytes", bytes);
+                    keys.duration("delay", delay);
+                }
+            }
+            if let Some(share) = toxicity {
+                keys.set("toxicity", share);
+            }
+            (link, ways, duration)
+        }
+        Action::Firewall {
+            link,
+            ways,
+            duration,
+        } => {
+            keys.set("via", Via::Firewall.to_string());
+            (link, ways, duration)
+        }
+        _ => return,
+    };
+    keys.set(
+        action.kind().name(),
+        Value::Sequence(vec![link.a.to_string().into(), link.b.to_string().into()]),
+    );
+    if ways != Ways::Both {
+        keys.set("direction", ways.to_string());
+    }
+    keys.duration("for", duration);
+}
