@@ -187,9 +187,9 @@ impl fmt::Display for Op {
     }
 }
 
-/// What a step holds busy, and from when to when (half-open), to find overlaps.
+/// What a step holds busy, to find overlaps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Resource {
+pub(super) enum Resource {
     Process(Service),
     /// One kind of fault on a route (a latency and a bandwidth cap may stack).
     Route(Route, ActionKind),
@@ -200,7 +200,43 @@ enum Resource {
 }
 
 /// An instant action still occupies its target for a moment: two at the same time collide.
-const INSTANT: Duration = Duration::from_millis(1);
+pub(super) const INSTANT: Duration = Duration::from_millis(1);
+
+/// A resource a step holds, from when to when (half-open).
+pub(super) type Hold = (Resource, Duration, Duration);
+
+impl TimedOp {
+    /// An op due at a fixed offset.
+    pub(super) fn fixed(at: Duration, op: Op) -> TimedOp {
+        TimedOp {
+            at,
+            after: None,
+            op,
+        }
+    }
+
+    /// An op that starts `gap` after the step's previous one completed, not before `at`.
+    pub(super) fn chained(at: Duration, gap: Duration, op: Op) -> TimedOp {
+        TimedOp {
+            at,
+            after: Some(gap),
+            op,
+        }
+    }
+
+    /// A lasting fault: `set` on each of `on` at `at`, `undo` on each when it ends.
+    pub(super) fn lasting<T: Copy>(
+        on: &[T],
+        at: Duration,
+        duration: Duration,
+        set: impl Fn(T) -> Op,
+        undo: impl Fn(T) -> Op,
+    ) -> Vec<TimedOp> {
+        let set = on.iter().map(|&x| TimedOp::fixed(at, set(x)));
+        let undo = on.iter().map(|&x| TimedOp::fixed(at + duration, undo(x)));
+        set.chain(undo).collect()
+    }
+}
 
 pub fn resolve(plan: &Plan, seed: u64) -> Result<Timeline, PlanError> {
     let mut order: Vec<usize> = (0..plan.timeline.len()).collect();
@@ -220,7 +256,7 @@ pub fn resolve(plan: &Plan, seed: u64) -> Result<Timeline, PlanError> {
             key: format!("timeline[{index}].{}", entry.action.kind()),
             message,
         };
-        let action = walk.draw(entry.action, entry.at).map_err(fail)?;
+        let action = super::actions::draw(&mut walk, entry.action, entry.at).map_err(fail)?;
         // Drawn only for a step that has one, so plans without toxicity keep their draws.
         let toxicity = match action {
             Action::Link {
@@ -235,7 +271,7 @@ pub fn resolve(plan: &Plan, seed: u64) -> Result<Timeline, PlanError> {
         walk.apply(&action, entry.at, index, entry.line)
             .map_err(fail)?;
         let count = plan.services.nodes.count;
-        for (resource, from, until) in holds(&action, entry.at, count) {
+        for (resource, from, until) in super::actions::holds(&action, entry.at, count) {
             let clash = held
                 .iter()
                 .find(|(_, r, f, u)| *r == resource && from < *u && *f < until);
@@ -259,7 +295,7 @@ pub fn resolve(plan: &Plan, seed: u64) -> Result<Timeline, PlanError> {
             at: entry.at,
             written: entry.action,
             action,
-            ops: expand(&action, entry.at, count, toxicity),
+            ops: super::actions::expand(&action, entry.at, count, toxicity),
         });
     }
     Ok(Timeline {
@@ -279,11 +315,22 @@ fn resource_name(resource: Resource) -> String {
 }
 
 /// The timeline walk: each service's state (with who last changed it) and the seeded draws.
-struct Walk<'a> {
+pub(super) struct Walk<'a> {
     plan: &'a Plan,
     rng: ChaCha8Rng,
     /// `None` while running; `Some((entry, line))` of the step that stopped it.
     running: BTreeMap<Service, Option<(usize, usize)>>,
+}
+
+/// The nodes a `random-node` is drawn among.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Among {
+    Running,
+    Stopped,
+    /// Any node of the plan.
+    Any,
+    /// The running nodes, where players sit; any node when none runs.
+    WithPlayers,
 }
 
 impl Walk<'_> {
@@ -295,76 +342,32 @@ impl Walk<'_> {
         matches!(self.running.get(&service), Some(None))
     }
 
-    /// Replaces `random-node` by a node drawn among those the action can apply to.
-    fn draw(&mut self, action: Action, at: Duration) -> Result<Action, String> {
-        let running: Vec<u32> = self
-            .nodes()
-            .filter(|&n| self.is_running(Service::Node(n)))
-            .collect();
-        let stopped: Vec<u32> = self
-            .nodes()
-            .filter(|&n| !self.is_running(Service::Node(n)))
-            .collect();
-        let all: Vec<u32> = self.nodes().collect();
-        // Players only sit on running nodes; with none running, any node will do.
-        let with_players = if running.is_empty() { &all } else { &running };
-        Ok(match action {
-            Action::Kill(t) => Action::Kill(self.pick(t, &running, "running", at)?),
-            Action::Stop(t) => Action::Stop(self.pick(t, &running, "running", at)?),
-            Action::Restart(t) => Action::Restart(self.pick(t, &running, "running", at)?),
-            Action::Start(t) => Action::Start(self.pick(t, &stopped, "stopped", at)?),
-            Action::Pause { target, duration } => Action::Pause {
-                target: self.pick(target, &running, "running", at)?,
-                duration,
-            },
-            Action::Drop(t) => Action::Drop(self.pick(t, with_players, "there", at)?),
-            Action::Link {
-                link,
-                fault,
-                ways,
-                toxicity,
-                duration,
-            } => Action::Link {
-                link: self.pick_link(link, &all, at)?,
-                fault,
-                ways,
-                toxicity,
-                duration,
-            },
-            Action::Firewall {
-                link,
-                ways,
-                duration,
-            } => Action::Firewall {
-                link: self.pick_link(link, &all, at)?,
-                ways,
-                duration,
-            },
-            // A resource or clock fault holds on a stopped service too (it applies at its start).
-            Action::Service {
-                target,
-                fault,
-                duration,
-            } => Action::Service {
-                target: self.pick(target, &all, "there", at)?,
-                fault,
-                duration,
-            },
-            in_turn @ (Action::Rolling { .. } | Action::Upgrade { .. }) => in_turn,
-        })
-    }
-
-    fn pick(
+    /// `target`, or for `random-node` a node drawn `among` those the action can apply to.
+    pub(super) fn pick(
         &mut self,
         target: Target,
-        candidates: &[u32],
-        wanted: &str,
+        among: Among,
         at: Duration,
     ) -> Result<Target, String> {
         if target != Target::RandomNode {
             return Ok(target);
         }
+        let running = |n: &u32| self.is_running(Service::Node(*n));
+        let candidates: Vec<u32> = match among {
+            Among::Running => self.nodes().filter(running).collect(),
+            Among::Stopped => self.nodes().filter(|n| !running(n)).collect(),
+            Among::Any => self.nodes().collect(),
+            Among::WithPlayers => match self.nodes().filter(running).collect::<Vec<_>>() {
+                none if none.is_empty() => self.nodes().collect(),
+                running => running,
+            },
+        };
         if candidates.is_empty() {
+            let wanted = match among {
+                Among::Running => "running",
+                Among::Stopped => "stopped",
+                Among::Any | Among::WithPlayers => "there",
+            };
             return Err(format!(
                 "random-node: no node is {wanted} at {}",
                 duration::seconds(at)
@@ -375,13 +378,6 @@ impl Walk<'_> {
         Ok(Target::Node(candidates[pick as usize]))
     }
 
-    fn pick_link(&mut self, link: Link, nodes: &[u32], at: Duration) -> Result<Link, String> {
-        Ok(Link {
-            a: self.pick(link.a, nodes, "there", at)?,
-            b: self.pick(link.b, nodes, "there", at)?,
-        })
-    }
-
     /// Refuses to start what runs or stop what is stopped, then records the new states.
     fn apply(
         &mut self,
@@ -390,18 +386,8 @@ impl Walk<'_> {
         entry: usize,
         line: usize,
     ) -> Result<(), String> {
-        // What each service must be before the action, and what it is after.
-        let (needs_running, leaves_running) = match action {
-            Action::Kill(_) | Action::Stop(_) => (true, false),
-            Action::Start(_) => (false, true),
-            Action::Restart(_)
-            | Action::Pause { .. }
-            | Action::Rolling { .. }
-            | Action::Upgrade { .. } => (true, true),
-            Action::Drop(_)
-            | Action::Link { .. }
-            | Action::Firewall { .. }
-            | Action::Service { .. } => return Ok(()),
+        let Some((needs_running, leaves_running)) = super::actions::process_states(action) else {
+            return Ok(());
         };
         let Some(target) = action.target() else {
             return Ok(());
@@ -440,7 +426,7 @@ pub(super) fn services_of(target: Target, count: u32) -> Vec<Service> {
     }
 }
 
-fn routes_of(link: Link, count: u32) -> Vec<Route> {
+pub(super) fn routes_of(link: Link, count: u32) -> Vec<Route> {
     let (node, peer) = link.ends();
     let peer = match peer {
         Target::Postgres => Peer::Postgres,
@@ -463,199 +449,6 @@ pub(super) fn pairs_of(link: Link, count: u32) -> Vec<(Service, Service)> {
         .into_iter()
         .flat_map(|a| bs.iter().filter(move |b| **b != a).map(move |b| (a, *b)))
         .collect()
-}
-
-/// What a step keeps busy and for how long, at the least (readiness only makes it longer).
-fn holds(action: &Action, at: Duration, count: u32) -> Vec<(Resource, Duration, Duration)> {
-    match action {
-        Action::Kill(t) | Action::Stop(t) | Action::Start(t) | Action::Restart(t) => {
-            services_of(*t, count)
-                .into_iter()
-                .map(|s| (Resource::Process(s), at, at + INSTANT))
-                .collect()
-        }
-        Action::Rolling { target, gap } | Action::Upgrade { target, gap, .. } => {
-            let until = at + *gap * count.saturating_sub(1) + INSTANT;
-            services_of(*target, count)
-                .into_iter()
-                .map(|s| (Resource::Process(s), at, until))
-                .collect()
-        }
-        Action::Pause { target, duration } => services_of(*target, count)
-            .into_iter()
-            .map(|s| (Resource::Process(s), at, at + *duration))
-            .collect(),
-        Action::Link {
-            link,
-            fault,
-            duration,
-            ..
-        } => routes_of(*link, count)
-            .into_iter()
-            .map(|r| (Resource::Route(r, fault.kind().into()), at, at + *duration))
-            .collect(),
-        Action::Firewall { link, duration, .. } => pairs_of(*link, count)
-            .into_iter()
-            .map(|(a, b)| (Resource::Firewall(a.min(b), a.max(b)), at, at + *duration))
-            .collect(),
-        Action::Service {
-            target,
-            fault,
-            duration,
-        } => services_of(*target, count)
-            .into_iter()
-            .map(|s| (Resource::Limit(s, fault.kind().into()), at, at + *duration))
-            .collect(),
-        Action::Drop(_) => Vec::new(),
-    }
-}
-
-/// The runner's operations for one drawn action, heal included.
-fn expand(action: &Action, at: Duration, count: u32, toxicity: Option<Toxicity>) -> Vec<TimedOp> {
-    let fixed = |at: Duration, op: Op| TimedOp {
-        at,
-        after: None,
-        op,
-    };
-    let chained = |at: Duration, gap: Duration, op: Op| TimedOp {
-        at,
-        after: Some(gap),
-        op,
-    };
-    match *action {
-        Action::Kill(t) => services_of(t, count)
-            .into_iter()
-            .map(|s| fixed(at, Op::Kill(s)))
-            .collect(),
-        Action::Stop(t) => services_of(t, count)
-            .into_iter()
-            .map(|s| fixed(at, Op::Stop(s)))
-            .collect(),
-        Action::Start(t) => services_of(t, count)
-            .into_iter()
-            .map(|s| fixed(at, Op::Start(s)))
-            .collect(),
-        Action::Restart(t) => {
-            let services = services_of(t, count);
-            let mut ops: Vec<TimedOp> = services.iter().map(|&s| fixed(at, Op::Stop(s))).collect();
-            ops.extend(
-                services
-                    .iter()
-                    .map(|&s| chained(at, Duration::ZERO, Op::Start(s))),
-            );
-            ops.extend(
-                services
-                    .iter()
-                    .map(|&s| chained(at, Duration::ZERO, Op::WaitReady(s))),
-            );
-            ops
-        }
-        Action::Rolling { target, gap } | Action::Upgrade { target, gap, .. } => {
-            let to = match *action {
-                Action::Upgrade { to, .. } => Some(to),
-                _ => None,
-            };
-            let mut ops = Vec::new();
-            for (k, s) in services_of(target, count).into_iter().enumerate() {
-                let earliest = at + gap * k as u32;
-                ops.push(match k {
-                    0 => fixed(at, Op::Stop(s)),
-                    _ => chained(earliest, gap, Op::Stop(s)),
-                });
-                if let Some(version) = to {
-                    ops.push(chained(
-                        earliest,
-                        Duration::ZERO,
-                        Op::Install {
-                            service: s,
-                            version,
-                        },
-                    ));
-                }
-                ops.push(chained(earliest, Duration::ZERO, Op::Start(s)));
-                ops.push(chained(earliest, Duration::ZERO, Op::WaitReady(s)));
-            }
-            ops
-        }
-        Action::Pause { target, duration } => {
-            let services = services_of(target, count);
-            let mut ops: Vec<TimedOp> = services.iter().map(|&s| fixed(at, Op::Pause(s))).collect();
-            ops.extend(
-                services
-                    .iter()
-                    .map(|&s| fixed(at + duration, Op::Resume(s))),
-            );
-            ops
-        }
-        Action::Drop(t) => {
-            let scopes = match t {
-                Target::Node(n) => vec![DropScope::Node(n)],
-                _ => vec![DropScope::AllPlayers],
-            };
-            scopes.into_iter().map(|d| fixed(at, Op::Drop(d))).collect()
-        }
-        Action::Link {
-            link,
-            fault,
-            ways,
-            duration,
-            ..
-        } => {
-            let routes = routes_of(link, count);
-            let mut ops: Vec<TimedOp> = routes
-                .iter()
-                .map(|&route| {
-                    let op = Op::Impair {
-                        route,
-                        fault,
-                        ways,
-                        toxicity,
-                    };
-                    fixed(at, op)
-                })
-                .collect();
-            ops.extend(
-                routes
-                    .iter()
-                    .map(|&route| fixed(at + duration, Op::Heal { route, fault })),
-            );
-            ops
-        }
-        Action::Firewall {
-            link,
-            ways,
-            duration,
-        } => {
-            let pairs = pairs_of(link, count);
-            let mut ops: Vec<TimedOp> = pairs
-                .iter()
-                .map(|&(from, to)| fixed(at, Op::Cut { from, to, ways }))
-                .collect();
-            ops.extend(
-                pairs
-                    .iter()
-                    .map(|&(from, to)| fixed(at + duration, Op::Mend { from, to })),
-            );
-            ops
-        }
-        Action::Service {
-            target,
-            fault,
-            duration,
-        } => {
-            let services = services_of(target, count);
-            let mut ops: Vec<TimedOp> = services
-                .iter()
-                .map(|&service| fixed(at, Op::Squeeze { service, fault }))
-                .collect();
-            ops.extend(
-                services
-                    .iter()
-                    .map(|&service| fixed(at + duration, Op::Release { service, fault })),
-            );
-            ops
-        }
-    }
 }
 
 impl Timeline {

@@ -1,12 +1,32 @@
 //! `drop`: every player connection through the target cut at once with a TCP reset.
 
+use std::time::Duration;
+
 use super::{Keys, Reader};
-use crate::plan::{Action, ActionKind, PlanError, Target};
+use crate::plan::timeline::{Among, Walk};
+use crate::plan::{Action, DropScope, Op, PlanError, Target, TimedOp};
 
 pub(super) fn drop(r: &Reader<'_>) -> Result<Action, PlanError> {
     Ok(Action::Drop(r.target()?))
 }
 
-pub(super) fn write(target: Target, keys: &mut Keys) {
-    keys.target(ActionKind::Drop, target);
+pub(super) fn write(action: &Action, keys: &mut Keys) {
+    if let Some(target) = action.target() {
+        keys.target(action.kind(), target);
+    }
+}
+
+pub(super) fn draw(walk: &mut Walk<'_>, action: Action, at: Duration) -> Result<Action, String> {
+    Ok(match action {
+        Action::Drop(t) => Action::Drop(walk.pick(t, Among::WithPlayers, at)?),
+        other => other,
+    })
+}
+
+pub(super) fn expand(action: &Action, at: Duration) -> Vec<TimedOp> {
+    let scope = match action.target() {
+        Some(Target::Node(n)) => DropScope::Node(n),
+        _ => DropScope::AllPlayers,
+    };
+    vec![TimedOp::fixed(at, Op::Drop(scope))]
 }

@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 use super::{Keys, Reader};
-use crate::plan::{Action, PlanError};
+use crate::plan::timeline::{services_of, Among, Hold, Resource, Walk, INSTANT};
+use crate::plan::{Action, Op, PlanError, TimedOp};
 
 pub(super) fn kill(r: &Reader<'_>) -> Result<Action, PlanError> {
     Ok(Action::Kill(r.target()?))
@@ -63,5 +64,107 @@ pub(super) fn write(action: &Action, keys: &mut Keys) {
         }
         Action::Pause { duration, .. } => keys.duration("for", *duration),
         _ => {}
+    }
+}
+
+pub(super) fn draw(walk: &mut Walk<'_>, action: Action, at: Duration) -> Result<Action, String> {
+    Ok(match action {
+        Action::Kill(t) => Action::Kill(walk.pick(t, Among::Running, at)?),
+        Action::Stop(t) => Action::Stop(walk.pick(t, Among::Running, at)?),
+        Action::Restart(t) => Action::Restart(walk.pick(t, Among::Running, at)?),
+        Action::Start(t) => Action::Start(walk.pick(t, Among::Stopped, at)?),
+        Action::Pause { target, duration } => Action::Pause {
+            target: walk.pick(target, Among::Running, at)?,
+            duration,
+        },
+        // Taken in turn: every node, none drawn.
+        other => other,
+    })
+}
+
+/// Whether the targets must run before the action, and whether they run after it.
+pub(super) fn process_states(action: &Action) -> (bool, bool) {
+    match action {
+        Action::Kill(_) | Action::Stop(_) => (true, false),
+        Action::Start(_) => (false, true),
+        _ => (true, true),
+    }
+}
+
+pub(super) fn holds(action: &Action, at: Duration, count: u32) -> Vec<Hold> {
+    let (target, until) = match *action {
+        Action::Rolling { target, gap } | Action::Upgrade { target, gap, .. } => {
+            (target, at + gap * count.saturating_sub(1) + INSTANT)
+        }
+        Action::Pause { target, duration } => (target, at + duration),
+        _ => match action.target() {
+            Some(target) => (target, at + INSTANT),
+            None => return Vec::new(),
+        },
+    };
+    services_of(target, count)
+        .into_iter()
+        .map(|s| (Resource::Process(s), at, until))
+        .collect()
+}
+
+pub(super) fn expand(action: &Action, at: Duration, count: u32) -> Vec<TimedOp> {
+    let each = |t, op: fn(_) -> Op| {
+        services_of(t, count)
+            .into_iter()
+            .map(|s| TimedOp::fixed(at, op(s)))
+            .collect()
+    };
+    match *action {
+        Action::Kill(t) => each(t, Op::Kill),
+        Action::Stop(t) => each(t, Op::Stop),
+        Action::Start(t) => each(t, Op::Start),
+        Action::Restart(t) => {
+            let services = services_of(t, count);
+            let then = |op: fn(_) -> Op| {
+                services
+                    .iter()
+                    .map(move |&s| TimedOp::chained(at, Duration::ZERO, op(s)))
+            };
+            let mut ops: Vec<TimedOp> = services
+                .iter()
+                .map(|&s| TimedOp::fixed(at, Op::Stop(s)))
+                .collect();
+            ops.extend(then(Op::Start));
+            ops.extend(then(Op::WaitReady));
+            ops
+        }
+        Action::Rolling { target, gap } | Action::Upgrade { target, gap, .. } => {
+            let to = match *action {
+                Action::Upgrade { to, .. } => Some(to),
+                _ => None,
+            };
+            let mut ops = Vec::new();
+            for (k, s) in services_of(target, count).into_iter().enumerate() {
+                let earliest = at + gap * k as u32;
+                let next = |op| TimedOp::chained(earliest, Duration::ZERO, op);
+                ops.push(match k {
+                    0 => TimedOp::fixed(at, Op::Stop(s)),
+                    _ => TimedOp::chained(earliest, gap, Op::Stop(s)),
+                });
+                if let Some(version) = to {
+                    ops.push(next(Op::Install {
+                        service: s,
+                        version,
+                    }));
+                }
+                ops.push(next(Op::Start(s)));
+                ops.push(next(Op::WaitReady(s)));
+            }
+            ops
+        }
+        Action::Pause { target, duration } => TimedOp::lasting(
+            &services_of(target, count),
+            at,
+            duration,
+            Op::Pause,
+            Op::Resume,
+        ),
+        _ => Vec::new(),
     }
 }

@@ -7,7 +7,8 @@ use std::time::Duration;
 use serde_yaml::Value;
 
 use super::{yaml_text, Keys, Reader};
-use crate::plan::{Action, Link, LinkFault, PlanError, Target, Via, Ways};
+use crate::plan::timeline::{pairs_of, routes_of, Among, Hold, Resource, Walk};
+use crate::plan::{Action, Link, LinkFault, Op, PlanError, Target, TimedOp, Toxicity, Via, Ways};
 use crate::proxy::Latency;
 
 pub(super) fn partition(r: &Reader<'_>) -> Result<Action, PlanError> {
@@ -256,4 +257,97 @@ pub(super) fn write(action: &Action, keys: &mut Keys) {
         keys.set("direction", ways.to_string());
     }
     keys.duration("for", duration);
+}
+
+pub(super) fn draw(walk: &mut Walk<'_>, action: Action, at: Duration) -> Result<Action, String> {
+    let mut pick_link = |link: Link| -> Result<Link, String> {
+        Ok(Link {
+            a: walk.pick(link.a, Among::Any, at)?,
+            b: walk.pick(link.b, Among::Any, at)?,
+        })
+    };
+    Ok(match action {
+        Action::Link {
+            link,
+            fault,
+            ways,
+            toxicity,
+            duration,
+        } => Action::Link {
+            link: pick_link(link)?,
+            fault,
+            ways,
+            toxicity,
+            duration,
+        },
+        Action::Firewall {
+            link,
+            ways,
+            duration,
+        } => Action::Firewall {
+            link: pick_link(link)?,
+            ways,
+            duration,
+        },
+        other => other,
+    })
+}
+
+pub(super) fn holds(action: &Action, at: Duration, count: u32) -> Vec<Hold> {
+    match *action {
+        Action::Link {
+            link,
+            fault,
+            duration,
+            ..
+        } => routes_of(link, count)
+            .into_iter()
+            .map(|r| (Resource::Route(r, fault.kind().into()), at, at + duration))
+            .collect(),
+        Action::Firewall { link, duration, .. } => pairs_of(link, count)
+            .into_iter()
+            .map(|(a, b)| (Resource::Firewall(a.min(b), a.max(b)), at, at + duration))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+pub(super) fn expand(
+    action: &Action,
+    at: Duration,
+    count: u32,
+    toxicity: Option<Toxicity>,
+) -> Vec<TimedOp> {
+    match *action {
+        Action::Link {
+            link,
+            fault,
+            ways,
+            duration,
+            ..
+        } => TimedOp::lasting(
+            &routes_of(link, count),
+            at,
+            duration,
+            |route| Op::Impair {
+                route,
+                fault,
+                ways,
+                toxicity,
+            },
+            |route| Op::Heal { route, fault },
+        ),
+        Action::Firewall {
+            link,
+            ways,
+            duration,
+        } => TimedOp::lasting(
+            &pairs_of(link, count),
+            at,
+            duration,
+            |(from, to)| Op::Cut { from, to, ways },
+            |(from, to)| Op::Mend { from, to },
+        ),
+        _ => Vec::new(),
+    }
 }

@@ -1,9 +1,10 @@
 //! The timeline's actions, one family to a file: [`lifecycle`] (kill, stop, start, restart,
 //! rolling, upgrade, pause), [`drop`], [`link_faults`] and [`service_faults`]. Each file reads
-//! its actions from a plan entry, refusing what cannot run with the entry's line and key, and
-//! writes them back. [`SPECS`] is the one table of their names, what each aims at and the
-//! parameters it takes: a new action is a row there, its reading and writing in its family's
-//! file, and the backend that performs it.
+//! its actions from a plan entry (refusing what cannot run with the entry's line and key),
+//! writes them back, draws their random targets, says what they hold busy and expands them
+//! into the runner's operations. [`SPECS`] is the one table of their names, what each aims at
+//! and the parameters it takes: a new action is a row there, its variant of `Action` and
+//! `ActionKind`, its family's file, and the backend that performs it.
 
 mod drop;
 mod lifecycle;
@@ -15,8 +16,9 @@ use std::time::Duration;
 use serde_yaml::{Mapping, Value};
 
 use super::raw::{KeyPath, RawEntry};
+use super::timeline::{Hold, Walk};
 use super::validate::Cx;
-use super::{Action, ActionKind, PlanError, Target};
+use super::{Action, ActionKind, PlanError, Target, TimedOp, Toxicity};
 use anyplay_cloud::duration;
 
 /// One row of [`SPECS`].
@@ -288,9 +290,15 @@ pub(super) fn read(cx: &Cx<'_>, raw: &RawEntry, path: &KeyPath) -> Result<Action
     (spec.read)(&reader)
 }
 
-/// One timeline entry as a plan writes it.
-pub(super) fn write(at: Duration, action: &Action) -> RawEntry {
-    let mut keys = Keys(Vec::new());
+/// The file that handles an action.
+enum Family {
+    Lifecycle,
+    Drop,
+    LinkFaults,
+    ServiceFaults,
+}
+
+fn family(action: &Action) -> Family {
     match action {
         Action::Kill(_)
         | Action::Stop(_)
@@ -298,10 +306,21 @@ pub(super) fn write(at: Duration, action: &Action) -> RawEntry {
         | Action::Restart(_)
         | Action::Rolling { .. }
         | Action::Upgrade { .. }
-        | Action::Pause { .. } => lifecycle::write(action, &mut keys),
-        Action::Drop(target) => drop::write(*target, &mut keys),
-        Action::Link { .. } | Action::Firewall { .. } => link_faults::write(action, &mut keys),
-        Action::Service { .. } => service_faults::write(action, &mut keys),
+        | Action::Pause { .. } => Family::Lifecycle,
+        Action::Drop(_) => Family::Drop,
+        Action::Link { .. } | Action::Firewall { .. } => Family::LinkFaults,
+        Action::Service { .. } => Family::ServiceFaults,
+    }
+}
+
+/// One timeline entry as a plan writes it.
+pub(super) fn write(at: Duration, action: &Action) -> RawEntry {
+    let mut keys = Keys(Vec::new());
+    match family(action) {
+        Family::Lifecycle => lifecycle::write(action, &mut keys),
+        Family::Drop => drop::write(action, &mut keys),
+        Family::LinkFaults => link_faults::write(action, &mut keys),
+        Family::ServiceFaults => service_faults::write(action, &mut keys),
     }
     let name = action.kind().name();
     let rank = |key: &str| PARAMETERS.iter().position(|p| *p == key);
@@ -313,6 +332,51 @@ pub(super) fn write(at: Duration, action: &Action) -> RawEntry {
             .into_iter()
             .map(|(key, value)| (Value::from(key), value))
             .collect(),
+    }
+}
+
+/// The action with its `random-node` drawn, on the walk of the timeline at `at`.
+pub(super) fn draw(walk: &mut Walk<'_>, action: Action, at: Duration) -> Result<Action, String> {
+    match family(&action) {
+        Family::Lifecycle => lifecycle::draw(walk, action, at),
+        Family::Drop => drop::draw(walk, action, at),
+        Family::LinkFaults => link_faults::draw(walk, action, at),
+        Family::ServiceFaults => service_faults::draw(walk, action, at),
+    }
+}
+
+/// What a drawn action keeps busy and for how long, at the least (readiness only makes it
+/// longer): two actions may not hold one resource at once.
+pub(super) fn holds(action: &Action, at: Duration, count: u32) -> Vec<Hold> {
+    match family(action) {
+        Family::Lifecycle => lifecycle::holds(action, at, count),
+        Family::Drop => Vec::new(),
+        Family::LinkFaults => link_faults::holds(action, at, count),
+        Family::ServiceFaults => service_faults::holds(action, at, count),
+    }
+}
+
+/// The runner's operations for one drawn action, heal included.
+pub(super) fn expand(
+    action: &Action,
+    at: Duration,
+    count: u32,
+    toxicity: Option<Toxicity>,
+) -> Vec<TimedOp> {
+    match family(action) {
+        Family::Lifecycle => lifecycle::expand(action, at, count),
+        Family::Drop => drop::expand(action, at),
+        Family::LinkFaults => link_faults::expand(action, at, count, toxicity),
+        Family::ServiceFaults => service_faults::expand(action, at, count),
+    }
+}
+
+/// For an action on processes, whether its targets must run before it and whether they run
+/// after it; `None` for an action that leaves them as they are.
+pub(super) fn process_states(action: &Action) -> Option<(bool, bool)> {
+    match family(action) {
+        Family::Lifecycle => Some(lifecycle::process_states(action)),
+        Family::Drop | Family::LinkFaults | Family::ServiceFaults => None,
     }
 }
 

@@ -1,9 +1,12 @@
 //! The faults on a service's resources or clock: `cpu`, `memory`, `disk_full`, `clock`.
 
+use std::time::Duration;
+
 use serde_yaml::Value;
 
 use super::{yaml_text, Keys, Reader};
-use crate::plan::{Action, Bytes, ClockOffset, PlanError, ServiceFault};
+use crate::plan::timeline::{services_of, Among, Hold, Resource, Walk};
+use crate::plan::{Action, Bytes, ClockOffset, Op, PlanError, ServiceFault, Target, TimedOp};
 
 pub(super) fn cpu(r: &Reader<'_>) -> Result<Action, PlanError> {
     let value = r.needed("limit", r.value("limit"), "cores, e.g. 0.2")?;
@@ -73,12 +76,7 @@ fn service_fault(r: &Reader<'_>, fault: ServiceFault) -> Result<Action, PlanErro
 }
 
 pub(super) fn write(action: &Action, keys: &mut Keys) {
-    let &Action::Service {
-        target,
-        fault,
-        duration,
-    } = action
-    else {
+    let Some((target, fault, duration)) = parts(action) else {
         return;
     };
     keys.target(action.kind(), target);
@@ -91,4 +89,54 @@ pub(super) fn write(action: &Action, keys: &mut Keys) {
         }
     }
     keys.duration("for", duration);
+}
+
+pub(super) fn draw(walk: &mut Walk<'_>, action: Action, at: Duration) -> Result<Action, String> {
+    Ok(match action {
+        // A resource or clock fault holds on a stopped service too (it applies at its start).
+        Action::Service {
+            target,
+            fault,
+            duration,
+        } => Action::Service {
+            target: walk.pick(target, Among::Any, at)?,
+            fault,
+            duration,
+        },
+        other => other,
+    })
+}
+
+pub(super) fn holds(action: &Action, at: Duration, count: u32) -> Vec<Hold> {
+    let Some((target, fault, duration)) = parts(action) else {
+        return Vec::new();
+    };
+    services_of(target, count)
+        .into_iter()
+        .map(|s| (Resource::Limit(s, fault.kind().into()), at, at + duration))
+        .collect()
+}
+
+pub(super) fn expand(action: &Action, at: Duration, count: u32) -> Vec<TimedOp> {
+    let Some((target, fault, duration)) = parts(action) else {
+        return Vec::new();
+    };
+    TimedOp::lasting(
+        &services_of(target, count),
+        at,
+        duration,
+        |service| Op::Squeeze { service, fault },
+        |service| Op::Release { service, fault },
+    )
+}
+
+fn parts(action: &Action) -> Option<(Target, ServiceFault, Duration)> {
+    match *action {
+        Action::Service {
+            target,
+            fault,
+            duration,
+        } => Some((target, fault, duration)),
+        _ => None,
+    }
 }
