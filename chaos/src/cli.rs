@@ -210,6 +210,8 @@ pub fn check(path: &Path) -> anyhow::Result<Outcome> {
 
 /// `report DIR`: writes report.json and summary.md again and prints the tables.
 pub fn report(dir: &Path) -> anyhow::Result<Outcome> {
+    let dir = &anyplay_chaos::run_files::check_dir(dir)
+        .with_context(|| format!("cannot report on {}", dir.display()))?;
     let report = report::render_dir(dir)
         .with_context(|| format!("cannot render the report of {}", dir.display()))?;
     let mut out = std::io::stdout().lock();
@@ -319,7 +321,8 @@ pub fn selftest(
     let out = out.unwrap_or_else(|| {
         PathBuf::from("results/runs").join(format!("selftest-{}", runner::utc_stamp()))
     });
-    std::fs::create_dir_all(&out).with_context(|| format!("cannot create {}", out.display()))?;
+    let out = anyplay_chaos::run_files::prepare_dir(&out)
+        .with_context(|| format!("cannot use {} for the self-test", out.display()))?;
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     raise_fd_limit();
     let summary = runtime()?.block_on(selftest::run(&cases, &out, jobs, command))?;

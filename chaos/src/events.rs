@@ -660,7 +660,7 @@ impl FromIterator<(f64, Event)> for History {
 /// rest of the history still counts.
 pub fn read_history(path: &Path) -> Result<History, EventsError> {
     // Lossy: a write torn inside a multi-byte character must not make the whole file unreadable.
-    let bytes = std::fs::read(path).map_err(|source| EventsError::Open {
+    let bytes = crate::run_files::read(path).map_err(|source| EventsError::Open {
         path: path.to_owned(),
         source,
     })?;

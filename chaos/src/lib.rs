@@ -13,7 +13,8 @@
 //! - `report`: `report.json` and `summary.md`, rendered from a run directory.
 //! - `runner`: a whole run in its phases: set up, play (the timeline beside the players),
 //!   heal, store (the checks judged into the report).
-//! - `run_files`: the files written into a run directory, never through a link.
+//! - `printable`: text from a run directory escaped for a terminal.
+//! - `run_files`: run directories and their files, never written or read through a link.
 //! - `selftest` (feature `seeded-defects`): the checks proven against defects built into the cloud.
 
 pub mod backend;
@@ -21,9 +22,10 @@ pub(crate) mod checks;
 pub mod events;
 pub(crate) mod network;
 pub mod plan;
+pub(crate) mod printable;
 pub mod proxy;
 pub mod report;
-pub(crate) mod run_files;
+pub mod run_files;
 pub mod runner;
 #[cfg(feature = "seeded-defects")]
 pub mod selftest;

@@ -297,6 +297,53 @@ fn report_dir_writes_through_no_symlink() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `run --out DIR` takes anybody's directory too, and every child of the run writes in it (a
+/// node's database, the logs, a client's files): a DIR that is a symlink, or that holds one
+/// beneath it, is refused before anything starts, and the links' targets are left as they were.
+#[test]
+fn run_out_refuses_a_directory_that_is_or_holds_a_link() {
+    let dir = scratch("planted");
+    let victim = dir.join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    std::fs::write(victim.join("node-1.log"), "precious").unwrap();
+    let out = dir.join("run");
+    for (planted, at) in [("logs", &victim), ("cloud.db", &victim.join("node-1.log"))] {
+        let _ = std::fs::remove_dir_all(&out);
+        std::fs::create_dir_all(&out).unwrap();
+        std::os::unix::fs::symlink(at, out.join(planted)).unwrap();
+        let (_, output) = tiny_run(&dir, "planted", "load: {players: 2}\n", &[]);
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{planted}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{planted} is a symlink")),
+            "{stderr}"
+        );
+        assert!(
+            !out.join("events.jsonl").exists(),
+            "{planted}: the run started"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&out);
+    std::os::unix::fs::symlink(&victim, &out).unwrap();
+    let (_, output) = tiny_run(&dir, "planted", "load: {players: 2}\n", &[]);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("is a symlink: name the directory itself"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&victim).unwrap().count(),
+        1,
+        "something was written through the link"
+    );
+    assert_eq!(
+        std::fs::read_to_string(victim.join("node-1.log")).unwrap(),
+        "precious"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Runs plan `name` (one SQLite node, then `rest`) into `dir/run` with `args` more.
 fn tiny_run(dir: &Path, name: &str, rest: &str, args: &[&Path]) -> (PathBuf, Output) {
     let plan = dir.join(format!("{name}.yaml"));

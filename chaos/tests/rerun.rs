@@ -157,34 +157,55 @@ fn rerun_of_the_committed_node_crash_run_resolves_its_recorded_timeline_exactly(
     assert_eq!(schedule(&resolve(&source)), resolved);
 }
 
-/// A run directory is data, from wherever it came: `rerun` runs none of its recorded plan's
-/// `clients` commands (shell commands, the supervisor root) unless told `--trust-plan`.
+/// A run directory is data, from wherever it came: `rerun` runs nothing its recorded plan
+/// names beyond its own parts (a client's shell command, the services' environment or
+/// arguments; the supervisor is root) unless told `--trust-plan`.
 #[test]
-fn rerun_refuses_a_recorded_plan_with_client_commands_unless_trusted() {
+fn rerun_refuses_a_recorded_plan_that_runs_code_of_its_own_unless_trusted() {
     let dir = std::env::temp_dir().join(format!("anyplay-rerun-untrusted-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
     let marker = dir.join("ran");
-    let plan = format!(
-        "name: untrusted\nload: {{players: 10}}\nclients:\n  - name: c\n    cmd: \"touch {}\"\n",
-        marker.display()
-    );
-    std::fs::write(dir.join(PLAN_FILE), plan).unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_anyplay-chaos"))
-        .arg("rerun")
-        .arg(&dir)
-        .output()
-        .expect("anyplay-chaos runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(2), "{stderr}");
-    assert!(
-        stderr.contains("--trust-plan") && stderr.contains("c: touch"),
-        "{stderr}"
-    );
-    assert!(!marker.exists(), "the client command ran");
-    assert!(
-        !dir.join("runs").exists() && std::fs::read_dir(&dir).unwrap().count() == 1,
-        "nothing was started or written"
-    );
+    for (part, plan, named) in [
+        (
+            "clients",
+            format!(
+                "name: untrusted\nload: {{players: 10}}\nclients:\n  - name: c\n    cmd: \"touch {}\"\n",
+                marker.display()
+            ),
+            "clients.c: touch",
+        ),
+        (
+            "env",
+            "name: untrusted\nservices:\n  nodes: {env: {LD_PRELOAD: /tmp/evil.so}}\nload: {players: 10}\n".to_owned(),
+            "services.nodes.env: LD_PRELOAD=/tmp/evil.so",
+        ),
+        (
+            "args",
+            format!(
+                "name: untrusted\nstore: postgres\nservices:\n  postgres: {{}}\n  nats: {{args: [--pid, {}]}}\n  nodes: {{count: 2}}\nload: {{players: 10}}\n",
+                marker.display()
+            ),
+            "services.nats.args: --pid",
+        ),
+    ] {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(PLAN_FILE), plan).unwrap();
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_anyplay-chaos"))
+            .arg("rerun")
+            .arg(&dir)
+            .output()
+            .expect("anyplay-chaos runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{part}: {stderr}");
+        assert!(
+            stderr.contains("--trust-plan") && stderr.contains(named),
+            "{part}: {stderr}"
+        );
+        assert!(!marker.exists(), "{part}: the recorded plan's code ran");
+        assert!(
+            !dir.join("runs").exists() && std::fs::read_dir(&dir).unwrap().count() == 1,
+            "{part}: nothing was started or written"
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -16,6 +16,7 @@ mod image;
 mod latency;
 pub(crate) mod raw;
 pub(crate) mod timeline;
+mod trust;
 mod validate;
 mod version;
 
@@ -372,10 +373,23 @@ impl Plan {
     /// Reads the plan a run recorded at `path`, to judge that run again: as `load`, but its
     /// limits stand as the run was held to them (a floor added since does not refuse them).
     pub fn load_recorded(path: &Path) -> Result<Plan, PlanError> {
-        let src = Self::read(path)?;
+        let src = Self::read_from_run(path)?;
         let plan = validate::validate_recorded(raw::parse(&src)?, &src)?;
         plan.resolve(plan.seed)?;
         Ok(plan)
+    }
+
+    /// As [`Plan::load`], for the plan a run directory holds (`rerun DIR`): read as a file of
+    /// that directory's own (see `run_files::read`).
+    pub fn load_from_run(path: &Path) -> Result<Plan, PlanError> {
+        Self::from_yaml(&Self::read_from_run(path)?)
+    }
+
+    fn read_from_run(path: &Path) -> Result<String, PlanError> {
+        crate::run_files::read_to_string(path).map_err(|source| PlanError::Read {
+            path: path.to_owned(),
+            source,
+        })
     }
 
     fn read(path: &Path) -> Result<String, PlanError> {

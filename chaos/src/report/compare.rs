@@ -115,7 +115,7 @@ pub fn read(path: &Path) -> Result<Stored, CompareError> {
     } else {
         path.to_owned()
     };
-    let text = std::fs::read_to_string(&file).map_err(|source| CompareError::Read {
+    let text = crate::run_files::read_to_string(&file).map_err(|source| CompareError::Read {
         path: file.clone(),
         source,
     })?;

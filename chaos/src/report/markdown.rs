@@ -29,7 +29,8 @@ pub fn summary(report: &Report) -> String {
         out.push_str(&format!("**Load:** {shortfall}.\n\n"));
     }
     out.push_str(&tables(report));
-    out
+    // The plan's name, its start and the tool's identity come from the run directory too.
+    crate::printable::lines(&out).into_owned()
 }
 
 /// Columns of the checks table, and which are right-aligned.
@@ -114,7 +115,7 @@ pub fn tables(report: &Report) -> String {
 /// A Markdown table padded so its columns line up in a terminal; `right` marks the columns
 /// aligned right (any not given align left). `compare` prints its tables with it too.
 pub(crate) fn table(headers: &[&str], right: &[bool], rows: &[Vec<String>]) -> String {
-    let cell = |text: &str| text.replace('|', "\\|");
+    let cell = |text: &str| crate::printable::line(text).replace('|', "\\|");
     let rows: Vec<Vec<String>> = rows
         .iter()
         .map(|r| r.iter().map(|c| cell(c)).collect())

@@ -78,7 +78,7 @@ pub fn judge_dir(dir: &Path) -> Result<Judged, ReportError> {
     let plan = Plan::load_recorded(&dir.join(PLAN_FILE))?;
     let history = read_history(&dir.join(EVENTS_FILE))?;
     let load_path = dir.join(LOAD_REPORT_FILE);
-    let load = match std::fs::read_to_string(&load_path) {
+    let load = match crate::run_files::read_to_string(&load_path) {
         Ok(text) => serde_json::from_str(&text).map_err(|source| ReportError::LoadReport {
             path: load_path.clone(),
             source,

@@ -76,10 +76,10 @@ pub enum RunError {
     #[error("the report: {0}")]
     Report(#[from] report::ReportError),
     #[error(
-        "{plan} runs client commands through /bin/sh ({commands}); a run directory may come \
-         from anywhere: read it, then rerun with --trust-plan to run them"
+        "{plan} has the supervisor run or reach what it names ({parts}); a run directory may \
+         come from anywhere: read it, then rerun with --trust-plan to run it"
     )]
-    Untrusted { plan: String, commands: String },
+    Untrusted { plan: String, parts: String },
 }
 
 /// What `run` was asked.
@@ -145,9 +145,10 @@ fn prepare(options: RunOptions) -> Result<(Plan, PathBuf), RunError> {
         plan = plan.with_image(image);
     }
     let dir = options.out.unwrap_or_else(|| default_dir(&plan));
-    std::fs::create_dir_all(dir.join("logs")).map_err(file(&dir))?;
-    // Services run in the run directory: every path handed to them must be absolute.
-    let dir = dir.canonicalize().map_err(file(&dir))?;
+    // Canonical: services run in the run directory, every path handed to them is absolute.
+    let dir = crate::run_files::prepare_dir(&dir).map_err(file(&dir))?;
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&logs).map_err(file(&logs))?;
     let plan_file = dir.join(PLAN_FILE);
     crate::run_files::write(&plan_file, plan.to_yaml()).map_err(file(&plan_file))?;
     Ok((plan, dir))
@@ -468,8 +469,10 @@ async fn start_players(
     started
 }
 
-/// After an interrupt, a second Ctrl-C or SIGTERM ends the run at once: every child is
-/// stopped without grace and the report is written from what was recorded.
+/// After an interrupt, a second Ctrl-C or SIGTERM ends the run at once: the nodes are killed,
+/// their dependencies given a moment to stop (a PostgreSQL that stops removes its shared
+/// memory), everything the run made is removed, and the report is written from what was
+/// recorded.
 async fn stop_at_once_on(
     again: impl std::future::Future<Output = nix::sys::signal::Signal>,
     dir: PathBuf,
@@ -478,6 +481,10 @@ async fn stop_at_once_on(
     let signal = again.await;
     eprintln!("anyplay-chaos: {signal} again: stopping at once");
     topology.kill_all().await;
+    // The exit below drops nothing, and a service's cgroup goes when it is dropped.
+    for left in crate::backend::process::cgroup::remove_own() {
+        tracing::info!("removed {}", left.display());
+    }
     match report::render_dir(&dir) {
         Ok(_) => eprintln!(
             "anyplay-chaos: the report covers what ran: {}",
@@ -584,24 +591,26 @@ pub fn up(options: RunOptions) -> LocalBoxFuture<'static, Result<(), RunError>> 
 }
 
 /// `rerun DIR`: the plan and seed recorded in DIR, again, into a new directory. Boxed, as `run`.
-/// `rerun DIR`: the recorded plan's `clients` are shell commands, run only when `trust_plan`
+/// What the recorded plan has run beyond its own parts (client commands, the services'
+/// environment and arguments, binaries, builds, remote engines) runs only when `trust_plan`
 /// says the directory is as trusted as a plan one wrote.
 pub fn rerun<'a>(
     dir: &'a Path,
     trust_plan: bool,
 ) -> LocalBoxFuture<'a, Result<Finished, RunError>> {
     Box::pin(async move {
+        let dir = crate::run_files::check_dir(dir).map_err(file(dir))?;
         let path = dir.join(PLAN_FILE);
-        let plan = Plan::load(&path)?;
-        if !trust_plan && !plan.clients.is_empty() {
-            let commands: Vec<String> = plan
-                .clients
+        let plan = Plan::load_from_run(&path)?;
+        let parts = plan.needs_trust();
+        if !trust_plan && !parts.is_empty() {
+            let parts: Vec<String> = parts
                 .iter()
-                .map(|c| format!("{}: {}", c.name, c.cmd))
+                .map(|part| crate::printable::line(part).into_owned())
                 .collect();
             return Err(RunError::Untrusted {
                 plan: path.display().to_string(),
-                commands: commands.join("; "),
+                parts: parts.join("; "),
             });
         }
         // The recorded plan has the backend and images of that run already.

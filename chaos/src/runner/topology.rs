@@ -70,6 +70,10 @@ pub fn rate_limits(plan: &Plan) -> RateLimits {
     }
 }
 
+/// How long PostgreSQL and NATS may take to stop when a run ends at once: PostgreSQL's fast
+/// shutdown removes its shared memory, a SIGKILLed one leaves it in /dev/shm.
+const DEPENDENCY_GRACE_AT_ONCE: Duration = Duration::from_secs(3);
+
 /// How a player, a checker or a person reaches one node.
 #[derive(Debug, Clone)]
 pub struct NodeAddrs {
@@ -748,12 +752,18 @@ impl Topology {
         }
     }
 
-    /// Ends every service at once, without a drain (a second interrupt), and still removes
-    /// what the run made: the process exits next, so nothing is left to a drop.
+    /// Ends every service at once (a second interrupt): the nodes killed without a drain,
+    /// PostgreSQL and NATS given [`DEPENDENCY_GRACE_AT_ONCE`]; and still removes what the run
+    /// made: the process exits next, so nothing is left to a drop.
     pub async fn kill_all(&self) {
         self.proxies.heal_all();
         self.mend_all();
-        self.supervisor.shutdown_all(Duration::ZERO).await;
+        for (service, handle) in &self.services {
+            if matches!(service, Service::Node(_)) {
+                let _ = handle.kill().await;
+            }
+        }
+        self.supervisor.shutdown_all(DEPENDENCY_GRACE_AT_ONCE).await;
         self.release().await;
     }
 

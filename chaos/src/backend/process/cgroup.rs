@@ -152,6 +152,14 @@ impl Cgroup {
         read_u64(&self.dirs[1].join("memory.usage_in_bytes")).unwrap_or_default()
     }
 
+    /// SIGKILLs every process in the cgroup: whatever the first one started, double-forked
+    /// or in a session of its own, is still in it.
+    pub fn kill_members(&self) {
+        for dir in &self.dirs {
+            kill_members(dir);
+        }
+    }
+
     /// How many processes of the cgroup the OOM killer has killed so far.
     pub fn oom_kills(&self) -> u64 {
         std::fs::read_to_string(self.dirs[1].join("memory.oom_control"))
@@ -221,6 +229,17 @@ fn remove(dir: &Path) -> io::Result<()> {
 /// Removes the cgroups of every provably dead owner (SIGKILLing what still runs in them);
 /// returns the directories removed.
 pub fn sweep() -> Vec<PathBuf> {
+    remove_owners(|owner| owner.is_provably_dead())
+}
+
+/// Removes this process's own cgroups (SIGKILLing what still runs in them), for an exit that
+/// drops nothing (a second Ctrl-C); returns the directories removed.
+pub fn remove_own() -> Vec<PathBuf> {
+    let me = Owner::this();
+    remove_owners(|owner| *owner == me)
+}
+
+fn remove_owners(whose: impl Fn(&Owner) -> bool) -> Vec<PathBuf> {
     let mut removed = Vec::new();
     for controller in CONTROLLERS {
         let parent = controller.root().join(PARENT);
@@ -228,12 +247,12 @@ pub fn sweep() -> Vec<PathBuf> {
             continue;
         };
         for owner_dir in owners.flatten() {
-            let dead = owner_dir
+            let chosen = owner_dir
                 .file_name()
                 .to_str()
                 .and_then(Owner::from_name)
-                .is_some_and(|owner| owner.is_provably_dead());
-            if !dead {
+                .is_some_and(|owner| whose(&owner));
+            if !chosen {
                 continue;
             }
             let services = std::fs::read_dir(owner_dir.path()).into_iter().flatten();
@@ -253,7 +272,7 @@ pub fn sweep() -> Vec<PathBuf> {
     removed
 }
 
-/// SIGKILLs every process in the cgroup `dir` (they belong to a run that died).
+/// SIGKILLs every process in the cgroup `dir` (they belong to a run that died or is ending).
 fn kill_members(dir: &Path) {
     let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
     for pid in procs.lines().filter_map(|line| line.trim().parse().ok()) {

@@ -21,6 +21,7 @@ use nix::errno::Errno;
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
+pub(crate) use spawn::spawn_joined;
 pub use spawn::{run_to_exit, spawn, Leader};
 pub(crate) use tree::start_time;
 use tree::Proc;

@@ -57,7 +57,7 @@ pub fn spawn(command: &Command, name: &str) -> Result<Leader, BackendError> {
 
 /// As [`spawn`], and the child joins the cgroups whose `cgroup.procs` are open as `join` before
 /// it executes, so whatever it forks is in them too.
-pub(super) fn spawn_joined(
+pub(crate) fn spawn_joined(
     command: &Command,
     name: &str,
     join: &[RawFd],
