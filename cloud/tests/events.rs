@@ -13,6 +13,7 @@ use crate::support::{each_topology, End, Events, Player, TestCloud, TestNode, To
 each_topology!(
     friendship_and_presence_reach_both_sockets,
     a_second_connection_replaces_the_first_with_4001,
+    sockets_opened_at_once_leave_the_account_exactly_one,
     an_oversized_client_message_closes_with_1009,
     the_event_socket_needs_a_valid_token,
 );
@@ -181,6 +182,59 @@ async fn a_second_connection_replaces_the_first_with_4001(topology: Topology) {
     assert_eq!(mine[0]["connection_id"], w2["connection_id"]);
     let extra = second.quiet_for(Duration::from_millis(200)).await;
     assert!(extra.is_none(), "{extra:?}");
+}
+
+/// Sockets of one account opened at the same moment on one node: one of them stays, every
+/// other is closed 4001 (a client told 4001 does not come back), also after the node's next
+/// lease renewal has compared its connections with the store's records.
+async fn sockets_opened_at_once_leave_the_account_exactly_one(topology: Topology) {
+    const ACCOUNTS: usize = 8;
+    const AT_ONCE: usize = 5;
+    let cloud = TestCloud::start(topology, &[]).await;
+    let mut players = Vec::new();
+    for i in 0..ACCOUNTS {
+        players.push(cloud.signup(&format!("racer{i}")).await);
+    }
+    let opened = futures_util::future::join_all(players.iter().flat_map(|player| {
+        let node = cloud.socket(player);
+        (0..AT_ONCE).map(move |_| async move { node.try_connect(player).await })
+    }))
+    .await;
+    let mut sockets: Vec<Events> = opened
+        .into_iter()
+        .map(|s| s.expect("the upgrade is taken"))
+        .collect();
+    // Past the next lease renewal (every 3 s) and its margin.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    for (i, player) in players.iter().enumerate() {
+        let mut open = 0;
+        let mut closes = Vec::new();
+        for socket in &mut sockets[i * AT_ONCE..(i + 1) * AT_ONCE] {
+            loop {
+                match socket.quiet_for(Duration::from_millis(100)).await {
+                    None => {
+                        open += 1;
+                        break;
+                    }
+                    Some(seen) if seen.get("closed").is_some() => {
+                        closes.push(seen["closed"].clone());
+                        break;
+                    }
+                    Some(_) => continue,
+                }
+            }
+        }
+        assert_eq!(open, 1, "{}: closes {closes:?}", player.id);
+        assert!(closes.iter().all(|c| *c == 4001), "{closes:?}");
+        let listed = cloud
+            .socket(player)
+            .connections()
+            .await
+            .into_iter()
+            .filter(|c| c["account_id"] == player.id)
+            .count();
+        assert_eq!(listed, 1, "{}", player.id);
+    }
 }
 
 async fn an_oversized_client_message_closes_with_1009(topology: Topology) {

@@ -101,6 +101,8 @@ async fn serve(
     let node = state.config.node_id.clone();
     let connection_id = new_connection_id();
     let since = now_ms();
+    // Sockets of one account opening at once take turns until their records are stored.
+    let turn = state.hub.turn(account_id).await;
     // Local first: an older connection here is closed (4001) before our welcome.
     let mailbox = state
         .hub
@@ -134,6 +136,7 @@ async fn serve(
             return;
         }
     };
+    drop(turn);
     let mut came_online = registered.previous.is_none();
     let previous = registered.previous.filter(|p| p.node != node);
     #[cfg(feature = "seeded-defects")]
