@@ -4,6 +4,9 @@
 //! request head (slowloris, silent or idle keep-alive clients), and an idle
 //! timeout while a request or its response makes no progress. HTTP/1.1 only.
 //!
+//! hyper's own answer to a head it cannot parse (400, 414, 431, an empty body) is rewritten on
+//! its way out with the contract's JSON error ([`crate::head_errors`]).
+//!
 //! With a certificate (`--tls-cert`) a connection is TLS from its first byte, its handshake
 //! under the head's deadline ([`crate::tls`]).
 //!
@@ -296,6 +299,8 @@ impl SendBuffer {
 /// both given back when it closes (after an upgrade, when the WebSocket does).
 struct Tracked {
     stream: Stream,
+    /// What is still to be written of an answer rewritten by [`crate::head_errors`].
+    rewritten: Vec<u8>,
     activity: Arc<Activity>,
     /// A send buffer size a handler asked for, not applied yet (0: none).
     send_buffer: Arc<AtomicUsize>,
@@ -313,6 +318,7 @@ impl Tracked {
     ) -> Tracked {
         Tracked {
             stream,
+            rewritten: Vec::new(),
             activity: Arc::new(Activity {
                 base: Instant::now(),
                 last_ns: AtomicU64::new(0),
@@ -367,6 +373,29 @@ impl AsyncRead for Tracked {
     }
 }
 
+impl Tracked {
+    /// Writes what is left of a rewritten answer; ready once it is all out.
+    fn poll_rewritten(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while !self.rewritten.is_empty() {
+            let n = std::task::ready!(Pin::new(&mut self.stream).poll_write(cx, &self.rewritten))?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.activity.touch();
+            self.rewritten.drain(..n);
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Takes `written` as written when it is hyper's own answer to a head it could not parse,
+    /// and the contract's answer is to go out instead.
+    fn rewrite(&mut self, written: &[u8]) -> Option<usize> {
+        let answer = crate::head_errors::rewrite(written)?;
+        self.rewritten = answer;
+        Some(written.len())
+    }
+}
+
 impl AsyncWrite for Tracked {
     fn poll_write(
         self: Pin<&mut Self>,
@@ -374,6 +403,10 @@ impl AsyncWrite for Tracked {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        std::task::ready!(this.poll_rewritten(cx))?;
+        if let Some(taken) = this.rewrite(buf) {
+            return Poll::Ready(Ok(taken));
+        }
         this.bound_send_buffer();
         let poll = Pin::new(&mut this.stream).poll_write(cx, buf);
         this.moved(poll, |n| *n > 0)
@@ -385,6 +418,12 @@ impl AsyncWrite for Tracked {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
+        std::task::ready!(this.poll_rewritten(cx))?;
+        if let [only] = bufs {
+            if let Some(taken) = this.rewrite(only) {
+                return Poll::Ready(Ok(taken));
+            }
+        }
         this.bound_send_buffer();
         let poll = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
         this.moved(poll, |n| *n > 0)
@@ -395,10 +434,14 @@ impl AsyncWrite for Tracked {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+        let this = self.get_mut();
+        std::task::ready!(this.poll_rewritten(cx))?;
+        Pin::new(&mut this.stream).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+        let this = self.get_mut();
+        std::task::ready!(this.poll_rewritten(cx))?;
+        Pin::new(&mut this.stream).poll_shutdown(cx)
     }
 }

@@ -5,7 +5,8 @@
 //! Layout:
 //! - [`config`]: flags, `ANYPLAY_*` variables and the TOML file, into a `Config`.
 //! - [`server`]: a running [`Node`] — listeners, middleware, drain.
-//! - `http`: serving a listener's connections within limits (count, head and idle timeouts).
+//! - `http`: serving a listener's connections within limits (count, head and idle timeouts);
+//!   `head_errors`: the contract's JSON answer to a head hyper cannot parse.
 //! - [`tls`]: the public listener over TLS (`--tls-cert`, `--tls-key`).
 //! - [`routes`]: one module per API topic, plus the operations listener.
 //! - [`events`]: the event connections — hub (one per account), socket loop, event types.
@@ -28,6 +29,7 @@ pub(crate) mod error;
 pub(crate) mod events;
 pub(crate) mod extract;
 pub(crate) mod fence;
+pub(crate) mod head_errors;
 pub(crate) mod http;
 pub(crate) mod mail;
 pub mod metrics;

@@ -253,3 +253,48 @@ async fn every_try_of_a_body_too_large_gets_its_413() {
         failed.len()
     );
 }
+
+/// A head the node cannot parse is answered as every error is: a JSON body with its code.
+#[tokio::test]
+async fn a_head_that_cannot_be_parsed_gets_the_contracts_json_error() {
+    let cloud = TestCloud::start(Topology::Single, &[]).await;
+    let node = cloud.node(0);
+    let many_headers: String = (0..120).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let long_uri = format!("/v1/me?{}", "a".repeat(70_000));
+    for (request, status, code) in [
+        (
+            "GET /v1/me HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n".to_owned(),
+            "400",
+            "bad_request",
+        ),
+        (
+            "GET /v1/me HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n".to_owned(),
+            "400",
+            "bad_request",
+        ),
+        (
+            format!("GET /v1/me HTTP/1.1\r\nHost: x\r\n{many_headers}\r\n"),
+            "431",
+            "too_large",
+        ),
+        (
+            format!("GET {long_uri} HTTP/1.1\r\nHost: x\r\n\r\n"),
+            "414",
+            "too_large",
+        ),
+    ] {
+        let mut stream = raw::connect(node).await;
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer))
+            .await
+            .expect("the node answers and closes");
+        let answer = String::from_utf8_lossy(&answer);
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+        assert!(head.starts_with(&format!("HTTP/1.1 {status} ")), "{head}");
+        assert!(head.contains("content-type: application/json"), "{head}");
+        let body: serde_json::Value =
+            serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {answer}"));
+        assert_eq!(body["error"]["code"], code, "{answer}");
+    }
+}
