@@ -271,6 +271,25 @@ async fn text_that_is_not_utf8_closes_with_1007() {
     assert_eq!(s, StatusCode::OK);
 }
 
+/// A message sent in fragments is closed 1009 as soon as it passes 4 KiB, not once its last
+/// fragment comes: a socket never makes the node hold more than that of a client's message.
+#[tokio::test]
+async fn a_fragmented_message_closes_with_1009_once_it_passes_4_kib() {
+    let cloud = TestCloud::start(Topology::Single, &[]).await;
+    let ann = cloud.signup("ann").await;
+    let node = cloud.node(0);
+    let mut ws = RawSocket::open(node, &ann.access, None).await;
+    let welcome = ws.frame().await.expect("a welcome");
+    assert!(String::from_utf8_lossy(&welcome.payload).contains("welcome"));
+    let piece = [b'x'; 100];
+    ws.send_frame(0x1, &piece, false).await;
+    // 4,200 bytes in all, no last fragment.
+    for _ in 1..42 {
+        ws.send_frame(0x0, &piece, false).await;
+    }
+    assert_eq!(ws.close_code().await, Some(1009));
+}
+
 /// An activity of 64 four-byte characters: the largest presence event there is.
 fn big_activity(i: usize) -> String {
     format!("{i:08}{}", "\u{1F3AE}".repeat(56))

@@ -12,7 +12,8 @@ use super::hub::{CloseCode, Closing, Mailbox};
 #[cfg(feature = "seeded-defects")]
 use crate::defects::SeededDefect;
 
-/// Largest client message the server reads; a bigger one closes with 1009.
+/// Largest client message the server reads: the transport refuses a bigger one as it passes
+/// this, in one frame or in fragments, and the connection closes with 1009.
 pub const MAX_CLIENT_MESSAGE: usize = 4 * 1024;
 
 /// How long the server waits for the client's reply to its close frame (the
@@ -123,8 +124,6 @@ where
                         unanswered = 0;
                         continue;
                     }
-                    Some(Ok(Message::Text(t))) if t.len() > MAX_CLIENT_MESSAGE => CloseCode::TooBig,
-                    Some(Ok(Message::Binary(b))) if b.len() > MAX_CLIENT_MESSAGE => CloseCode::TooBig,
                     // Client messages carry nothing in this protocol; pings are answered by the library.
                     Some(Ok(Message::Text(_) | Message::Binary(_) | Message::Ping(_))) => continue,
                     Some(Ok(Message::Close(_))) | None => break Ended::Gone,
@@ -202,7 +201,7 @@ async fn write<T: Sink<Message> + Unpin>(
     }
 }
 
-/// The close code a read error calls for: a frame over the transport limit is
+/// The close code a read error calls for: a message over [`MAX_CLIENT_MESSAGE`] is
 /// "too big" (1009), text that is not UTF-8 is "invalid data" (1007). Other
 /// errors leave nobody to tell.
 fn read_error_close(error: &(dyn std::error::Error + 'static)) -> Option<CloseCode> {

@@ -20,7 +20,7 @@ use crate::config::Config;
 use crate::defects::SeededDefect;
 use crate::drain::SocketGuard;
 use crate::error::{ApiError, ApiResult};
-use crate::events::connection::{self, Ended};
+use crate::events::connection::{self, Ended, MAX_CLIENT_MESSAGE};
 use crate::events::CloseCode;
 use crate::http::SendBuffer;
 use crate::metrics::CloseLabels;
@@ -32,10 +32,6 @@ use crate::store::{cluster_now_ms, now_ms, rfc3339, ConnectionRecord};
 pub struct TokenQuery {
     token: Option<String>,
 }
-
-/// Frames bigger than this are refused by the transport; up to it, the loop
-/// reads them and closes with 1009 above 4 KiB.
-const TRANSPORT_LIMIT: usize = 64 * 1024;
 
 pub async fn upgrade(
     State(state): State<AppState>,
@@ -68,8 +64,10 @@ pub async fn upgrade(
         // Thousands of mostly idle sockets: small buffers (axum's default read buffer is 128 KiB each).
         .read_buffer_size(4 * 1024)
         .write_buffer_size(4 * 1024)
-        .max_message_size(TRANSPORT_LIMIT)
-        .max_frame_size(TRANSPORT_LIMIT)
+        // A message over the limit, whole or in fragments, fails the read as it passes it,
+        // and the connection closes 1009.
+        .max_message_size(MAX_CLIENT_MESSAGE)
+        .max_frame_size(MAX_CLIENT_MESSAGE)
         .on_upgrade(move |socket| serve(state, account_id, token, socket, open)))
 }
 

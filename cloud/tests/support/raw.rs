@@ -166,9 +166,16 @@ impl RawSocket {
 
     /// Sends one final frame with this opcode and payload, masked.
     pub async fn send(&mut self, opcode: u8, payload: &[u8]) {
+        self.send_frame(opcode, payload, true).await;
+    }
+
+    /// Sends one frame, masked: the last of its message when `fin`, else a fragment with more
+    /// to come (`opcode` 0 continues a message).
+    pub async fn send_frame(&mut self, opcode: u8, payload: &[u8], fin: bool) {
         assert!(payload.len() < 126, "short frames only");
         let mask = [0x37u8, 0xfa, 0x21, 0x3d];
-        let mut frame = vec![0x80 | opcode, 0x80 | payload.len() as u8];
+        let fin = if fin { 0x80 } else { 0 };
+        let mut frame = vec![fin | opcode, 0x80 | payload.len() as u8];
         frame.extend_from_slice(&mask);
         frame.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
         self.stream.write_all(&frame).await.expect("send a frame");
