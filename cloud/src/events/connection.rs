@@ -383,20 +383,6 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_oversized_message_closes_1009() {
-        let mut c = serve(8, None, Duration::from_secs(5));
-        c.client
-            .unbounded_send(Ok(Message::Text("x".repeat(5000).into())))
-            .unwrap();
-        let _welcome = c.sent.next().await.unwrap();
-        match c.sent.next().await.unwrap() {
-            Message::Close(Some(f)) => assert_eq!(f.code, 1009),
-            other => panic!("expected close, got {other:?}"),
-        }
-        assert_eq!(c.task.await.unwrap().0, Ended::Closed(CloseCode::TooBig));
-    }
-
-    #[tokio::test]
     async fn a_reader_slower_than_a_write_may_wait_is_closed_1013_not_dropped() {
         // Full after the welcome, until the client reads again: later than a write may wait.
         let room = Room::of(1);
