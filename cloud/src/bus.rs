@@ -21,7 +21,6 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use async_nats::ConnectOptions;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, oneshot};
@@ -48,7 +47,7 @@ const LOOKUP_GIVE_UP: std::time::Duration = std::time::Duration::from_secs(30);
 #[error("cannot reach NATS at {url}: {source}")]
 pub struct BusError {
     url: String,
-    source: async_nats::ConnectError,
+    source: Box<dyn std::error::Error + Send + Sync>,
 }
 
 /// What goes from one node to another.
@@ -175,8 +174,8 @@ impl Bus {
         else {
             return Ok(Bus::Local);
         };
-        let error = |source| BusError {
-            url: url.to_string(),
+        let error = |source: Box<dyn std::error::Error + Send + Sync>| BusError {
+            url: crate::nats_auth::shown(url),
             source,
         };
         let subjects = Subjects {
@@ -184,12 +183,9 @@ impl Bus {
         };
         let bus_metrics = metrics.bus.clone();
         let reconnects = bus_metrics.reconnects.clone();
-        let options = match creds {
-            Some(path) => ConnectOptions::with_credentials_file(path)
-                .await
-                .map_err(|e| error(e.into()))?,
-            None => ConnectOptions::new(),
-        };
+        let (options, url) = crate::nats_auth::options(url, creds)
+            .await
+            .map_err(|e| error(e.into()))?;
         let client = options
             .name(node_id)
             .max_reconnects(None)
@@ -209,9 +205,9 @@ impl Bus {
                     }
                 }
             })
-            .connect(url)
+            .connect(url.as_str())
             .await
-            .map_err(error)?;
+            .map_err(|e| error(e.into()))?;
         let (queue, rx) = mpsc::channel(queue_len);
         tokio::spawn(receive(
             client.clone(),

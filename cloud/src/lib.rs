@@ -11,7 +11,8 @@
 //! - [`routes`]: one module per API topic, plus the operations listener.
 //! - [`events`]: the event connections — hub (one per account), socket loop, event types.
 //! - [`presence`]: online/offline announcements and connection leases.
-//! - [`bus`]: delivery to accounts on other nodes of a cluster (NATS).
+//! - [`bus`]: delivery to accounts on other nodes of a cluster (NATS); [`nats_auth`]: signing
+//!   in to NATS as a URL or a credentials file says (shared with load).
 //! - [`store`]: every durable fact, on SQLite or PostgreSQL, one transaction per write.
 //! - [`error`], [`extract`]: the contract's error shape and the extractors that use it.
 //! - `defects` (feature `seeded-defects` only): defects built in on purpose for the self-test.
@@ -33,6 +34,7 @@ pub(crate) mod head_errors;
 pub(crate) mod http;
 pub(crate) mod mail;
 pub mod metrics;
+pub mod nats_auth;
 pub mod ports;
 pub(crate) mod presence;
 pub(crate) mod ratelimit;

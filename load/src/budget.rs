@@ -28,7 +28,7 @@ impl Holder {
         Holder {
             name: name.into(),
             players,
-            sockets: devices.connections(players) * per_player,
+            sockets: devices.connections(players).saturating_mul(per_player),
         }
     }
 }
@@ -42,7 +42,8 @@ pub struct Devices {
 
 impl Devices {
     pub fn connections(self, players: u64) -> u64 {
-        players + (players as f64 * self.second.clamp(0.0, 1.0)).ceil() as u64
+        // Saturating: a share too big to count is too big to hold, never a wrapped small one.
+        players.saturating_add((players as f64 * self.second.clamp(0.0, 1.0)).ceil() as u64)
     }
 }
 
@@ -82,7 +83,7 @@ impl std::error::Error for TooManySockets {}
 pub fn check(holders: &[Holder], limit: u64) -> Result<(), TooManySockets> {
     let over: Vec<Holder> = holders
         .iter()
-        .filter(|h| h.sockets + RESERVE > limit)
+        .filter(|h| h.sockets.saturating_add(RESERVE) > limit)
         .cloned()
         .collect();
     if over.is_empty() {
@@ -118,6 +119,14 @@ mod tests {
     use super::*;
 
     const LIMIT: u64 = 20_000;
+
+    #[test]
+    fn a_share_too_big_to_count_is_refused_not_wrapped() {
+        let devices = Devices { second: 1.0 };
+        let holder = Holder::new("agent a", u64::MAX, devices, 2);
+        assert_eq!(holder.sockets, u64::MAX);
+        assert!(check(&[holder], LIMIT).is_err());
+    }
 
     #[test]
     fn twenty_thousand_players_in_process_are_refused_before_they_start() {

@@ -81,6 +81,9 @@ pub fn http_client(
         .timeout(CALL_TIMEOUT)
         .connect_timeout(Duration::from_secs(5))
         .local_address(local_address)
+        // The API never redirects: a player follows none, or an agent's --allow-target would
+        // hold only for the first hop (a 307 keeps the method and the body).
+        .redirect(reqwest::redirect::Policy::none())
         // Below the cloud's deadline for a request head (20 s): a connection it is closing
         // for idleness must not be reused as it closes ("connection closed before message
         // completed" on the next sign-in, measured in the 50,000-player run).
@@ -364,4 +367,40 @@ async fn empty_answer(req: RequestBuilder) -> Result<Answer<()>, ClientError> {
         status: resp.status().as_u16(),
         body: (),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 307 to an address outside an agent's --allow-target is not followed: the player
+    /// sees the redirect, the other address nothing.
+    #[tokio::test]
+    async fn a_redirect_is_not_followed() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let elsewhere = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let elsewhere_addr = elsewhere.local_addr().unwrap();
+        let redirector = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let redirector_addr = redirector.local_addr().unwrap();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = redirector.accept().await {
+                let mut head = [0u8; 4096];
+                let _ = stream.read(&mut head).await;
+                let answer = format!(
+                    "HTTP/1.1 307 Temporary Redirect\r\nlocation: http://{elsewhere_addr}/v1/auth/email\r\ncontent-length: 0\r\n\r\n"
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            }
+        });
+        let answer = http_client(None)
+            .unwrap()
+            .post(format!("http://{redirector_addr}/v1/auth/email"))
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), reqwest::StatusCode::TEMPORARY_REDIRECT);
+        let reached = tokio::time::timeout(Duration::from_millis(300), elsewhere.accept()).await;
+        assert!(reached.is_err(), "the redirect was followed");
+    }
 }

@@ -448,7 +448,7 @@ mod tests {
             control: None,
             pool: None,
         };
-        let fleet = Fleet::new(&target, 0..1, ReconnectMode::Spec, 7, None)
+        let fleet = Fleet::new(&target, 0..1, ReconnectMode::Spec, 7, None, None)
             .await
             .unwrap();
         let mut facts = fleet.facts().unwrap();

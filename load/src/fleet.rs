@@ -114,16 +114,26 @@ pub struct Fleet {
     players: Vec<Arc<Player>>,
 }
 
+/// A tag for a run's players. Not from the seed on purpose: the tag must differ between runs,
+/// so that a rerun against the same database makes new accounts instead of colliding with the
+/// last.
+pub fn new_tag() -> String {
+    Alphanumeric
+        .sample_string(&mut rand::rng(), 5)
+        .to_lowercase()
+}
+
 impl Fleet {
     /// Makes the run's players numbered `players` (none signed in yet) against `target`,
     /// reconnecting by `reconnect` with waits drawn from `seed`. Their emails and handles carry
-    /// a tag of this fleet, so runs (and load agents) against the same cloud never collide.
+    /// `tag` ([`new_tag`] when `None`), so runs against the same cloud never collide.
     pub async fn new(
         target: &Target,
         players: Range<usize>,
         reconnect: ReconnectMode,
         seed: u64,
         source_ips: Option<&SourceIps>,
+        tag: Option<&str>,
     ) -> Result<Fleet, LoadError> {
         let mut nodes = Vec::with_capacity(target.nodes.len());
         for endpoint in &target.nodes {
@@ -152,11 +162,7 @@ impl Fleet {
             connections: AtomicU64::new((players.start as u64) << 32),
             directory: RwLock::new(HashMap::new()),
         });
-        // Not from the seed on purpose: the tag must differ between runs, so that a rerun
-        // against the same database makes new accounts instead of colliding with the last.
-        let tag = Alphanumeric
-            .sample_string(&mut rand::rng(), 5)
-            .to_lowercase();
+        let tag = tag.map_or_else(new_tag, str::to_owned);
         let node_count = shared.nodes.len();
         let first = players.start;
         let players = players

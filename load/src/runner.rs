@@ -77,6 +77,7 @@ impl Run {
             settings.reconnect,
             settings.seed,
             own_addresses.as_ref().or(settings.source_ips.as_ref()),
+            settings.tag.as_deref(),
         )
         .await?;
         let ctx = Ctx {

@@ -611,6 +611,11 @@ pub struct Settings {
     /// share of a larger one ([`crate::agents`]), whose players keep their number in the whole.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub first_player: usize,
+    /// The tag in the players' emails and handles (`TAG.N@load.anyplay.test`), so runs against
+    /// one cloud never collide: drawn for each run when `None`. A load agent plays with its
+    /// coordinator's, which answers sign-in codes for that tag's players only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -715,6 +720,7 @@ impl Settings {
             source_ips: args.source_ips,
             json: args.json,
             first_player: 0,
+            tag: None,
         };
         settings.validate()?;
         Ok(settings)
@@ -764,6 +770,22 @@ impl Settings {
         };
         if self.players == 0 {
             return Err(refuse("--players", "a run needs at least 1 player"));
+        }
+        if self
+            .first_player
+            .checked_add(self.total_players())
+            .is_none()
+        {
+            return Err(refuse("--players", "more players than can be numbered"));
+        }
+        if let Some(tag) = &self.tag {
+            let plain = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+            if tag.is_empty() || tag.len() > 16 || !tag.chars().all(plain) {
+                return Err(refuse(
+                    "--players",
+                    format!("a players' tag of 1 to 16 of [a-z0-9], not {tag:?}"),
+                ));
+            }
         }
         if self.returning > self.players {
             return Err(refuse(

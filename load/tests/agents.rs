@@ -470,6 +470,73 @@ async fn a_coordinator_without_the_secret_recruits_nobody() {
     assert!(recruited.is_ok(), "{:?}", recruited.err());
 }
 
+/// A genuine offer played again by someone on the agents' NATS takes no agent, and messages
+/// without the secret on an agent's own subject do not keep it from its next coordinator.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_offer_played_again_or_junk_on_its_subject_holds_no_agent() {
+    let _alone = ONE_RUN_AT_A_TIME.lock().await;
+    let services = services();
+    let agent = Agent::start(&services.nats_url, "replayed");
+    agent.listening().await;
+    let spy = async_nats::connect(&services.nats_url).await.expect("NATS");
+    let mut offers = spy.subscribe(protocol::ANY_OFFER).await.expect("subscribe");
+    let secret = Secret::new(SECRET.into()).expect("the tests' secret");
+    // Two wanted, one there: the agent answers an offer and is never assigned.
+    let recruited = Coordinator::recruit(
+        &services.nats_url,
+        None,
+        None,
+        2,
+        Duration::from_secs(2),
+        &secret,
+    )
+    .await;
+    assert!(recruited.is_err(), "one agent is not two");
+    let captured = offers.next().await.expect("an offer was sent");
+    let run = captured
+        .subject
+        .as_str()
+        .split('.')
+        .nth(2)
+        .expect("a run")
+        .to_owned();
+    // While it waits to be assigned, junk on its own subject, then the captured offer again.
+    let junk_subject = protocol::to_agent(&run, "replayed");
+    let junk = tokio::spawn({
+        let spy = spy.clone();
+        async move {
+            for _ in 0..15 {
+                let _ = spy.publish(junk_subject.clone(), "junk".into()).await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    });
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let inbox = spy.new_inbox();
+    let mut answers = spy.subscribe(inbox.clone()).await.expect("subscribe");
+    spy.publish_with_reply(captured.subject.clone(), inbox, captured.payload.clone())
+        .await
+        .expect("publish");
+    let answered = tokio::time::timeout(Duration::from_secs(2), answers.next()).await;
+    assert!(
+        answered.is_err(),
+        "the agent answered an offer played again"
+    );
+    // The junk still flows; a coordinator of its own finds the agent free.
+    let recruited = Coordinator::recruit(
+        &services.nats_url,
+        None,
+        None,
+        1,
+        Duration::from_secs(5),
+        &secret,
+    )
+    .await;
+    junk.abort();
+    assert!(recruited.is_ok(), "{:?}\n{}", recruited.err(), agent.log());
+    assert!(agent.log().contains("played again"), "{}", agent.log());
+}
+
 /// An agent plays only against the targets its own command line allows, whoever offers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_refuses_a_target_outside_its_allowlist() {

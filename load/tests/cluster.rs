@@ -128,9 +128,16 @@ async fn a_killed_node_s_players_come_back_on_the_other_node() {
     ]);
     let (cloud, target) = InProcess::start(&settings.mode).await.expect("the cluster");
     let fleet = Arc::new(
-        Fleet::new(&target, 0..20, settings.reconnect, settings.seed, None)
-            .await
-            .expect("fleet"),
+        Fleet::new(
+            &target,
+            0..20,
+            settings.reconnect,
+            settings.seed,
+            None,
+            None,
+        )
+        .await
+        .expect("fleet"),
     );
     let ctx = Ctx {
         settings: Arc::new(settings),

@@ -203,7 +203,7 @@ async fn a_library_caller_sees_player_events_drops_and_ledgers() {
     ]);
     let (cloud, target) = InProcess::start(&settings.mode).await.expect("the cloud");
     let fleet = Arc::new(
-        Fleet::new(&target, 0..8, settings.reconnect, settings.seed, None)
+        Fleet::new(&target, 0..8, settings.reconnect, settings.seed, None, None)
             .await
             .expect("fleet"),
     );

@@ -81,22 +81,25 @@ pub fn serve(args: AgentArgs) -> BoxFuture<'static, Result<(), AgentsError>> {
             .map_err(|e| AgentsError::nats(&args.nats, &e))?;
         eprintln!(
             "anyplay-load agent {name:?}: waiting for work on {}",
-            args.nats
+            anyplay_cloud::nats_auth::shown(&args.nats)
         );
-        let mut ignored = None;
+        let mut ignored = Said::default();
+        let mut answered = Answered::default();
         while let Some(message) = offers.next().await {
             let Some(reply) = message.reply.clone() else {
                 continue;
             };
-            let offer = match open_offer(&secret, &message) {
+            let offer = match open_offer(&secret, &message).and_then(|offer| answered.first(offer))
+            {
                 Ok(offer) => offer,
                 Err(why) => {
-                    // Coordinators offer again every second: say it once per run.
-                    let run = message.subject.to_string();
-                    if ignored.as_ref() != Some(&run) {
-                        eprintln!("anyplay-load agent {name:?}: ignored an offer on {run}: {why}");
-                        ignored = Some(run);
-                    }
+                    // Coordinators offer again every second, and anyone may publish here.
+                    ignored.say(|| {
+                        format!(
+                            "anyplay-load agent {name:?}: ignored an offer on {}: {why}",
+                            message.subject
+                        )
+                    });
                     continue;
                 }
             };
@@ -135,6 +138,65 @@ pub fn serve(args: AgentArgs) -> BoxFuture<'static, Result<(), AgentsError>> {
         }
         Ok(())
     })
+}
+
+/// The runs whose offers this agent answered, each with when it answered and the offer's own
+/// time. A coordinator still recruiting offers again every second, each offer as new as its
+/// clock; a genuine offer played again by someone else is as old as it was: an offer of a run
+/// answered before is taken only if it is newer by about the time since (its clock against
+/// itself, so no skew between machines counts). A captured offer takes an agent once, and a
+/// run's captured offers no longer than the run's coordinator offered.
+#[derive(Default)]
+struct Answered(std::collections::HashMap<String, (Instant, u64)>);
+
+/// How far a coordinator's repeated offer may lag the time since the one answered before.
+const REPEAT_SLACK: Duration = Duration::from_secs(2);
+
+impl Answered {
+    /// `offer`, unless it is an old offer of a run answered before; counted as answered.
+    fn first(&mut self, offer: Offer) -> Result<Offer, String> {
+        // Past this, an offer is too old by its own clock anyway.
+        self.0
+            .retain(|_, (at, _)| at.elapsed() < 2 * seal::OFFER_AGE + ASSIGN_WAIT);
+        if let Some((answered, at_us)) = self.0.get(&offer.run) {
+            let since = answered.elapsed().saturating_sub(REPEAT_SLACK);
+            if offer.at_us <= *at_us || offer.at_us < at_us.saturating_add(since.as_micros() as u64)
+            {
+                return Err(format!(
+                    "an old offer of run {}, answered {} s ago (played again)",
+                    offer.run,
+                    answered.elapsed().as_secs()
+                ));
+            }
+        }
+        self.0
+            .insert(offer.run.clone(), (Instant::now(), offer.at_us));
+        Ok(offer)
+    }
+}
+
+/// A line said on stderr at most once per [`SAID_EVERY`], with how many were held back: a
+/// stranger on NATS must not fill the agent's log.
+#[derive(Default)]
+struct Said {
+    last: Option<Instant>,
+    held: u64,
+}
+
+const SAID_EVERY: Duration = Duration::from_secs(10);
+
+impl Said {
+    fn say(&mut self, line: impl FnOnce() -> String) {
+        if self.last.is_some_and(|at| at.elapsed() < SAID_EVERY) {
+            self.held += 1;
+            return;
+        }
+        match std::mem::take(&mut self.held) {
+            0 => eprintln!("{}", line()),
+            held => eprintln!("{} (and {held} more like it since)", line()),
+        }
+        self.last = Some(Instant::now());
+    }
 }
 
 /// An offer sealed with `secret` for the run its subject names, and not older than
@@ -219,6 +281,10 @@ impl Agent {
     /// Answers the coordinator's requests until the run ends or the coordinator goes quiet.
     async fn play(&self, inbox: &mut async_nats::Subscriber) {
         let mut held: Option<Held> = None;
+        let mut ignored = Said::default();
+        // Only the coordinator's own requests move it: a stranger's message on this subject
+        // holds the agent no longer.
+        let mut heard = tokio::time::Instant::now();
         loop {
             // A run is going while a phase is, or what `Play` started (the timeline's length).
             let playing = held.as_ref().is_some_and(|h| {
@@ -229,7 +295,10 @@ impl Agent {
                 None => ASSIGN_WAIT,
                 Some(_) => COORDINATOR_SILENCE,
             };
-            let message = match tokio::time::timeout(wait, inbox.next()).await {
+            if playing {
+                heard = heard.max(tokio::time::Instant::now() - wait / 2);
+            }
+            let message = match tokio::time::timeout_at(heard + wait, inbox.next()).await {
                 Ok(Some(message)) => message,
                 Ok(None) => break,
                 Err(_) if playing => continue,
@@ -251,13 +320,16 @@ impl Agent {
             let (seq, body) = match opened {
                 Ok(opened) => opened,
                 Err(e) => {
-                    eprintln!(
-                        "anyplay-load agent {:?}: run {}: ignored a request: {e}",
-                        self.name, self.run
-                    );
+                    ignored.say(|| {
+                        format!(
+                            "anyplay-load agent {:?}: run {}: ignored a request: {e}",
+                            self.name, self.run
+                        )
+                    });
                     continue;
                 }
             };
+            heard = tokio::time::Instant::now();
             let (reply, done) = match protocol::decode::<Request>(body) {
                 Ok(request) => self.answer(request, &mut held).await,
                 Err(e) => (refused(e), false),
@@ -331,6 +403,10 @@ impl Agent {
         nodes: Vec<String>,
         facts: bool,
     ) -> Result<Held, LoadError> {
+        // Whatever the coordinator's sealed word, nonsense is refused before anything starts.
+        settings
+            .validate()
+            .map_err(|e| LoadError::Refused(e.to_string()))?;
         // Only against what this agent's own command line allows, whoever asks.
         for node in &nodes {
             let allowed = reqwest::Url::parse(node).ok().is_some_and(|url| {
@@ -650,5 +726,51 @@ fn ms_after(at: Instant, start: Instant) -> f64 {
     match at.checked_duration_since(start) {
         Some(after) => after.as_secs_f64() * 1000.0,
         None => -(start.duration_since(at).as_secs_f64() * 1000.0),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn offer(run: &str, at_us: u64) -> Offer {
+        Offer {
+            run: run.into(),
+            at_us,
+        }
+    }
+
+    #[test]
+    fn an_offer_played_again_is_refused_and_a_coordinators_repeat_taken() {
+        let mut answered = Answered::default();
+        let now = unix_micros();
+        answered.first(offer("r1", now)).unwrap();
+        // The same offer again, and an older one of the run: played again.
+        assert!(answered.first(offer("r1", now)).is_err());
+        assert!(answered.first(offer("r1", now - 1_000_000)).is_err());
+        // Another run's offer is its own.
+        answered.first(offer("r2", now)).unwrap();
+        // A coordinator's repeat is as new as the time since.
+        std::thread::sleep(Duration::from_millis(50));
+        answered.first(offer("r1", unix_micros())).unwrap();
+        // A replay long after its run's offers: answered 30 s ago, the replay 1 s newer.
+        answered
+            .0
+            .insert("r3".into(), (Instant::now() - Duration::from_secs(30), now));
+        assert!(answered.first(offer("r3", now + 1_000_000)).is_err());
+    }
+
+    #[test]
+    fn a_flood_of_ignored_messages_says_one_line_per_while() {
+        let mut said = Said::default();
+        let mut lines = 0;
+        for _ in 0..20_000 {
+            said.say(|| {
+                lines += 1;
+                String::from("ignored")
+            });
+        }
+        assert_eq!(lines, 1);
+        assert_eq!(said.held, 19_999);
     }
 }

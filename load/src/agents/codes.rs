@@ -81,25 +81,38 @@ impl CodeSource for NatsCodes {
     }
 }
 
-/// The number of the player a load email belongs to: `[burstK.]TAG.N@load.anyplay.test`.
-fn player_of(email: &str) -> Option<usize> {
+/// The number of the player a load email of the run's `tag` belongs to:
+/// `[burstK.]TAG.N@load.anyplay.test`; `None` for any other address.
+fn player_of(email: &str, tag: &str) -> Option<usize> {
     let local = email.strip_suffix("@load.anyplay.test")?;
-    local.rsplit('.').next()?.parse().ok()
+    let local = match local.strip_prefix("burst") {
+        Some(burst) => {
+            let (k, rest) = burst.split_once('.')?;
+            k.bytes().all(|b| b.is_ascii_digit()).then_some(rest)?
+        }
+        None => local,
+    };
+    let number = local.strip_prefix(tag)?.strip_prefix('.')?;
+    // The canonical spelling only (`7`, not `07` or `+7`), as the players write it.
+    let n: usize = number.parse().ok()?;
+    (n.to_string() == number).then_some(n)
 }
 
 /// Answers the agents of `run` from `codes` until the task is aborted: each agent (by its
-/// session in `sessions`) only for the emails of the players in its share (`players`).
+/// session in `sessions`) only for the emails of the players in its share (`players`) of the
+/// run's `tag`.
 pub(crate) async fn serve(
     client: async_nats::Client,
     run: &str,
     sessions: Sessions,
     players: Arc<std::collections::HashMap<String, std::ops::Range<usize>>>,
+    tag: String,
     codes: Arc<dyn CodeSource>,
 ) -> Result<JoinHandle<()>, async_nats::SubscribeError> {
     let mut requests = client.subscribe(protocol::any_codes(run)).await?;
     Ok(tokio::spawn(async move {
         while let Some(message) = requests.next().await {
-            let (client, codes) = (client.clone(), codes.clone());
+            let (client, codes, tag) = (client.clone(), codes.clone(), tag.clone());
             let Some(name) = protocol::last_token(message.subject.as_str()) else {
                 continue;
             };
@@ -122,7 +135,7 @@ pub(crate) async fn serve(
                 let Some(reply) = message.reply else { return };
                 let answer: CodeReply = match request {
                     Ok(request)
-                        if player_of(&request.email).is_some_and(|p| theirs.contains(&p)) =>
+                        if player_of(&request.email, &tag).is_some_and(|p| theirs.contains(&p)) =>
                     {
                         codes
                             .code_for(&request.email)
@@ -151,10 +164,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_load_addresses_name_a_player() {
-        assert_eq!(player_of("abcde.17@load.anyplay.test"), Some(17));
-        assert_eq!(player_of("burst3.abcde.17@load.anyplay.test"), Some(17));
-        assert_eq!(player_of("ceo@example.com"), None);
-        assert_eq!(player_of("abcde.x@load.anyplay.test"), None);
+    fn only_the_runs_load_addresses_name_a_player() {
+        let tag = "abcde";
+        assert_eq!(player_of("abcde.17@load.anyplay.test", tag), Some(17));
+        assert_eq!(
+            player_of("burst3.abcde.17@load.anyplay.test", tag),
+            Some(17)
+        );
+        for other in [
+            "ceo@example.com",
+            "abcde.x@load.anyplay.test",
+            // Another run's player, and tags the run never had.
+            "k06gr.5@load.anyplay.test",
+            "invented.0@load.anyplay.test",
+            "burst9.invented.0@load.anyplay.test",
+            "A.B.C.0@load.anyplay.test",
+            "abcde.+0@load.anyplay.test",
+            "abcde.00@load.anyplay.test",
+            "abcdef.1@load.anyplay.test",
+            "burstx.abcde.1@load.anyplay.test",
+            "abcde.1@LOAD.anyplay.test",
+        ] {
+            assert_eq!(player_of(other, tag), None, "{other}");
+        }
     }
 }

@@ -259,7 +259,13 @@ impl Coordinator {
         settings: &Settings,
         target: &Target,
     ) -> Result<(), AgentsError> {
-        let shares = share::shares(settings, self.names.len())?;
+        let mut shares = share::shares(settings, self.names.len())?;
+        // One tag for the run's players, given to every agent: the codes are answered for
+        // that tag's players only.
+        let tag = settings.tag.clone().unwrap_or_else(crate::fleet::new_tag);
+        for share in &mut shares {
+            share.tag = Some(tag.clone());
+        }
         let players = self
             .names
             .iter()
@@ -272,6 +278,7 @@ impl Coordinator {
                 &self.run,
                 self.sessions.clone(),
                 Arc::new(players),
+                tag,
                 target.codes.clone(),
             )
             .await

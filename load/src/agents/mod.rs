@@ -82,7 +82,7 @@ pub enum AgentsError {
 impl AgentsError {
     fn nats(url: &str, detail: &dyn std::fmt::Display) -> Self {
         AgentsError::Nats {
-            url: url.to_string(),
+            url: anyplay_cloud::nats_auth::shown(url),
             detail: detail.to_string(),
         }
     }
@@ -103,15 +103,12 @@ async fn connect(
     creds: Option<&std::path::Path>,
     name: &str,
 ) -> Result<async_nats::Client, AgentsError> {
-    let options = match creds {
-        Some(path) => async_nats::ConnectOptions::with_credentials_file(path)
-            .await
-            .map_err(|e| AgentsError::nats(url, &format!("{}: {e}", path.display())))?,
-        None => async_nats::ConnectOptions::new(),
-    };
+    let (options, bare) = anyplay_cloud::nats_auth::options(url, creds)
+        .await
+        .map_err(|e| AgentsError::nats(url, &e))?;
     options
         .name(name)
-        .connect(url)
+        .connect(bare.as_str())
         .await
         .map_err(|e| AgentsError::nats(url, &e))
 }
