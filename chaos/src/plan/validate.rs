@@ -31,6 +31,8 @@ const DEFAULT_SEED: u64 = 1;
 const DEFAULT_SETTLE: Duration = Duration::from_secs(30);
 const DEFAULT_LOGIN_RATE: u32 = 200;
 const DEFAULT_FRIENDS: u32 = 10;
+/// The most nodes one supervisor starts: each holds its own store connections and proxies.
+const MAX_NODES: u32 = 64;
 
 pub fn validate(raw: RawPlan, src: &str) -> Result<Plan, PlanError> {
     validate_as(raw, src, false)
@@ -121,6 +123,18 @@ fn validate_as(raw: RawPlan, src: &str, recorded: bool) -> Result<Plan, PlanErro
         }
         if client.cmd.trim().is_empty() {
             return Err(cx.err(&path.key("cmd"), "empty command".to_owned()));
+        }
+        if client.cmd.contains('\0') {
+            return Err(cx.err(
+                &path.key("cmd"),
+                "a command cannot hold a NUL character".to_owned(),
+            ));
+        }
+        if let Some(code) = client.expect_exit.filter(|c| !(0..=255).contains(c)) {
+            return Err(cx.err(
+                &path.key("expect_exit"),
+                format!("an exit code is 0 to 255, not {code}"),
+            ));
         }
         clients.push(Client {
             name: client.name,
@@ -388,10 +402,10 @@ impl Cx<'_> {
     ) -> Result<Nodes, PlanError> {
         let path = KeyPath::default().key("services").key("nodes");
         let count = raw.count.unwrap_or(1);
-        if count == 0 {
+        if !(1..=MAX_NODES).contains(&count) {
             return Err(self.err(
                 &path.key("count"),
-                "a topology has at least one node".into(),
+                format!("a topology has 1 to {MAX_NODES} nodes, not {count}"),
             ));
         }
         if raw.db_connections == Some(0) {
@@ -441,6 +455,12 @@ impl Cx<'_> {
                     ))
                 }
             };
+            if key.is_empty() || key.contains(['=', '\0']) || text.contains('\0') {
+                return Err(self.err(
+                    &path.key(key),
+                    "an environment variable has a name without `=` and neither holds a NUL character".into(),
+                ));
+            }
             env.insert(key.clone(), text);
         }
         Ok(env)
@@ -1645,6 +1665,31 @@ mod tests {
                 "{line}: {message}"
             );
             assert!(message.contains(says), "{line}: {message}");
+        }
+    }
+
+    #[test]
+    fn what_cannot_run_is_refused_at_check_naming_its_key() {
+        for (extra, key) in [
+            (
+                "services:\n  nodes: {count: 100000}\n",
+                "services.nodes.count",
+            ),
+            (
+                "services:\n  nodes: {env: {A: \"x\\0y\"}}\n",
+                "services.nodes.env.A",
+            ),
+            (
+                "clients:\n  - {name: c, cmd: \"true\", expect_exit: 300}\n",
+                "clients[0].expect_exit",
+            ),
+            (
+                "clients:\n  - {name: c, cmd: \"true\", expect_exit: -1}\n",
+                "clients[0].expect_exit",
+            ),
+        ] {
+            let (_, refused, message) = refused(&format!("name: x\nload: {{players: 2}}\n{extra}"));
+            assert_eq!(refused, key, "{extra}: {message}");
         }
     }
 
