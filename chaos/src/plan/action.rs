@@ -6,10 +6,9 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use anyplay_cloud::duration;
 use serde::{Deserialize, Serialize};
 
-use super::fault::{self, LinkFault, ServiceFault, Ways};
+use super::fault::{LinkFault, ServiceFault, Ways};
 use super::version::VersionName;
 
 /// One timeline entry as written: when, what, and its line in the plan for messages.
@@ -316,35 +315,6 @@ impl Action {
 impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}", self.kind(), self.target_label())?;
-        match self {
-            Action::Rolling { gap, .. } => write!(f, ", gap {}", duration::format(*gap)),
-            Action::Upgrade { to, gap, .. } => {
-                write!(f, " to {to}, gap {}", duration::format(*gap))
-            }
-            Action::Pause { duration: d, .. } => write!(f, " for {}", duration::format(*d)),
-            Action::Link {
-                fault,
-                ways,
-                toxicity,
-                duration: d,
-                ..
-            } => {
-                fault::write_details(f, fault, *ways, *toxicity)?;
-                write!(f, " for {}", duration::format(*d))
-            }
-            Action::Firewall {
-                ways, duration: d, ..
-            } => {
-                f.write_str(" via firewall")?;
-                if *ways != Ways::Both {
-                    write!(f, " {ways}")?;
-                }
-                write!(f, " for {}", duration::format(*d))
-            }
-            Action::Service {
-                fault, duration: d, ..
-            } => write!(f, " {fault} for {}", duration::format(*d)),
-            _ => Ok(()),
-        }
+        super::actions::print_details(self, f)
     }
 }

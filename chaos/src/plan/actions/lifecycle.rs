@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use anyplay_cloud::duration;
+
 use super::{Keys, Reader};
 use crate::plan::timeline::{services_of, Among, Hold, Resource, Walk, INSTANT};
 use crate::plan::{Action, Op, PlanError, TimedOp};
@@ -166,5 +168,14 @@ pub(super) fn expand(action: &Action, at: Duration, count: u32) -> Vec<TimedOp> 
             Op::Resume,
         ),
         _ => Vec::new(),
+    }
+}
+
+pub(super) fn print_details(action: &Action, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    match action {
+        Action::Rolling { gap, .. } => write!(f, ", gap {}", duration::format(*gap)),
+        Action::Upgrade { to, gap, .. } => write!(f, " to {to}, gap {}", duration::format(*gap)),
+        Action::Pause { duration: d, .. } => write!(f, " for {}", duration::format(*d)),
+        _ => Ok(()),
     }
 }

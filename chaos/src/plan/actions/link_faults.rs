@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use anyplay_cloud::duration;
 use serde_yaml::Value;
 
 use super::{yaml_text, Keys, Reader};
@@ -349,5 +350,30 @@ pub(super) fn expand(
             |(from, to)| Op::Mend { from, to },
         ),
         _ => Vec::new(),
+    }
+}
+
+pub(super) fn print_details(action: &Action, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    match action {
+        Action::Link {
+            fault,
+            ways,
+            toxicity,
+            duration: d,
+            ..
+        } => {
+            crate::plan::fault::write_details(f, fault, *ways, *toxicity)?;
+            write!(f, " for {}", duration::format(*d))
+        }
+        Action::Firewall {
+            ways, duration: d, ..
+        } => {
+            f.write_str(" via firewall")?;
+            if *ways != Ways::Both {
+                write!(f, " {ways}")?;
+            }
+            write!(f, " for {}", duration::format(*d))
+        }
+        _ => Ok(()),
     }
 }

@@ -371,6 +371,16 @@ pub(super) fn expand(
     }
 }
 
+/// What an action prints after its name and target: ` for 10s`, ` drop up for 5s`.
+pub(super) fn print_details(action: &Action, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    match family(action) {
+        Family::Lifecycle => lifecycle::print_details(action, f),
+        Family::Drop => Ok(()),
+        Family::LinkFaults => link_faults::print_details(action, f),
+        Family::ServiceFaults => service_faults::print_details(action, f),
+    }
+}
+
 /// For an action on processes, whether its targets must run before it and whether they run
 /// after it; `None` for an action that leaves them as they are.
 pub(super) fn process_states(action: &Action) -> Option<(bool, bool)> {

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use anyplay_cloud::duration;
 use serde_yaml::Value;
 
 use super::{yaml_text, Keys, Reader};
@@ -138,5 +139,12 @@ fn parts(action: &Action) -> Option<(Target, ServiceFault, Duration)> {
             duration,
         } => Some((target, fault, duration)),
         _ => None,
+    }
+}
+
+pub(super) fn print_details(action: &Action, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    match parts(action) {
+        Some((_, fault, d)) => write!(f, " {fault} for {}", duration::format(d)),
+        None => Ok(()),
     }
 }
