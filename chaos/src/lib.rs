@@ -10,12 +10,14 @@
 //! - `plan`: the YAML plan read, validated and its timeline resolved with the seed.
 //! - `events`: the recorded history (`events.jsonl`), its writer and its reader.
 //! - `checks`: pure invariant checks over the history, and the faults table.
-//! - `report`: `report.json` and `summary.md`, rendered from a run directory.
+//! - `report`: `report.json`, `summary.md`, `report.html` and JUnit XML, rendered from a run
+//!   directory; `compare` of two runs.
 //! - `runner`: a whole run in its phases: set up, play (the timeline beside the players),
 //!   heal, store (the checks judged into the report).
 //! - `printable`: text from a run directory escaped for a terminal.
 //! - `run_files`: run directories and their files, never written or read through a link.
 //! - `selftest` (feature `seeded-defects`): the checks proven against defects built into the cloud.
+//! - `sync`: locking a mutex whatever an earlier holder did (panicked).
 
 pub mod backend;
 pub(crate) mod checks;

@@ -4,8 +4,10 @@
 //! A plan is read in two stages (raw flags, then validated settings, as ripgrep does):
 //! [`raw`] is the YAML exactly as written, [`validate`] turns it into the typed [`Plan`] and
 //! refuses what cannot run, naming the line and the key; [`timeline`] then draws the random
-//! targets with the seed and expands every entry into the operations a runner performs. The
-//! actions themselves, their names, targets and parameters, are in `action`.
+//! targets with the seed and expands every entry into the operations a runner performs. An
+//! action's types are in `action`; `actions` holds the one table of their names, targets and
+//! parameters, and a file per family of actions that reads, writes back, draws, expands and
+//! prints them (the walk and the topology rules call into it).
 
 mod abort;
 mod action;
