@@ -86,16 +86,19 @@ fn refused(message: String) -> io::Error {
     io::Error::new(io::ErrorKind::PermissionDenied, message)
 }
 
-/// `dir` and every directory above it: owned by root (or this user), and writable by nobody
-/// else, except a sticky directory above `dir` (`/tmp`), where only `dir`'s owner may rename it.
+/// `dir` and every directory above it: owned by root, this user or the user who ran `sudo`
+/// (who is root already), and writable by nobody else, except a sticky directory above `dir`
+/// (`/tmp`), where only `dir`'s owner may rename it.
 fn only_root_writes(dir: &Path) -> io::Result<()> {
     let me = nix::unistd::geteuid().as_raw();
+    let sudoer = std::env::var("SUDO_UID").ok().and_then(|uid| uid.parse::<u32>().ok());
+    let trusted = |uid: u32| uid == 0 || uid == me || Some(uid) == sudoer;
     for (depth, at) in dir.ancestors().enumerate() {
         let meta = at.metadata()?;
         let mode = meta.mode() & 0o7777;
         let sticky = mode & 0o1000 != 0 && depth > 0;
         let others_write = mode & 0o022 != 0;
-        if (meta.uid() != 0 && meta.uid() != me) || (others_write && !sticky) {
+        if !trusted(meta.uid()) || (others_write && !sticky) {
             return Err(refused(format!(
                 "{} is owned by uid {} with mode {mode:o}: others than root could plant links \
                  in the run directory {} while the run writes there; choose a directory only \
