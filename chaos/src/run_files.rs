@@ -91,7 +91,9 @@ fn refused(message: String) -> io::Error {
 /// (`/tmp`), where only `dir`'s owner may rename it.
 fn only_root_writes(dir: &Path) -> io::Result<()> {
     let me = nix::unistd::geteuid().as_raw();
-    let sudoer = std::env::var("SUDO_UID").ok().and_then(|uid| uid.parse::<u32>().ok());
+    let sudoer = std::env::var("SUDO_UID")
+        .ok()
+        .and_then(|uid| uid.parse::<u32>().ok());
     let trusted = |uid: u32| uid == 0 || uid == me || Some(uid) == sudoer;
     for (depth, at) in dir.ancestors().enumerate() {
         let meta = at.metadata()?;

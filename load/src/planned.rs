@@ -135,7 +135,7 @@ fn reconnect_waits(settings: &Settings, player: usize, breaks: &[Break]) -> Vec<
 mod tests {
     use super::*;
     use crate::reconnect::{ReconnectMode, GOING_AWAY};
-    use crate::settings::Args;
+    use crate::settings::{Args, SettingsDraft};
     use clap::Parser;
 
     fn settings(flags: &[&str]) -> Settings {
@@ -217,10 +217,12 @@ mod tests {
         }
         // Each player draws its own waits.
         assert_ne!(schedules[0].reconnect, schedules[1].reconnect);
-        let immediate = Settings {
+        let immediate = SettingsDraft {
             reconnect: ReconnectMode::Immediate,
-            ..s
-        };
+            ..s.draft()
+        }
+        .validate()
+        .expect("valid settings");
         assert!(player_schedules(&immediate, &BREAKS)[0]
             .reconnect
             .iter()

@@ -56,7 +56,6 @@ impl Run {
         target: Target,
         progress: Progress,
     ) -> Result<Run, LoadError> {
-        settings.validate()?;
         refuse_what_the_target_cannot_do(settings, &target)?;
         let generator = Generator::start(
             target.nodes.iter().filter_map(|n| n.pid).collect(),

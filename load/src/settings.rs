@@ -582,9 +582,46 @@ impl RateLimits {
     };
 }
 
-/// Validated settings of a run.
+/// A run's settings whose every rule holds: the only form a run takes. Made from flags
+/// ([`Settings::from_args`]), from a draft ([`SettingsDraft::validate`], as chaos makes its
+/// players' and a coordinator each agent's share), or read from JSON (a load agent's share),
+/// which validates it too. Its fields are read through [`std::ops::Deref`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Settings {
+#[serde(try_from = "SettingsDraft", into = "SettingsDraft")]
+pub struct Settings(SettingsDraft);
+
+impl std::ops::Deref for Settings {
+    type Target = SettingsDraft;
+
+    fn deref(&self) -> &SettingsDraft {
+        &self.0
+    }
+}
+
+impl TryFrom<SettingsDraft> for Settings {
+    type Error = SettingsError;
+
+    fn try_from(draft: SettingsDraft) -> Result<Settings, SettingsError> {
+        draft.validate()
+    }
+}
+
+impl From<Settings> for SettingsDraft {
+    fn from(settings: Settings) -> SettingsDraft {
+        settings.0
+    }
+}
+
+impl Settings {
+    /// A copy to change; it runs again only once validated.
+    pub fn draft(&self) -> SettingsDraft {
+        self.0.clone()
+    }
+}
+
+/// A run's settings as written, before their rules are checked ([`SettingsDraft::validate`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SettingsDraft {
     /// What runs after the login wave and the friend graph, in order, the storm last.
     pub scenarios: Vec<Scenario>,
     pub players: usize,
@@ -667,7 +704,7 @@ impl Settings {
         }
         // The storm goes last: it may stop a node the others need.
         scenarios.sort_by_key(|s| *s == Scenario::Storm);
-        let settings = Settings {
+        SettingsDraft {
             scenarios,
             players: args.players,
             returning: args.returning,
@@ -721,11 +758,12 @@ impl Settings {
             json: args.json,
             first_player: 0,
             tag: None,
-        };
-        settings.validate()?;
-        Ok(settings)
+        }
+        .validate()
     }
+}
 
+impl SettingsDraft {
     pub fn runs(&self, scenario: Scenario) -> bool {
         self.scenarios.contains(&scenario)
     }
@@ -748,9 +786,13 @@ impl Settings {
         top.unwrap_or(0).max(self.players)
     }
 
-    /// Checks every rule; [`Settings::from_args`] calls it, and so should code that builds
-    /// settings by hand.
-    pub fn validate(&self) -> Result<(), SettingsError> {
+    /// The settings, once every rule holds.
+    pub fn validate(self) -> Result<Settings, SettingsError> {
+        self.check()?;
+        Ok(Settings(self))
+    }
+
+    fn check(&self) -> Result<(), SettingsError> {
         let rate = |flag, rate: f64| {
             if rate.is_finite() && rate > 0.0 {
                 Ok(())

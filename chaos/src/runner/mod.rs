@@ -456,7 +456,8 @@ async fn start_players(
     topology: &Topology,
     log: &EventLog,
 ) -> Result<(Load, mpsc::UnboundedReceiver<Stamped>), RunError> {
-    let settings = players::settings(plan, duration);
+    let settings = players::settings(plan, duration)
+        .map_err(|e| RunError::Load(anyplay_load::LoadError::from(e)))?;
     let nats_url = topology.nats_url.as_deref();
     let started = async {
         let target = players::target(dir, &topology.nodes)?;

@@ -13,7 +13,8 @@ use anyplay_load::final_reads::{FinalReads, Touched};
 use anyplay_load::mail_log::{MailLog, DEFAULT_WAIT};
 use anyplay_load::reconnect::ReconnectMode;
 use anyplay_load::settings::{
-    CardSettings, Mode, PresenceSettings, Scenario, SessionSettings, Settings, TrafficSettings,
+    CardSettings, Mode, PresenceSettings, Scenario, SessionSettings, Settings, SettingsDraft,
+    SettingsError, TrafficSettings,
 };
 use anyplay_load::stats::{self, CallClass};
 use anyplay_load::wire::NodeId;
@@ -40,10 +41,11 @@ const CARDS_SIZE: usize = 20;
 pub const FINAL_READS_LIMIT: Duration = Duration::from_secs(60);
 
 /// The load settings of the plan, with its rates running for `duration` and its seed drawing
-/// the players' choices, so a rerun repeats the players as well as the timeline.
-pub fn settings(plan: &Plan, duration: Duration) -> Settings {
+/// the players' choices, so a rerun repeats the players as well as the timeline; validated by
+/// the load's own rules, as `anyplay-load`'s flags are.
+pub fn settings(plan: &Plan, duration: Duration) -> Result<Settings, SettingsError> {
     let load = &plan.load;
-    let defaults = Settings::default();
+    let defaults = Settings::default().draft();
     let scenarios = [
         (Scenario::Presence, load.presence_rate),
         (Scenario::Sessions, load.session_rate),
@@ -53,7 +55,7 @@ pub fn settings(plan: &Plan, duration: Duration) -> Settings {
     .filter(|(_, rate)| *rate > 0)
     .map(|(scenario, _)| scenario)
     .collect();
-    Settings {
+    SettingsDraft {
         scenarios,
         players: load.players as usize,
         rate: load.login_rate.into(),
@@ -94,6 +96,7 @@ pub fn settings(plan: &Plan, duration: Duration) -> Settings {
         },
         ..defaults
     }
+    .validate()
 }
 
 /// The processes of this machine that hold the players' sockets: the supervisor (both ends of
@@ -397,18 +400,17 @@ mod tests {
     fn the_plans_seed_draws_the_players_choices() {
         let plan = node_crash();
         let length = Duration::from_secs(95);
-        let a = settings(&plan, length);
+        let a = settings(&plan, length).expect("valid load settings");
         assert_eq!(a.seed, plan.seed);
-        a.validate().expect("valid load settings");
         let breaks = [Break::Closed(1001), Break::NoCloseFrame];
         let schedule = player_schedules(&a, &breaks);
         assert_eq!(schedule.len(), plan.load.players as usize);
         // Load settings made again from the same plan: the same schedule, player by player.
         assert_eq!(
             schedule,
-            player_schedules(&settings(&plan, length), &breaks)
+            player_schedules(&settings(&plan, length).unwrap(), &breaks)
         );
-        let reseeded = settings(&plan.with_seed(plan.seed + 1), length);
+        let reseeded = settings(&plan.with_seed(plan.seed + 1), length).unwrap();
         assert_ne!(schedule, player_schedules(&reseeded, &breaks));
     }
 }

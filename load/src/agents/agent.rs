@@ -403,10 +403,6 @@ impl Agent {
         nodes: Vec<String>,
         facts: bool,
     ) -> Result<Held, LoadError> {
-        // Whatever the coordinator's sealed word, nonsense is refused before anything starts.
-        settings
-            .validate()
-            .map_err(|e| LoadError::Refused(e.to_string()))?;
         // Only against what this agent's own command line allows, whoever asks.
         for node in &nodes {
             let allowed = reqwest::Url::parse(node).ok().is_some_and(|url| {
@@ -424,7 +420,11 @@ impl Agent {
         }
         // With the cloud's limits on, each player has an address of its own instead.
         if settings.traffic.rate_limits.is_none() {
-            settings.source_ips = self.source_ips.clone();
+            let mut draft = settings.draft();
+            draft.source_ips = self.source_ips.clone();
+            settings = draft
+                .validate()
+                .map_err(|e| LoadError::Refused(e.to_string()))?;
         }
         // A share too big for this process is refused before any of its players starts.
         if let Ok(limit) = budget::open_file_limit() {

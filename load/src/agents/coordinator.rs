@@ -25,6 +25,7 @@ use crate::agents::clock::{self, Estimate, Ping};
 use crate::agents::protocol::{self, Answer, Event, Finished, Health, Offer, Phase, Reply};
 use crate::agents::protocol::{Request, ScenarioResult};
 use crate::agents::{codes, share, AgentsError};
+use crate::error::LoadError;
 use crate::facts::{Clock, FactSink, Stamped};
 use crate::final_reads::FinalReads;
 use crate::player::unix_micros;
@@ -259,13 +260,13 @@ impl Coordinator {
         settings: &Settings,
         target: &Target,
     ) -> Result<(), AgentsError> {
-        let mut shares = share::shares(settings, self.names.len())?;
         // One tag for the run's players, given to every agent: the codes are answered for
         // that tag's players only.
         let tag = settings.tag.clone().unwrap_or_else(crate::fleet::new_tag);
-        for share in &mut shares {
-            share.tag = Some(tag.clone());
-        }
+        let mut tagged = settings.draft();
+        tagged.tag = Some(tag.clone());
+        let tagged = tagged.validate().map_err(LoadError::from)?;
+        let shares = share::shares(&tagged, self.names.len())?;
         let players = self
             .names
             .iter()

@@ -57,7 +57,7 @@ pub fn shares(settings: &Settings, agents: usize) -> Result<Vec<Settings>, LoadE
     let in_flight = split_count(settings.max_in_flight as u64, agents);
     let mut shares = Vec::with_capacity(agents);
     for (i, players) in ranges.into_iter().enumerate() {
-        let mut share = settings.clone();
+        let mut share = settings.draft();
         share.first_player = players.start;
         share.players = players.len();
         // The returning players are the run's first ones.
@@ -77,7 +77,7 @@ pub fn shares(settings: &Settings, agents: usize) -> Result<Vec<Settings>, LoadE
         share.max_in_flight = in_flight[i].max(1) as usize;
         share.source_ips = None;
         share.json = None;
-        share.validate().map_err(|e| {
+        let share = share.validate().map_err(|e| {
             LoadError::Refused(format!(
                 "agent {} of {agents} plays players {}..{}: {e}",
                 i + 1,
