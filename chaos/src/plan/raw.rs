@@ -294,11 +294,11 @@ where
 
 /// Reads YAML into a [`RawPlan`]; a syntax error, an unknown key or a wrong type names its line.
 pub fn parse(src: &str) -> Result<RawPlan, PlanError> {
-    serde_yaml::from_str(src).map_err(|err| from_yaml_error(&err))
+    serde_yaml::from_str(src).map_err(|err| from_yaml_error(src, &err))
 }
 
 /// Splits serde_norway's `path: message at line L column C` into our line, key and message.
-fn from_yaml_error(err: &serde_yaml::Error) -> PlanError {
+fn from_yaml_error(src: &str, err: &serde_yaml::Error) -> PlanError {
     let text = err.to_string();
     let line = err.location().map_or(1, |loc| loc.line());
     let text = match err.location() {
@@ -322,8 +322,22 @@ fn from_yaml_error(err: &serde_yaml::Error) -> PlanError {
     let key = match (field, path.is_empty()) {
         (Some(field), true) => field.to_owned(),
         (Some(field), false) => format!("{path}.{field}"),
-        (None, false) => path,
+        (None, false) => path.clone(),
         (None, true) => "(document)".to_owned(),
+    };
+    // serde_norway stamps a duplicate with its mapping's position: the duplicate's own line
+    // is that of the key's second occurrence there.
+    let line = match (
+        message.starts_with("duplicate field `"),
+        field,
+        KeyPath::parse(&path),
+    ) {
+        (true, Some(field), Some(mapping)) => {
+            let mut again = mapping;
+            again.0.push(Seg::Again(field.to_owned()));
+            locate(src, &again)
+        }
+        _ => line,
     };
     PlanError::Invalid { line, key, message }
 }
@@ -333,6 +347,8 @@ fn from_yaml_error(err: &serde_yaml::Error) -> PlanError {
 pub enum Seg {
     Key(String),
     Index(usize),
+    /// A key's second occurrence in its mapping (a duplicate), to locate it.
+    Again(String),
 }
 
 /// A path to a value in the plan, written the way serde_norway writes it: `timeline[3].start`.
@@ -351,14 +367,29 @@ impl KeyPath {
         segs.push(Seg::Index(index));
         Self(segs)
     }
+
+    /// Reads a path as serde_norway writes it (`timeline[3].start`; empty: the document).
+    fn parse(text: &str) -> Option<Self> {
+        let mut segs = Vec::new();
+        for part in text.split('.').filter(|p| !p.is_empty()) {
+            let (key, indexes) = part.split_once('[').unwrap_or((part, ""));
+            if !key.is_empty() {
+                segs.push(Seg::Key(key.to_owned()));
+            }
+            for index in indexes.split('[').filter(|i| !i.is_empty()) {
+                segs.push(Seg::Index(index.strip_suffix(']')?.parse().ok()?));
+            }
+        }
+        Some(Self(segs))
+    }
 }
 
 impl fmt::Display for KeyPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, seg) in self.0.iter().enumerate() {
             match seg {
-                Seg::Key(key) if i == 0 => write!(f, "{key}")?,
-                Seg::Key(key) => write!(f, ".{key}")?,
+                Seg::Key(key) | Seg::Again(key) if i == 0 => write!(f, "{key}")?,
+                Seg::Key(key) | Seg::Again(key) => write!(f, ".{key}")?,
                 Seg::Index(index) => write!(f, "[{index}]")?,
             }
         }
@@ -399,7 +430,12 @@ impl<'de> DeserializeSeed<'de> for Probe<'_> {
         match self.path.split_first() {
             // Any visitor method left at its default refuses the node: that is the hit.
             None => deserializer.deserialize_any(Hit),
-            Some((Seg::Key(key), rest)) => deserializer.deserialize_any(InMap { key, rest }),
+            Some((Seg::Key(key), rest)) => {
+                deserializer.deserialize_any(InMap { key, rest, skip: 0 })
+            }
+            Some((Seg::Again(key), rest)) => {
+                deserializer.deserialize_any(InMap { key, rest, skip: 1 })
+            }
             Some((Seg::Index(index), rest)) => deserializer.deserialize_any(InSeq {
                 index: *index,
                 rest,
@@ -421,6 +457,8 @@ impl Visitor<'_> for Hit {
 struct InMap<'a> {
     key: &'a str,
     rest: &'a [Seg],
+    /// Occurrences of `key` to pass over first (a duplicate is the second).
+    skip: usize,
 }
 
 impl<'de> Visitor<'de> for InMap<'_> {
@@ -432,11 +470,15 @@ impl<'de> Visitor<'de> for InMap<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let hit_key = self.rest.is_empty();
+        let mut passed = 0;
         while let Some(found) = map.next_key_seed(KeyProbe {
             key: self.key,
-            hit: hit_key,
+            hit: hit_key && passed == self.skip,
         })? {
-            if found {
+            if found && passed < self.skip {
+                passed += 1;
+                map.next_value::<IgnoredAny>()?;
+            } else if found {
                 map.next_value_seed(Probe { path: self.rest })?;
             } else {
                 map.next_value::<IgnoredAny>()?;
@@ -750,5 +792,21 @@ timeline:
     fn key_paths_print_like_serde_norway() {
         let p = KeyPath::default().key("timeline").index(3).key("start");
         assert_eq!(p.to_string(), "timeline[3].start");
+    }
+
+    #[test]
+    fn a_duplicate_key_is_named_on_its_own_line() {
+        let at = |src: &str| match parse(src) {
+            Err(PlanError::Invalid { line, key, .. }) => (line, key),
+            other => panic!("expected a refusal, got {other:?}"),
+        };
+        assert_eq!(
+            at("name: x\nseed: 1\nload: {players: 1}\nseed: 2\n"),
+            (4, "seed".to_owned())
+        );
+        assert_eq!(
+            at("name: x\nservices:\n  nodes: {count: 1}\n  postgres: {}\n  nodes: {count: 2}\n"),
+            (5, "services.nodes".to_owned())
+        );
     }
 }
