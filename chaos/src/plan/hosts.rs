@@ -27,7 +27,10 @@ pub enum HostKind {
 
 /// A host as a plan declares it: `local`, `netns`, or a Docker engine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "a host is `local`, `netns` or `{docker: URL}` (with `tls: {ca, cert, key}` for a remote engine)"
+)]
 pub enum Host {
     Kind(HostKind),
     Docker(Engine),
