@@ -95,7 +95,7 @@ pub enum Command {
     Agent(anyplay_load::settings::AgentArgs),
     /// One headless game client for a plan's `clients:` (as `"$ANYPLAY_CHAOS" client …`):
     /// `anyplay-load client`'s flags.
-    Client(anyplay_load::game_client::ClientArgs),
+    Client(anyplay_load::settings::ClientArgs),
 }
 
 /// What `run` and `up` may change of the plan; the run directory records the result.
@@ -354,7 +354,7 @@ pub fn node(args: Vec<String>) -> anyhow::Result<Outcome> {
 
 /// `agent`: plays shares of runs offered on NATS until killed (the same code as
 /// `anyplay-load agent`).
-pub fn client(args: anyplay_load::game_client::ClientArgs) -> anyhow::Result<Outcome> {
+pub fn client(args: anyplay_load::settings::ClientArgs) -> anyhow::Result<Outcome> {
     let out = args.out.clone();
     let seen = runtime()?
         .block_on(anyplay_load::game_client::run(args))

@@ -20,14 +20,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyplay_load::provenance;
+use anyplay_load::measure::provenance;
 use serde::{Deserialize, Serialize};
 
 use crate::plan::{Action, ActionKind, HostKind, Service, Step, Via};
 use crate::sync::lock;
 
 /// The machine of a run: the load harness's probe, so load reports and chaos runs say the same.
-pub use anyplay_load::provenance::Machine;
+pub use anyplay_load::measure::provenance::Machine;
 
 /// The event log's file name in a run directory.
 pub const EVENTS_FILE: &str = "events.jsonl";
@@ -185,18 +185,18 @@ pub enum Event {
 }
 
 /// The id a node gives itself in its welcome (the service name, `node-1`, under chaos).
-pub use anyplay_load::wire::NodeId;
+pub use anyplay_load::api::wire::NodeId;
 
-pub use anyplay_load::facts::{BurstAnswers, CloseCause, Device, RateLimit, Received};
+pub use anyplay_load::measure::facts::{BurstAnswers, CloseCause, Device, RateLimit, Received};
 
 /// What the load times, by the contract's op names, and how a call ended.
-pub use anyplay_load::stats::{Op, Status};
+pub use anyplay_load::measure::stats::{Op, Status};
 
 /// A player's fact as the history holds it: times in log seconds.
-pub type PlayerFact = anyplay_load::facts::Fact<f64>;
+pub type PlayerFact = anyplay_load::measure::facts::Fact<f64>;
 
 /// A friend or session write and how it was answered, times in log seconds.
-pub type WriteFact = anyplay_load::facts::WriteFact<f64>;
+pub type WriteFact = anyplay_load::measure::facts::WriteFact<f64>;
 
 /// A player's write with whose it is: what the checks replay.
 #[derive(Debug, Clone, Copy)]
@@ -226,11 +226,11 @@ impl<'a> Write<'a> {
 }
 pub use anyplay_load::settings::RateLimits;
 
-pub use anyplay_load::facts::{CardSeen, WriteOp, WriteOutcome};
-pub use anyplay_load::wire::{CardRelation, CardView, Privacy};
+pub use anyplay_load::api::wire::{CardRelation, CardView, Privacy};
+pub use anyplay_load::measure::facts::{CardSeen, WriteOp, WriteOutcome};
 
 /// The final reads' records, as the players (in this process or on agents) read them.
-pub use anyplay_load::final_reads::{FriendList, Membership, SessionView};
+pub use anyplay_load::players::final_reads::{FriendList, Membership, SessionView};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Tick {

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::client::ClientError;
+use crate::api::client::ClientError;
 use crate::settings::SettingsError;
 
 /// Why a run, or a step of one, failed.

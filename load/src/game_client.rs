@@ -8,7 +8,6 @@
 //! in as it, or longer than `--back-within` without a connection.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,56 +20,17 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::client::{http_client, Api, ClientError};
-use crate::connection::{handshake, silence_limit, welcome, Socket};
+use crate::api::client::{http_client, Api, ClientError};
+use crate::api::wire::{AccountId, CodeOutcome, FriendStatus, ServerMessage, SessionId, Tokens};
 use crate::error::LoadError;
-use crate::fleet::events_url;
-use crate::mail_log::{MailLog, DEFAULT_WAIT};
+use crate::measure::stats::{CallClass, Status};
+use crate::players::connection::{handshake, silence_limit, welcome, Socket};
+use crate::players::fleet::events_url;
 use crate::reconnect::{Break, Next, Reconnect, ReconnectMode, NO_STATUS, REPLACED};
-use crate::stats::CallClass;
+use crate::settings::ClientArgs;
+use crate::target::mail_log::{MailLog, DEFAULT_WAIT};
+use crate::target::test_codes::TestCodes;
 use crate::target::CodeSource;
-use crate::test_codes::TestCodes;
-use crate::wire::{AccountId, CodeOutcome, FriendStatus, ServerMessage, SessionId, Tokens};
-
-/// The flags of `anyplay-load client`.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ClientArgs {
-    /// The nodes' public addresses, comma-separated (a plan's `{urls}`): it starts on the first
-    /// and moves to the next when one goes away.
-    #[arg(long, value_delimiter = ',', required = true)]
-    pub server: Vec<String>,
-    /// Its handle (letters, digits and '_'; a new account signs up with it) and its name.
-    #[arg(long)]
-    pub name: String,
-    /// The address it signs in with [default: NAME@clients.anyplay.test].
-    #[arg(long)]
-    pub email: Option<String>,
-    /// A handle it befriends (repeatable), such as another client's.
-    #[arg(long = "friend")]
-    pub friends: Vec<String>,
-    /// How long it plays before it judges what it saw and exits.
-    #[arg(long = "for", default_value = "60s", value_parser = anyplay_cloud::duration::parse)]
-    pub duration: Duration,
-    /// Longest it may go without a welcomed connection, or with a friend's presence events
-    /// behind what the cloud shows, before that counts as a break.
-    #[arg(long, default_value = "30s", value_parser = anyplay_cloud::duration::parse)]
-    pub back_within: Duration,
-    /// Where it writes `client.json`, what it saw.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Sign-in codes from the cloud's mail-log file.
-    #[arg(long)]
-    pub mail_log: Option<PathBuf>,
-    /// Sign-in codes from a node started with --test-codes, at its operations listener.
-    #[arg(long, requires = "admin_token_file", conflicts_with = "mail_log")]
-    pub codes_from: Option<String>,
-    /// The admin token of --codes-from, on the first line of this file.
-    #[arg(long)]
-    pub admin_token_file: Option<PathBuf>,
-    /// Trust this CA (PEM) beside the system's roots, for https:// servers.
-    #[arg(long)]
-    pub ca: Option<PathBuf>,
-}
 
 /// What the client saw, as `client.json` has it.
 #[derive(Debug, Default, Serialize)]
@@ -105,7 +65,7 @@ const PARTY: u32 = 4;
 pub fn run(args: ClientArgs) -> BoxFuture<'static, Result<Seen, LoadError>> {
     Box::pin(async move {
         if let Some(ca) = &args.ca {
-            crate::tls::trust_also(ca).map_err(|e| LoadError::Refused(e.to_string()))?;
+            crate::api::tls::trust_also(ca).map_err(|e| LoadError::Refused(e.to_string()))?;
         }
         let codes: Arc<dyn CodeSource> = match (&args.mail_log, &args.codes_from) {
             (Some(path), None) => Arc::new(MailLog::open(path, DEFAULT_WAIT)?),
@@ -387,7 +347,7 @@ impl GameClient {
     fn call_failed(&mut self, error: &Option<ClientError>) {
         if error
             .as_ref()
-            .is_some_and(|e| e.status().class() == CallClass::Failed)
+            .is_some_and(|e| Status::of_error(e).class() == CallClass::Failed)
         {
             self.next_server()
         }
@@ -448,7 +408,7 @@ impl GameClient {
                 "party {id} no longer has it as a member: {:?}",
                 session.body.members
             )),
-            Err(e) if e.status().class() == CallClass::Failed => self.next_server(),
+            Err(e) if Status::of_error(&e).class() == CallClass::Failed => self.next_server(),
             Err(e) => self.broke(format!("party {id} is gone: {e}")),
         }
     }

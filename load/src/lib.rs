@@ -2,79 +2,64 @@
 //!
 //! The contract is `shared/spec/load.md`; the API the players call is `shared/spec/cloud-api.md`.
 //! It is a library first: `anyplay-chaos` drives the same [`Fleet`] of players and the same
-//! scenarios in process, and the `anyplay-load` binary is a thin shell around [`runner::run`].
+//! scenarios in process, and the `anyplay-load` binary is a thin shell around [`run::run`].
 //!
 //! # Layout
 //!
-//! - [`settings`]: raw command-line flags, then validated [`Settings`]; bad settings never start a run.
-//! - [`budget`]: the sockets a run's processes will hold, against the open-file limit.
-//! - [`target`]: what a run plays against ([`Target`]): node endpoints, where sign-in codes come
-//!   from ([`CodeSource`]), and optional control over nodes ([`NodeControl`]).
-//! - [`mail_log`] and [`test_codes`]: the external [`CodeSource`]s, tailing the cloud's
-//!   mail-log file or asking a node started with `--test-codes`.
-//! - [`tls`]: what the load's TLS clients trust (the system's roots, `--ca`).
-//! - [`inprocess`]: the cloud inside the harness (one SQLite node, or a cluster), as a [`Target`].
-//! - [`wire`] and [`client`]: the contract's JSON bodies and a typed HTTP client of it.
-//! - [`net`]: spreading connections over loopback source addresses (`--source-ips`).
+//! By job, each folder using only those above it in this list (nothing runs back up):
+//!
+//! - `sync`: locking a mutex whatever an earlier holder did.
+//! - [`api`]: the cloud's contract as a client speaks it: its JSON bodies ([`api::wire`]), a
+//!   typed HTTP client ([`api::client`]), what TLS trusts (`api::tls`) and the loopback
+//!   source addresses connections are spread over ([`api::net`], `--source-ips`).
+//! - [`measure`]: what a run measures: HdrHistograms per op ([`measure::stats`]), the facts
+//!   players live through as chaos records them ([`measure::facts`]), the harness's own health
+//!   ([`measure::generator`]), the machine and commit ([`measure::provenance`]), progress on
+//!   stderr ([`measure::progress`]).
 //! - [`reconnect`]: the contract's reconnect rule as a pure type.
-//! - [`choices`]: every choice of who acts, with what and when, drawn from the run's seed.
-//! - [`planned`]: the schedule those choices give, per player, from the settings alone.
-//! - [`ledger`]: what a player knows of its friends and session, to choose whom to play with.
-//! - [`facts`]: what players live through, emitted as it happens (the history chaos records).
-//! - [`final_reads`]: what players read at the end of a chaos run (friends, sessions, connections).
-//! - [`player`], [`connection`] and [`fleet`]: players, their devices' event sockets, and the set
-//!   of them with its facts and the `drop_all` fault.
-//! - [`schedule`]: the open-loop scheduler, waking on time with [`wake`]; [`stats`]: HdrHistograms
-//!   per op, merged exactly.
-//! - [`generator`]: the harness's own health (scheduler lateness, CPU, memory).
-//! - [`server`]: what the nodes' `/metrics` say changed during the run.
-//! - [`scenarios`]: login, friends, presence, sessions, cards, storm, ladder.
-//! - [`report`]: the JSON report and the stdout tables; [`progress`]: progress on stderr.
-//! - [`provenance`]: the machine and the commit a run came from (load reports and chaos runs).
-//! - [`runner`]: a whole run, in the order the contract fixes.
+//! - [`seal`]: the secret load agents share with their coordinator, which the settings carry.
+//! - [`settings`]: raw command-line flags, then validated [`Settings`]; bad settings never start a run.
+//! - `error`: the crate's error at its boundary.
+//! - [`target`]: what a run plays against ([`Target`]): node endpoints, where sign-in codes come
+//!   from ([`CodeSource`]: the cloud's mail log or a node's test codes), control over nodes
+//!   ([`NodeControl`]), the cloud inside the harness ([`target::inprocess`]) and what the
+//!   nodes' `/metrics` say changed ([`target::metrics`]).
+//! - [`players`]: players (`players::player`), their devices' event sockets
+//!   (`players::connection`), the set of them with its facts and the `drop_all` fault
+//!   ([`Fleet`]), what a player knows of its friends ([`Ledger`]), every choice drawn from the
+//!   seed (`players::choices`) and what players read at the end of a chaos run
+//!   ([`players::final_reads`]).
+//! - `schedule`: the open-loop scheduler, waking on time.
+//! - [`report`]: the JSON report and the stdout tables.
+//! - [`scenarios`]: login, friends, presence, sessions, cards, storm, ladder, traffic, and the
+//!   schedule their choices give per player ([`scenarios::planned`]).
+//! - [`run`]: a whole run, in the order the contract fixes, and the sockets it will hold against
+//!   the open-file limit ([`run::budget`]).
 //! - [`game_client`]: `anyplay-load client`, one headless game client for a plan's `clients:`.
-//! - [`agents`]: a run spread over load agents on other machines, coordinated over NATS;
-//!   [`seal`]: the secret they share with their coordinator, which the settings carry.
+//! - [`agents`]: a run spread over load agents on other machines, coordinated over NATS.
+
+mod sync;
 
 pub mod agents;
-pub mod budget;
-pub(crate) mod choices;
-pub(crate) mod client;
-pub(crate) mod connection;
+pub mod api;
 pub(crate) mod error;
-pub mod facts;
-pub mod final_reads;
-pub(crate) mod fleet;
 pub mod game_client;
-pub mod generator;
-pub mod inprocess;
-pub(crate) mod ledger;
-pub mod mail_log;
-pub mod net;
-pub mod planned;
-pub(crate) mod player;
-pub mod progress;
-pub mod provenance;
+pub mod measure;
+pub mod players;
 pub mod reconnect;
 pub mod report;
-pub mod runner;
+pub mod run;
 pub mod scenarios;
 pub(crate) mod schedule;
 pub mod seal;
-pub mod server;
 pub mod settings;
-pub mod stats;
-mod sync;
-pub(crate) mod target;
-pub(crate) mod test_codes;
-pub(crate) mod tls;
-pub(crate) mod wake;
-pub mod wire;
+pub mod target;
 
 pub use error::LoadError;
-pub use fleet::Fleet;
-pub use ledger::Ledger;
-pub use player::Player;
+pub use measure::generator::PoolProbe;
+pub use players::fleet::Fleet;
+pub use players::ledger::Ledger;
+pub use players::player::Player;
 pub use reconnect::{Break, ReconnectMode};
 pub use settings::{Args, Settings};
-pub use target::{CodeSource, NodeControl, NodeEndpoint, PoolProbe, Target};
+pub use target::{CodeSource, NodeControl, NodeEndpoint, Target};

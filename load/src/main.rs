@@ -8,11 +8,12 @@ use anyhow::Context;
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
-use anyplay_load::inprocess::InProcess;
-use anyplay_load::progress::Progress;
+use anyplay_load::measure::progress::Progress;
 use anyplay_load::report::{json, table, Report};
+use anyplay_load::run::{self, budget};
 use anyplay_load::settings::{self, AgentArgs, AgentsSettings, Args, Command, Mode, Settings};
-use anyplay_load::{agents, budget, runner, Target};
+use anyplay_load::target::inprocess::InProcess;
+use anyplay_load::{agents, Target};
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -51,7 +52,7 @@ fn main() -> ExitCode {
     let Some(runtime) = runtime() else {
         return ExitCode::FAILURE;
     };
-    match runtime.block_on(run(settings, agents)) {
+    match runtime.block_on(play(settings, agents)) {
         Ok(report) if report.incomplete => {
             for agent in report.agents.iter().flatten().filter(|a| a.lost) {
                 eprintln!(
@@ -91,7 +92,7 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
 }
 
 /// `anyplay-load client`: plays, then exits 0 when nothing broke, 1 naming what did.
-fn ride(args: anyplay_load::game_client::ClientArgs) -> ExitCode {
+fn ride(args: anyplay_load::settings::ClientArgs) -> ExitCode {
     let Some(runtime) = runtime() else {
         return ExitCode::FAILURE;
     };
@@ -126,7 +127,7 @@ fn serve(args: AgentArgs) -> ExitCode {
     }
 }
 
-async fn run(settings: Settings, agents: Option<AgentsSettings>) -> anyhow::Result<Report> {
+async fn play(settings: Settings, agents: Option<AgentsSettings>) -> anyhow::Result<Report> {
     let (cloud, target) = match &settings.mode {
         Mode::External(external) => (None, Target::external(external)?),
         Mode::InProcess { .. } | Mode::Cluster { .. } => {
@@ -139,7 +140,7 @@ async fn run(settings: Settings, agents: Option<AgentsSettings>) -> anyhow::Resu
         Some(agents) => agents::run(&settings, &target, agents, &progress)
             .await
             .map_err(anyhow::Error::from),
-        None => runner::run(&settings, target, progress)
+        None => run::run(&settings, target, progress)
             .await
             .map_err(anyhow::Error::from),
     };

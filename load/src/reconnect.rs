@@ -72,8 +72,8 @@ impl Break {
     }
 
     /// The close code and cause the history gives this break.
-    pub fn as_close(&self) -> (Option<u16>, crate::facts::CloseCause) {
-        use crate::facts::CloseCause;
+    pub fn as_close(&self) -> (Option<u16>, crate::measure::facts::CloseCause) {
+        use crate::measure::facts::CloseCause;
         match self {
             Break::Closed(code) => (Some(*code), CloseCause::CloseFrame),
             Break::NoCloseFrame => (None, CloseCause::NoCloseFrame),

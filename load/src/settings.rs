@@ -8,9 +8,11 @@ use anyplay_cloud::duration::parse_seconds;
 use clap::Parser;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::choices::DEFAULT_SEED;
-use crate::net::SourceIps;
+use crate::api::net::SourceIps;
 use crate::reconnect::ReconnectMode;
+
+/// The seed of a run that names none.
+pub const DEFAULT_SEED: u64 = 1;
 
 /// A scenario of `--scenarios`.
 #[derive(
@@ -271,7 +273,47 @@ pub enum Command {
     Agent(AgentArgs),
     /// One headless game client that rides through a run and exits non-zero naming what it
     /// saw break (a chaos plan's `clients:`).
-    Client(crate::game_client::ClientArgs),
+    Client(ClientArgs),
+}
+
+/// The flags of `anyplay-load client`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClientArgs {
+    /// The nodes' public addresses, comma-separated (a plan's `{urls}`): it starts on the first
+    /// and moves to the next when one goes away.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub server: Vec<String>,
+    /// Its handle (letters, digits and '_'; a new account signs up with it) and its name.
+    #[arg(long)]
+    pub name: String,
+    /// The address it signs in with [default: NAME@clients.anyplay.test].
+    #[arg(long)]
+    pub email: Option<String>,
+    /// A handle it befriends (repeatable), such as another client's.
+    #[arg(long = "friend")]
+    pub friends: Vec<String>,
+    /// How long it plays before it judges what it saw and exits.
+    #[arg(long = "for", default_value = "60s", value_parser = anyplay_cloud::duration::parse)]
+    pub duration: Duration,
+    /// Longest it may go without a welcomed connection, or with a friend's presence events
+    /// behind what the cloud shows, before that counts as a break.
+    #[arg(long, default_value = "30s", value_parser = anyplay_cloud::duration::parse)]
+    pub back_within: Duration,
+    /// Where it writes `client.json`, what it saw.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Sign-in codes from the cloud's mail-log file.
+    #[arg(long)]
+    pub mail_log: Option<PathBuf>,
+    /// Sign-in codes from a node started with --test-codes, at its operations listener.
+    #[arg(long, requires = "admin_token_file", conflicts_with = "mail_log")]
+    pub codes_from: Option<String>,
+    /// The admin token of --codes-from, on the first line of this file.
+    #[arg(long)]
+    pub admin_token_file: Option<PathBuf>,
+    /// Trust this CA (PEM) beside the system's roots, for https:// servers.
+    #[arg(long)]
+    pub ca: Option<PathBuf>,
 }
 
 /// The flags of `anyplay-load agent`.
@@ -637,7 +679,7 @@ pub struct SettingsDraft {
     pub storm: StormSettings,
     pub ladder: LadderSettings,
     pub max_in_flight: usize,
-    /// Seed of every choice that decides what a player does or when ([`crate::choices`]).
+    /// Seed of every choice that decides what a player does or when ([`crate::players::choices`]).
     pub seed: u64,
     pub mode: Mode,
     /// Each host gives its own (a load agent's `--source-ips`), so they never travel.
@@ -880,12 +922,12 @@ impl SettingsDraft {
                     "--rate-calls-per-minute and --rate-auth-email must be at least 1",
                 ));
             }
-            if self.total_players() > crate::net::PER_PLAYER_ADDRESSES {
+            if self.total_players() > crate::api::net::PER_PLAYER_ADDRESSES {
                 return Err(refuse(
                     "--rate-limits",
                     format!(
                         "gives each player an address of its own: at most {} players",
-                        crate::net::PER_PLAYER_ADDRESSES
+                        crate::api::net::PER_PLAYER_ADDRESSES
                     ),
                 ));
             }

@@ -14,8 +14,8 @@ use serde_json::Value;
 
 use anyplay_load::agents::protocol::{self, Event, Phase, ScenarioResult};
 use anyplay_load::agents::Coordinator;
+use anyplay_load::measure::stats::ms;
 use anyplay_load::seal::{self, Secret};
-use anyplay_load::stats::ms;
 
 use crate::processes::{load, Cluster, LOAD};
 use crate::support::{check_contract_fields, services, temp_path};

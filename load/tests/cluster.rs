@@ -5,14 +5,14 @@
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
-use anyplay_load::facts::Fact;
-use anyplay_load::generator::SchedLag;
-use anyplay_load::inprocess::InProcess;
-use anyplay_load::progress::Progress;
+use anyplay_load::measure::facts::Fact;
+use anyplay_load::measure::generator::SchedLag;
+use anyplay_load::measure::progress::Progress;
+use anyplay_load::measure::stats::Op;
 use anyplay_load::scenarios::{friends, login, presence, storm, Ctx};
 use anyplay_load::settings::Settings;
-use anyplay_load::stats::Op;
-use anyplay_load::{runner, Fleet};
+use anyplay_load::target::inprocess::InProcess;
+use anyplay_load::{run, Fleet};
 
 use crate::support::{
     assert_friends_kept, check_contract_fields, scenario, services, settings, written,
@@ -34,7 +34,7 @@ fn cluster(flags: &[&str]) -> Settings {
 }
 
 /// The sum of a node's `/metrics` series whose names start with `prefix`, as moved in the run.
-fn moved(series: &anyplay_load::server::Metrics, prefix: &str) -> f64 {
+fn moved(series: &anyplay_load::target::metrics::Metrics, prefix: &str) -> f64 {
     series
         .iter()
         .filter(|(name, _)| name.starts_with(prefix))
@@ -60,7 +60,7 @@ async fn two_nodes_deliver_presence_across_the_cluster_and_survive_a_drop() {
     ]);
     let (cloud, target) = InProcess::start(&settings.mode).await.expect("the cluster");
     assert_eq!(target.nodes.len(), 2);
-    let report = runner::run(&settings, target, Progress::hidden()).await;
+    let report = run::run(&settings, target, Progress::hidden()).await;
     cloud.shutdown().await;
     let report = report.expect("the run");
 

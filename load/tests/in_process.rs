@@ -1,19 +1,19 @@
 //! The default mode end to end: one real `anyplay-cloud` node on SQLite inside the test, the
-//! harness's whole run through `runner::run`, a library caller's view of the players, and the
+//! harness's whole run through `run::run`, a library caller's view of the players, and the
 //! ladder on a tiny scale.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyplay_load::facts::{CloseCause, Fact};
-use anyplay_load::generator::SchedLag;
-use anyplay_load::inprocess::InProcess;
-use anyplay_load::progress::Progress;
+use anyplay_load::measure::facts::{CloseCause, Fact};
+use anyplay_load::measure::generator::SchedLag;
+use anyplay_load::measure::progress::Progress;
+use anyplay_load::measure::stats::{Op, Status};
 use anyplay_load::report::table;
 use anyplay_load::scenarios::{friends, login, Ctx};
-use anyplay_load::stats::{Op, Status};
-use anyplay_load::{runner, Fleet};
+use anyplay_load::target::inprocess::InProcess;
+use anyplay_load::{run, Fleet};
 
 use crate::support::{
     assert_friends_kept, check_contract_fields, scenario, settings, written, SPEC_OPS,
@@ -54,7 +54,7 @@ async fn a_run_in_process_reports_every_scenario_the_contract_names() {
         "127.0.0.2-127.0.0.5",
     ]);
     let (cloud, target) = InProcess::start(&settings.mode).await.expect("the cloud");
-    let report = runner::run(&settings, target, Progress::hidden()).await;
+    let report = run::run(&settings, target, Progress::hidden()).await;
     cloud.shutdown().await;
     let report = report.expect("the run");
 
@@ -275,7 +275,7 @@ async fn the_ladder_reports_ramp_and_steady_per_rung_and_the_knee() {
         "3000",
     ]);
     let (cloud, target) = InProcess::start(&settings.mode).await.expect("the cloud");
-    let report = runner::run(&settings, target, Progress::hidden()).await;
+    let report = run::run(&settings, target, Progress::hidden()).await;
     cloud.shutdown().await;
     let report = report.expect("the run");
     let ladder = scenario(&report, "ladder")

@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use anyplay_load::facts::{CloseCause, Fact};
+use anyplay_load::measure::facts::{CloseCause, Fact};
 use anyplay_load::reconnect::REPLACED;
 
 use crate::events::History;

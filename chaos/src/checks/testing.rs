@@ -2,9 +2,9 @@
 //! and a `Vec` of them collects into a [`History`].
 
 pub use crate::events::{Event, PlayerFact};
-pub use anyplay_load::wire::{AccountId, SessionId};
+pub use anyplay_load::api::wire::{AccountId, SessionId};
 
-use anyplay_load::wire::Session;
+use anyplay_load::api::wire::Session;
 
 use super::model::Model;
 use crate::events::{

@@ -161,7 +161,7 @@ mod tests {
     use crate::checks::Verdict;
     use crate::events::{Event, WriteOp, WriteOutcome};
     use crate::plan::ActionKind;
-    use anyplay_load::wire::SessionId;
+    use anyplay_load::api::wire::SessionId;
 
     /// Judges `events` where account 1 set its presence to version 10 at the start (the
     /// version of the presence events the tests send).

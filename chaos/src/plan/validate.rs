@@ -630,12 +630,12 @@ impl Cx<'_> {
                     .into(),
             ));
         }
-        if load.players as usize > anyplay_load::net::PER_PLAYER_ADDRESSES {
+        if load.players as usize > anyplay_load::api::net::PER_PLAYER_ADDRESSES {
             return Err(self.err(
                 &path,
                 format!(
                     "gives each player an address of its own: at most {} players",
-                    anyplay_load::net::PER_PLAYER_ADDRESSES
+                    anyplay_load::api::net::PER_PLAYER_ADDRESSES
                 ),
             ));
         }

@@ -123,7 +123,7 @@ mod tests {
 
     #[test]
     fn each_agent_has_addresses_of_its_own() {
-        let ranges: Vec<anyplay_load::net::SourceIps> =
+        let ranges: Vec<anyplay_load::api::net::SourceIps> =
             (1..=4).map(|n| source_ips(n).parse().unwrap()).collect();
         assert_eq!(ranges[0], "127.1.1.1-127.1.1.250".parse().unwrap());
         assert_ne!(ranges[0], ranges[1]);

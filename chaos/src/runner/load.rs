@@ -10,15 +10,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyplay_load::agents::{Phase, Played, Session};
-use anyplay_load::facts::Stamped;
-use anyplay_load::final_reads::{self, FinalReads};
-use anyplay_load::progress::Progress;
+use anyplay_load::api::wire::SessionId;
+use anyplay_load::measure::facts::Stamped;
+use anyplay_load::measure::progress::Progress;
+use anyplay_load::players::final_reads::{self, FinalReads};
 use anyplay_load::report::{Report, ScenarioReport};
-use anyplay_load::runner::{self, Run};
+use anyplay_load::run::{warm_up, Run};
 use anyplay_load::scenarios::mixed;
 use anyplay_load::scenarios::traffic::{self, Driven};
 use anyplay_load::settings::{AgentsSettings, Settings};
-use anyplay_load::wire::SessionId;
 use anyplay_load::{LoadError, Target};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -140,7 +140,7 @@ impl Load {
     /// The login wave and the friend graph.
     pub async fn warm_up(&mut self) -> Result<Vec<ScenarioReport>, RunError> {
         match self {
-            Load::InProcess { run, .. } => Ok(runner::warm_up(&run.ctx).await?),
+            Load::InProcess { run, .. } => Ok(warm_up(&run.ctx).await?),
             Load::Agents(agents) => Ok(agents.phase(Phase::WarmUp).await?.scenarios),
         }
     }

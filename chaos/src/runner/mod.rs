@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyplay_load::facts::Stamped;
+use anyplay_load::measure::facts::Stamped;
 use futures_util::future::LocalBoxFuture;
 use indicatif::ProgressBar;
 use tokio::sync::{mpsc, watch};
@@ -72,7 +72,7 @@ pub enum RunError {
         source: std::io::Error,
     },
     #[error("the run needs more sockets than a process may open: {0}")]
-    Sockets(#[from] anyplay_load::budget::TooManySockets),
+    Sockets(#[from] anyplay_load::run::budget::TooManySockets),
     #[error("the report: {0}")]
     Report(#[from] report::ReportError),
     #[error(
@@ -138,8 +138,8 @@ fn prepare(options: RunOptions) -> Result<(Plan, PathBuf), RunError> {
     // Another seed can make the timeline impossible: refuse before anything starts.
     plan.resolve(plan.seed)?;
     // So can a plan too big for this machine's processes.
-    if let Ok(limit) = anyplay_load::budget::open_file_limit() {
-        anyplay_load::budget::check(&players::sockets(&plan), limit)?;
+    if let Ok(limit) = anyplay_load::run::budget::open_file_limit() {
+        anyplay_load::run::budget::check(&players::sockets(&plan), limit)?;
     }
     for image in &options.images {
         plan = plan.with_image(image);

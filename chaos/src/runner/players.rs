@@ -7,17 +7,17 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyplay_load::budget::{Devices, Holder};
-use anyplay_load::facts::{Fact, Received, Stamped};
-use anyplay_load::final_reads::{FinalReads, Touched};
-use anyplay_load::mail_log::{MailLog, DEFAULT_WAIT};
+use anyplay_load::api::wire::NodeId;
+use anyplay_load::measure::facts::{Fact, Received, Stamped};
+use anyplay_load::measure::stats::{self, CallClass};
+use anyplay_load::players::final_reads::{FinalReads, Touched};
 use anyplay_load::reconnect::ReconnectMode;
+use anyplay_load::run::budget::{Devices, Holder};
 use anyplay_load::settings::{
     CardSettings, Mode, PresenceSettings, Scenario, SessionSettings, Settings, SettingsDraft,
     SettingsError, TrafficSettings,
 };
-use anyplay_load::stats::{self, CallClass};
-use anyplay_load::wire::NodeId;
+use anyplay_load::target::mail_log::{MailLog, DEFAULT_WAIT};
 use anyplay_load::{NodeEndpoint, Target};
 use hdrhistogram::Histogram;
 use tokio::sync::mpsc;
@@ -351,7 +351,7 @@ fn record_final_reads(log: &EventLog, reads: FinalReads) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use anyplay_load::planned::player_schedules;
+    use anyplay_load::scenarios::planned::player_schedules;
     use anyplay_load::Break;
 
     fn node_crash() -> Plan {
@@ -365,12 +365,15 @@ mod tests {
         plan.load.players = 8_000;
         plan.load.through_proxy = true;
         plan.load.second_devices = 0.0;
-        let refused = anyplay_load::budget::check(&sockets(&plan), 20_000).unwrap_err();
+        let refused = anyplay_load::run::budget::check(&sockets(&plan), 20_000).unwrap_err();
         let names: Vec<&str> = refused.over.iter().map(|h| h.name.as_str()).collect();
         // 24,000 sockets in the supervisor; 4,000 players per node fit.
         assert_eq!(names, ["the supervisor"]);
         plan.load.through_proxy = false;
-        assert_eq!(anyplay_load::budget::check(&sockets(&plan), 20_000), Ok(()));
+        assert_eq!(
+            anyplay_load::run::budget::check(&sockets(&plan), 20_000),
+            Ok(())
+        );
     }
 
     #[test]
@@ -386,12 +389,15 @@ mod tests {
             nats: None,
         });
         // 12,500 a process: agents and nodes alike.
-        assert_eq!(anyplay_load::budget::check(&sockets(&plan), 20_000), Ok(()));
+        assert_eq!(
+            anyplay_load::run::budget::check(&sockets(&plan), 20_000),
+            Ok(())
+        );
         let holders = sockets(&plan);
         assert!(holders.iter().all(|h| h.sockets == 12_500), "{holders:?}");
         // Through the proxy, the supervisor holds two ends of each: too many.
         plan.load.through_proxy = true;
-        let refused = anyplay_load::budget::check(&sockets(&plan), 20_000).unwrap_err();
+        let refused = anyplay_load::run::budget::check(&sockets(&plan), 20_000).unwrap_err();
         assert_eq!(refused.over[0].name, "the supervisor");
         assert_eq!(refused.over[0].sockets, 100_000);
     }

@@ -179,7 +179,7 @@ pub async fn ticks(
 async fn pool_busy(http: &reqwest::Client, nodes: &[NodeAddrs]) -> Vec<u64> {
     futures_util::future::join_all(nodes.iter().map(|node| async move {
         let url = format!("http://{}/metrics", node.ops);
-        anyplay_load::server::scrape(http, &url)
+        anyplay_load::target::metrics::scrape(http, &url)
             .await
             .ok()
             .and_then(|metrics| metrics.get(POOL_BUSY).copied())

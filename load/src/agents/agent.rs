@@ -15,15 +15,15 @@ use crate::agents::codes::NatsCodes;
 use crate::agents::protocol::{self, Answer, Event, Finished, Offer, Phase, Reply, Request};
 use crate::agents::protocol::{ScenarioResult, WireHistogram};
 use crate::agents::{health, AgentsError};
-use crate::budget::{self, Devices, Holder};
+use crate::api::net::SourceIps;
 use crate::error::LoadError;
-use crate::facts::{Clock, Stamped};
-use crate::final_reads::{self, Touched};
-use crate::net::SourceIps;
-use crate::player::unix_micros;
-use crate::progress::Progress;
+use crate::measure::facts::unix_micros;
+use crate::measure::facts::{Clock, Stamped};
+use crate::measure::progress::Progress;
+use crate::players::final_reads::{self, Touched};
 use crate::report::ScenarioReport;
-use crate::runner::{self, Run};
+use crate::run::budget::{self, Devices, Holder};
+use crate::run::{self, Run};
 use crate::scenarios::traffic::{self, Driven};
 use crate::scenarios::{mixed, Ctx};
 use crate::seal::{self, Channel, Key, Numbers, Replays, Secret};
@@ -72,7 +72,7 @@ pub fn serve(args: AgentArgs) -> BoxFuture<'static, Result<(), AgentsError>> {
         // Nobody without the secret may give this agent work: it does not start without it.
         let secret = Secret::load(args.secret_file.as_deref())?;
         if let Some(ca) = &args.ca {
-            crate::tls::trust_also(ca).map_err(|e| AgentsError::Invalid(e.to_string()))?;
+            crate::api::tls::trust_also(ca).map_err(|e| AgentsError::Invalid(e.to_string()))?;
         }
         let client = super::connect(&args.nats, args.nats_creds.as_deref(), &name).await?;
         let mut offers = client
@@ -652,8 +652,8 @@ async fn play_phase(ctx: Ctx, play: Play, phase: Phase, at_us: u64, events: mpsc
     let start = Instant::now() + Duration::from_micros(at_us.saturating_sub(unix_micros()));
     tokio::time::sleep_until(start.into()).await;
     let played = match phase {
-        Phase::WarmUp => runner::warm_up(&ctx).await,
-        Phase::Scenario { scenario } => runner::scenario(&ctx, scenario)
+        Phase::WarmUp => run::warm_up(&ctx).await,
+        Phase::Scenario { scenario } => run::scenario(&ctx, scenario)
             .await
             .map(|report| report.into_iter().collect()),
         Phase::Play { traffic } => {

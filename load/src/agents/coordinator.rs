@@ -26,9 +26,9 @@ use crate::agents::protocol::{self, Answer, Event, Finished, Health, Offer, Phas
 use crate::agents::protocol::{Request, ScenarioResult};
 use crate::agents::{codes, share, AgentsError};
 use crate::error::LoadError;
-use crate::facts::{Clock, FactSink, Stamped};
-use crate::final_reads::FinalReads;
-use crate::player::unix_micros;
+use crate::measure::facts::unix_micros;
+use crate::measure::facts::{Clock, FactSink, Stamped};
+use crate::players::final_reads::FinalReads;
 use crate::report::{AgentReport, HealthReport};
 use crate::seal::{Channel, Key, Numbers, Replays, Secret};
 use crate::settings::Settings;
@@ -262,7 +262,10 @@ impl Coordinator {
     ) -> Result<(), AgentsError> {
         // One tag for the run's players, given to every agent: the codes are answered for
         // that tag's players only.
-        let tag = settings.tag.clone().unwrap_or_else(crate::fleet::new_tag);
+        let tag = settings
+            .tag
+            .clone()
+            .unwrap_or_else(crate::players::fleet::new_tag);
         let mut tagged = settings.draft();
         tagged.tag = Some(tag.clone());
         let tagged = tagged.validate().map_err(LoadError::from)?;

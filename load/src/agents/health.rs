@@ -10,9 +10,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::agents::protocol::{Event, Health};
-use crate::fleet::Fleet;
-use crate::player::unix_micros;
-use crate::stats::{histogram, ms};
+use crate::measure::facts::unix_micros;
+use crate::measure::stats::{histogram, ms};
+use crate::players::fleet::Fleet;
 
 /// How often the probe wakes.
 const PROBE_EVERY: Duration = Duration::from_millis(10);

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::agents::protocol::{ProtocolError, ScenarioResult};
+use crate::measure::stats::Snapshot;
 use crate::report::{DeliveryReport, PlayersReport, RateReport, ScenarioReport, StormReport};
 use crate::scenarios::storm::back_times;
-use crate::stats::Snapshot;
 
 /// One agent's report of a scenario, begun `began_ms` after its phase's agreed start.
 pub struct Part {
@@ -122,7 +122,7 @@ fn storm(reports: &[&ScenarioReport], snapshot: &Snapshot) -> Option<StormReport
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::{histogram, Op, Recorder, Status};
+    use crate::measure::stats::{histogram, Op, Recorder, Status};
     use rand::{Rng, SeedableRng};
 
     /// A scenario report of `latencies` (µs) of cards calls, all in its first second.

@@ -1,5 +1,5 @@
 //! A run spread over load agents: `anyplay-load agent` processes, anywhere NATS reaches, each
-//! playing a share of the players with the same [`crate::runner::Run`] and scenarios as a run in
+//! playing a share of the players with the same [`crate::run::Run`] and scenarios as a run in
 //! one process, and a coordinator (`anyplay-load --agents N --nats URL`) that splits the run,
 //! starts every phase at one agreed instant and merges what the agents measured exactly.
 //!
@@ -36,16 +36,16 @@ use tokio::sync::mpsc;
 pub use coordinator::{Coordinator, PhaseResults};
 pub use protocol::Phase;
 
-use crate::client::http_client;
+use crate::api::client::http_client;
 use crate::error::LoadError;
-use crate::facts::Stamped;
-use crate::final_reads::FinalReads;
-use crate::generator::{Generator, GeneratorReport, LagReport};
-use crate::progress::Progress;
-use crate::provenance::{self, Machine};
+use crate::measure::facts::Stamped;
+use crate::measure::generator::{Generator, GeneratorReport, LagReport};
+use crate::measure::progress::Progress;
+use crate::measure::provenance::{self, Machine};
+use crate::players::final_reads::FinalReads;
 use crate::report::{json, AgentReport, Report, ScenarioReport, SCHEMA};
-use crate::server::{self, Metrics};
 use crate::settings::{AgentsSettings, Scenario, Settings};
+use crate::target::metrics::{self, Metrics};
 use crate::target::{NodeEndpoint, Target};
 
 /// How long a coordinator waits for its agents to answer the offer.
@@ -184,7 +184,7 @@ impl Session {
         let generator = Generator::start(target.nodes.iter().filter_map(|n| n.pid).collect(), None);
         let http = http_client(None)
             .map_err(|e| LoadError::Refused(format!("building an HTTP client: {e}")))?;
-        let before = server::scrape_all(&http, &target.nodes).await;
+        let before = metrics::scrape_all(&http, &target.nodes).await;
         spinner.set_message(format!(
             "waiting for {} on {}",
             agents.count, agents.nats_url
@@ -244,7 +244,7 @@ impl Session {
     /// Stops every agent's players; the run's report with `scenarios`.
     pub async fn finish(mut self, scenarios: Vec<ScenarioReport>) -> Result<Report, AgentsError> {
         let finished = self.coordinator.finish().await;
-        let after = server::scrape_all(&self.http, &self.nodes).await;
+        let after = metrics::scrape_all(&self.http, &self.nodes).await;
         let (_, process) = self.generator.finish(false).await;
         let agents = self.coordinator.reports();
         Ok(Report {
@@ -255,7 +255,7 @@ impl Session {
             date: json::now(),
             generator: merged_generator(finished.iter().map(|(_, f)| f))?,
             scenarios,
-            server: server::report(&self.before, &after),
+            server: metrics::report(&self.before, &after),
             process,
             incomplete: agents.iter().any(|a| a.lost),
             agents: Some(agents),

@@ -14,14 +14,14 @@ use hdrhistogram::Histogram;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::facts::{Stamped, UnixMicros};
-use crate::final_reads::FinalReads;
-use crate::generator::GeneratorReport;
+use crate::measure::facts::{Stamped, UnixMicros};
+use crate::measure::generator::GeneratorReport;
+use crate::measure::stats::{Op, OpStats, Second, Snapshot, Status};
+use crate::players::final_reads::FinalReads;
 use crate::report::{DeliveryReport, PlayersReport, RateReport, ScenarioReport, StormReport};
 use crate::scenarios::mixed;
 use crate::scenarios::storm::back_times;
 use crate::settings::{Scenario, Settings};
-use crate::stats::{Op, OpStats, Second, Snapshot, Status};
 
 /// The subject every idle agent listens on, whatever the run.
 pub const ANY_OFFER: &str = "anyplay.load.*.offer";
@@ -469,8 +469,8 @@ fn storm_kind_named(name: &str) -> crate::settings::StormKind {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::facts::Fact;
-    use crate::wire::AccountId;
+    use crate::api::wire::AccountId;
+    use crate::measure::facts::Fact;
 
     #[test]
     fn what_an_agent_tells_of_its_players_travels_and_comes_back() {

@@ -27,11 +27,11 @@ pub fn write(report: &Report, path: &Path) -> Result<(), LoadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::generator::{GeneratorReport, LagReport, ProcessReport, ProcessUsage};
-    use crate::provenance::Machine;
+    use crate::measure::generator::{GeneratorReport, LagReport, ProcessReport, ProcessUsage};
+    use crate::measure::provenance::Machine;
+    use crate::measure::stats::Snapshot;
     use crate::report::{ScenarioReport, SCHEMA};
     use crate::settings::Settings;
-    use crate::stats::Snapshot;
     use std::time::Duration;
 
     fn sample() -> Report {

@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::generator::{GeneratorReport, ProcessReport};
-use crate::provenance::Machine;
+use crate::measure::generator::{GeneratorReport, ProcessReport};
+use crate::measure::provenance::Machine;
+use crate::measure::stats::{ms, Op, OpStats, Snapshot, Status};
 use crate::schedule::{Outcome, Plan};
-use crate::server::Metrics;
 use crate::settings::Settings;
-use crate::stats::{ms, Op, OpStats, Snapshot, Status};
+use crate::target::metrics::Metrics;
 
 pub const SCHEMA: &str = "anyplay-load/report/v1";
 
@@ -304,7 +304,7 @@ pub struct HealthReport {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::Recorder;
+    use crate::measure::stats::Recorder;
 
     #[test]
     fn a_scenario_has_every_field_the_contract_names() {

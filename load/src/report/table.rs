@@ -147,8 +147,8 @@ fn scenario_table(out: &mut String, s: &ScenarioReport) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::stats::{Op, Recorder, Status};
     use crate::report::RateReport;
-    use crate::stats::{Op, Recorder, Status};
     use std::time::Duration;
 
     #[test]

@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use rand_chacha::ChaCha8Rng;
 
-use crate::choices::{self, pick, Purpose};
-use crate::fleet::Fleet;
-use crate::player::Player;
+use crate::api::wire::AccountId;
+use crate::players::choices::{self, pick, Purpose};
+use crate::players::fleet::Fleet;
+use crate::players::player::Player;
 use crate::report::ScenarioReport;
 use crate::scenarios::{Ctx, Driven};
 use crate::schedule::{self, Plan};
-use crate::wire::AccountId;
 
 /// A call as drawn: its caller, and the accounts that fill it up past the caller's friends.
 #[derive(Debug, Clone, PartialEq, Eq)]

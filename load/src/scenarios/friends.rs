@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use futures_util::StreamExt;
 
-use crate::player::Player;
+use crate::api::wire::FriendStatus;
+use crate::players::player::Player;
 use crate::report::ScenarioReport;
 use crate::scenarios::Ctx;
-use crate::wire::FriendStatus;
 
 /// The ring's pairs: each of `n` players with the next `half`, never a pair twice or with itself;
 /// a whole round of the ring per step, so that pairs near each other in the list (made at once)

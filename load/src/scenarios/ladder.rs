@@ -8,12 +8,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::choices::{self, pick, Purpose};
+use crate::api::wire::AccountId;
+use crate::measure::stats::{ms, Recorder, Snapshot};
+use crate::players::choices::{self, pick, Purpose};
 use crate::report::{LadderReport, RungReport, ScenarioReport};
 use crate::scenarios::{cards, login, presence, Ctx};
 use crate::schedule::{self, Outcome, Plan};
-use crate::stats::{ms, Recorder, Snapshot};
-use crate::wire::AccountId;
 
 pub async fn run(ctx: &Ctx) -> ScenarioReport {
     let ladder = &ctx.settings.ladder;

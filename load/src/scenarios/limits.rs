@@ -16,10 +16,10 @@ use reqwest::header::RETRY_AFTER;
 use reqwest::{RequestBuilder, Response};
 use serde_json::json;
 
-use crate::client::http_client;
-use crate::facts::{BurstAnswers, Fact, RateLimit};
-use crate::net::{burst_address, BURSTS_PER_FLEET};
-use crate::player::Player;
+use crate::api::client::http_client;
+use crate::api::net::{burst_address, BURSTS_PER_FLEET};
+use crate::measure::facts::{BurstAnswers, Fact, RateLimit};
+use crate::players::player::Player;
 use crate::scenarios::Ctx;
 use crate::settings::RateLimits;
 

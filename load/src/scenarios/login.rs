@@ -5,10 +5,10 @@ use std::ops::Range;
 
 use futures_util::StreamExt;
 
+use crate::measure::stats::Recorder;
 use crate::report::{PlayersReport, ScenarioReport};
 use crate::scenarios::Ctx;
 use crate::schedule::{self, Outcome, Plan};
-use crate::stats::Recorder;
 
 pub async fn run(ctx: &Ctx) -> ScenarioReport {
     let players = 0..ctx.settings.players;

@@ -1,7 +1,7 @@
 //! The scenarios of the contract. Each takes a [`Ctx`], records into a recorder of its own, and
 //! returns its part of the report; `anyplay-chaos` calls them the same way the binary does.
 //! Who acts on each scheduled operation, and with what, is drawn from the run's seed
-//! ([`crate::choices`]) by functions that [`crate::planned`] calls too.
+//! ([`crate::players::choices`]) by functions that [`crate::scenarios::planned`] calls too.
 
 pub(crate) mod cards;
 pub mod friends;
@@ -9,6 +9,7 @@ pub(crate) mod ladder;
 pub(crate) mod limits;
 pub mod login;
 pub mod mixed;
+pub mod planned;
 pub mod presence;
 pub(crate) mod sessions;
 pub(crate) mod slow_readers;
@@ -17,14 +18,14 @@ pub mod traffic;
 
 use std::sync::Arc;
 
-use crate::fleet::Fleet;
-use crate::generator::SchedLag;
-use crate::player::Player;
-use crate::progress::Progress;
+use crate::measure::generator::SchedLag;
+use crate::measure::progress::Progress;
+use crate::measure::stats::Recorder;
+use crate::players::fleet::Fleet;
+use crate::players::player::Player;
 use crate::report::{DeliveryReport, ScenarioReport};
 use crate::schedule::{Outcome, Plan};
 use crate::settings::Settings;
-use crate::stats::Recorder;
 use crate::target::NodeControl;
 
 /// What every scenario runs with.

@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 
 use rand_chacha::ChaCha8Rng;
 
-use crate::choices::{self, pick, Purpose};
-use crate::player::Player;
+use crate::api::wire::AccountId;
+use crate::measure::stats::Recorder;
+use crate::players::choices::{self, pick, Purpose};
+use crate::players::player::Player;
 use crate::report::{DeliveryReport, ScenarioReport};
 use crate::scenarios::{Ctx, Driven};
 use crate::schedule::{self, Plan};
-use crate::stats::Recorder;
 use crate::sync::lock;
-use crate::wire::AccountId;
 
 /// How long after the last change deliveries are waited for (the chaos check's window).
 pub const DELIVERY_WINDOW: Duration = Duration::from_secs(3);

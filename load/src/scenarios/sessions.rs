@@ -13,8 +13,8 @@ use futures_util::future::join_all;
 
 use rand::Rng as _;
 
-use crate::choices::{self, pick, Purpose};
-use crate::player::Player;
+use crate::players::choices::{self, pick, Purpose};
+use crate::players::player::Player;
 use crate::report::ScenarioReport;
 use crate::scenarios::{Ctx, Driven};
 use crate::schedule::{self, Plan};

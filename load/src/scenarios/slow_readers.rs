@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
 
-use crate::choices::{self, pick, Purpose};
-use crate::client::http_client;
-use crate::facts::Fact;
-use crate::net::{flood_address, FLOODS_PER_FLEET, FLOOD_ADDRESSES};
-use crate::player::Player;
+use crate::api::client::http_client;
+use crate::api::net::{flood_address, FLOODS_PER_FLEET, FLOOD_ADDRESSES};
+use crate::measure::facts::Fact;
+use crate::players::choices::{self, pick, Purpose};
+use crate::players::player::Player;
 use crate::scenarios::Ctx;
 
 /// Activity changes of a flood at most: many times what the cloud's queue (256 events) and

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::error::LoadError;
-use crate::player::Player;
+use crate::players::player::Player;
 use crate::report::{BackTimes, ScenarioReport, StormReport};
 use crate::scenarios::Ctx;
 use crate::settings::StormKind;

@@ -18,7 +18,7 @@
 //! - slow readers flooded by a friend until the cloud closes them 1013 (`--slow-readers`,
 //!   [`super::slow_readers`]).
 //!
-//! Every choice is drawn from the run's seed ([`crate::choices`]).
+//! Every choice is drawn from the run's seed ([`crate::players::choices`]).
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -28,14 +28,14 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use rand::Rng;
 
-use crate::choices::{self, pick, Purpose};
-use crate::facts::Device;
-use crate::fleet::Fleet;
-use crate::player::Player;
+use crate::api::wire::{FriendStatus, Privacy};
+use crate::measure::facts::Device;
+use crate::players::choices::{self, pick, Purpose};
+use crate::players::fleet::Fleet;
+use crate::players::player::Player;
 use crate::scenarios::{limits, slow_readers, Ctx};
 use crate::schedule::{self, Outcome, Plan};
 use crate::sync::lock;
-use crate::wire::{FriendStatus, Privacy};
 
 /// How long a churned player stays away: 1 to 10 s.
 const AWAY: (f64, f64) = (1.0, 10.0);

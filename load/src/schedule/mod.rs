@@ -2,6 +2,8 @@
 //! At `max_in_flight` running, further ones are counted as skipped (saturated), never queued, and
 //! each operation is handed its planned start so latency counts from it (no coordinated omission).
 
+pub(crate) mod wake;
+
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,8 +11,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-use crate::generator::SchedLag;
-use crate::wake::Alarm;
+use crate::measure::generator::SchedLag;
+use crate::schedule::wake::Alarm;
 
 /// `count` operations at `rate` per second.
 #[derive(Debug, Clone, Copy, PartialEq)]

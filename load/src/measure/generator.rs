@@ -11,9 +11,14 @@ use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::stats::ms;
+use crate::measure::stats::ms;
 use crate::sync::lock;
-use crate::target::PoolProbe;
+
+/// The in-process store pool, sampled 4 times a second into the generator's health.
+pub trait PoolProbe: Send + Sync {
+    /// Connections of the pool in use right now.
+    fn busy(&self) -> u32;
+}
 
 /// 4 samples a second.
 const SAMPLE_EVERY: Duration = Duration::from_millis(250);

@@ -1,14 +1,20 @@
 //! What a run plays against: the nodes, where sign-in codes come from, and optional hooks into
 //! the nodes (control for storms, the store pool's busy count).
 
+pub mod inprocess;
+pub mod mail_log;
+pub mod metrics;
+pub(crate) mod test_codes;
+
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 
 use crate::error::LoadError;
-use crate::mail_log::{MailLog, DEFAULT_WAIT};
+use crate::measure::generator::PoolProbe;
 use crate::settings::{Codes, External};
-use crate::test_codes::TestCodes;
+use crate::target::mail_log::{MailLog, DEFAULT_WAIT};
+use crate::target::test_codes::TestCodes;
 
 /// One cloud node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,12 +48,6 @@ pub trait NodeControl: Send + Sync {
     fn kill(&self, node: usize) -> BoxFuture<'_, Result<(), LoadError>>;
 }
 
-/// The in-process store pool, sampled 4 times a second into the generator's health.
-pub trait PoolProbe: Send + Sync {
-    /// Connections of the pool in use right now.
-    fn busy(&self) -> u32;
-}
-
 /// Everything a scenario runs against.
 #[derive(Clone)]
 pub struct Target {
@@ -63,7 +63,7 @@ impl Target {
     /// `--codes-from`; `--ca` trusted before any client is made.
     pub fn external(external: &External) -> Result<Target, LoadError> {
         if let Some(ca) = &external.ca {
-            crate::tls::trust_also(ca).map_err(|e| LoadError::Refused(e.to_string()))?;
+            crate::api::tls::trust_also(ca).map_err(|e| LoadError::Refused(e.to_string()))?;
         }
         let nodes = external
             .nodes

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use crate::wire::{AccountId, SessionId};
+use crate::api::wire::{AccountId, SessionId};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Ledger {

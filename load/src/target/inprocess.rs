@@ -158,7 +158,7 @@ fn run_tag() -> String {
         "{}-{}-{}",
         std::process::id(),
         STARTED.fetch_add(1, Ordering::Relaxed),
-        crate::player::unix_micros()
+        crate::measure::facts::unix_micros()
     )
 }
 

@@ -11,6 +11,7 @@ use hdrhistogram::Histogram;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::api::client::{Answer, ClientError};
 use crate::sync::lock;
 
 /// What the report measures, with the contract's op names.
@@ -148,6 +149,24 @@ pub enum CallClass {
 }
 
 impl Status {
+    /// How a failed call is counted in the report's status map.
+    pub fn of_error(error: &ClientError) -> Status {
+        match error {
+            ClientError::Api { status, .. } | ClientError::Unexpected { status, .. } => {
+                Status::Http(*status)
+            }
+            ClientError::NoAnswer(_) | ClientError::NotSignedIn => Status::NoAnswer,
+        }
+    }
+
+    /// The status of a call's result, for the report.
+    pub fn of<T>(result: &Result<Answer<T>, ClientError>) -> Status {
+        match result {
+            Ok(answer) => Status::Http(answer.status),
+            Err(e) => Status::of_error(e),
+        }
+    }
+
     /// Ok, refused or failed: the one rule for error ratios and write outcomes.
     pub fn class(self) -> CallClass {
         match self {

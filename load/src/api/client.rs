@@ -7,8 +7,7 @@ use reqwest::{RequestBuilder, Response};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use crate::stats::Status;
-use crate::wire::{
+use crate::api::wire::{
     AccountId, Cards, Challenge, CodeOutcome, ErrorBody, FriendStatus, FriendsView, Privacy,
     Session, SessionId, Tokens,
 };
@@ -45,16 +44,6 @@ pub enum ClientError {
 }
 
 impl ClientError {
-    /// How the call is counted in the report's status map.
-    pub fn status(&self) -> Status {
-        match self {
-            ClientError::Api { status, .. } | ClientError::Unexpected { status, .. } => {
-                Status::Http(*status)
-            }
-            ClientError::NoAnswer(_) | ClientError::NotSignedIn => Status::NoAnswer,
-        }
-    }
-
     /// The contract's error code, when the cloud sent one.
     pub fn code(&self) -> Option<&str> {
         match self {
@@ -64,20 +53,12 @@ impl ClientError {
     }
 }
 
-/// The status of a call's result, for the report.
-pub fn status_of<T>(result: &Result<Answer<T>, ClientError>) -> Status {
-    match result {
-        Ok(answer) => Status::Http(answer.status),
-        Err(e) => e.status(),
-    }
-}
-
 /// Builds the HTTP client every player of one source address shares.
 pub fn http_client(
     local_address: Option<std::net::IpAddr>,
 ) -> Result<reqwest::Client, reqwest::Error> {
     reqwest::Client::builder()
-        .use_preconfigured_tls(crate::tls::client_config().as_ref().clone())
+        .use_preconfigured_tls(crate::api::tls::client_config().as_ref().clone())
         .timeout(CALL_TIMEOUT)
         .connect_timeout(Duration::from_secs(5))
         .local_address(local_address)

@@ -6,34 +6,29 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use futures_util::future::BoxFuture;
 use tokio::sync::oneshot;
 
-use crate::client::{status_of, Answer, Api, ClientError};
-use crate::connection::{self, FirstAttempt, Task};
-use crate::error::LoadError;
-use crate::facts::{
-    CardSeen, CloseCause, ConnId, Device, Fact, Received, WriteFact, WriteOp, WriteOutcome,
-};
-use crate::fleet::Shared;
-use crate::ledger::Ledger;
-use crate::stats::{Op, Status};
-use crate::sync::lock;
-use crate::wire::{
+use crate::api::client::{Answer, Api, ClientError};
+use crate::api::wire::{
     AccountId, CodeOutcome, FriendStatus, FriendsView, NodeId, Privacy, ServerMessage, Session,
     SessionId, Tokens,
 };
+use crate::error::LoadError;
+use crate::measure::facts::{
+    unix_micros, CardSeen, CloseCause, ConnId, Device, Fact, Received, WriteFact, WriteOp,
+    WriteOutcome,
+};
+use crate::measure::stats::{Op, Status};
+use crate::players::connection::{self, FirstAttempt, Owner, Task};
+use crate::players::ledger::Ledger;
+use crate::players::shared::Shared;
+use crate::sync::lock;
 
 /// How long a login waits for the first welcome.
 pub const WELCOME_WAIT: Duration = Duration::from_secs(10);
-
-/// Microseconds since the Unix epoch: presence versions carry their send time in it.
-pub fn unix_micros() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-}
 
 struct Credentials {
     access: String,
@@ -93,29 +88,66 @@ pub struct Player {
     pub email: String,
     pub handle: String,
     shared: Arc<Shared>,
-    account: OnceLock<AccountId>,
-    credentials: tokio::sync::Mutex<Option<Credentials>>,
-    /// The node its calls and its own connection go to.
-    node: AtomicUsize,
-    /// The node its second device connects through.
-    second_node: AtomicUsize,
-    online: AtomicBool,
-    second_online: AtomicBool,
-    /// Welcomes and closes of any of its connections, to tell a steady state from a changing one.
-    conn_events: AtomicU64,
-    welcomes: AtomicU64,
-    losses: AtomicU64,
-    ledger: Mutex<Ledger>,
-    /// The newest presence received per friend: its version, and whether it showed the
-    /// friend online.
-    inbox: Mutex<HashMap<AccountId, (u64, bool)>>,
+    /// Its account and tokens, once signed in.
+    auth: Auth,
+    /// Its own device and its second (`--second-devices`), by [`Device`].
+    devices: [DeviceState; 2],
+    /// What its connections lived.
+    churn: Churn,
+    /// What the cloud told it: friends and sessions acknowledged, presence received.
+    knows: Knowledge,
+    /// The newest presence version it sent.
     last_version: AtomicU64,
     /// Taken while the player is in a scenario's session, so two sessions never pick it at once.
     reserved: AtomicBool,
     /// Its own device's connection reads slowly (`--slow-readers`).
     reading_slowly: AtomicBool,
+}
+
+/// A player's account and tokens.
+#[derive(Default)]
+struct Auth {
+    account: OnceLock<AccountId>,
+    tokens: tokio::sync::Mutex<Option<Credentials>>,
+}
+
+/// One of a player's devices.
+struct DeviceState {
+    /// The node its connection goes to (the player's own calls go to its own device's).
+    node: AtomicUsize,
+    /// Whether its connection has had its welcome and is still up.
+    online: AtomicBool,
     connection: Mutex<Option<Task>>,
-    second: Mutex<Option<Task>>,
+}
+
+impl DeviceState {
+    fn on(node: usize) -> DeviceState {
+        DeviceState {
+            node: AtomicUsize::new(node),
+            online: AtomicBool::new(false),
+            connection: Mutex::new(None),
+        }
+    }
+}
+
+/// Counts of what a player's connections lived.
+#[derive(Default)]
+struct Churn {
+    /// Welcomes and closes of any of its connections, to tell a steady state from a changing one.
+    changes: AtomicU64,
+    /// Welcomes of its own device.
+    welcomes: AtomicU64,
+    /// Connections of its own device lost.
+    losses: AtomicU64,
+}
+
+/// What the cloud told a player.
+#[derive(Default)]
+struct Knowledge {
+    ledger: Mutex<Ledger>,
+    /// The newest presence received per friend: its version, and whether it showed the
+    /// friend online.
+    inbox: Mutex<HashMap<AccountId, (u64, bool)>>,
 }
 
 impl Player {
@@ -125,22 +157,13 @@ impl Player {
             email: format!("{tag}.{index}@load.anyplay.test"),
             handle: format!("p{tag}_{index}"),
             shared,
-            account: OnceLock::new(),
-            credentials: tokio::sync::Mutex::new(None),
-            node: AtomicUsize::new(node),
-            second_node: AtomicUsize::new(node),
-            online: AtomicBool::new(false),
-            second_online: AtomicBool::new(false),
-            conn_events: AtomicU64::new(0),
-            welcomes: AtomicU64::new(0),
-            losses: AtomicU64::new(0),
-            ledger: Mutex::new(Ledger::default()),
-            inbox: Mutex::new(HashMap::new()),
+            auth: Auth::default(),
+            devices: [DeviceState::on(node), DeviceState::on(node)],
+            churn: Churn::default(),
+            knows: Knowledge::default(),
             last_version: AtomicU64::new(0),
             reserved: AtomicBool::new(false),
             reading_slowly: AtomicBool::new(false),
-            connection: Mutex::new(None),
-            second: Mutex::new(None),
         }
     }
 
@@ -150,7 +173,7 @@ impl Player {
 
     /// The account, once signed in.
     pub fn account(&self) -> Option<AccountId> {
-        self.account.get().copied()
+        self.auth.account.get().copied()
     }
 
     /// Emits a fact of this player, when somebody listens.
@@ -167,50 +190,56 @@ impl Player {
 
     /// Whether one of its devices holds a welcomed event connection.
     pub fn is_online(&self) -> bool {
-        self.online.load(Ordering::Acquire) || self.second_online.load(Ordering::Acquire)
+        self.devices
+            .iter()
+            .any(|d| d.online.load(Ordering::Acquire))
     }
 
     /// How many of its devices hold a welcomed event connection.
     pub fn connections(&self) -> usize {
-        usize::from(self.online.load(Ordering::Acquire))
-            + usize::from(self.second_online.load(Ordering::Acquire))
+        self.devices
+            .iter()
+            .filter(|d| d.online.load(Ordering::Acquire))
+            .count()
     }
 
     /// Whether it holds a connection, and how many welcomes and closes its connections had:
     /// two equal readings mean it held (or lacked) a connection all along between them.
     pub fn connection_state(&self) -> (bool, u64) {
-        let before = self.conn_events.load(Ordering::Acquire);
+        let before = self.churn.changes.load(Ordering::Acquire);
         (self.is_online(), before)
     }
 
     /// Welcomes so far (a reconnect adds one).
     pub fn welcomes(&self) -> u64 {
-        self.welcomes.load(Ordering::Acquire)
+        self.churn.welcomes.load(Ordering::Acquire)
     }
 
     /// Connections lost so far.
     pub fn losses(&self) -> u64 {
-        self.losses.load(Ordering::Acquire)
+        self.churn.losses.load(Ordering::Acquire)
     }
 
     /// The index of the node it uses.
     pub fn node(&self) -> usize {
-        self.node.load(Ordering::Acquire)
+        self.node_of(Device::Primary)
     }
 
     /// What the cloud acknowledged to this player.
     pub fn ledger(&self) -> Ledger {
-        lock(&self.ledger).clone()
+        lock(&self.knows.ledger).clone()
     }
 
     /// Friends by the ledger.
     pub fn friends(&self) -> Vec<AccountId> {
-        lock(&self.ledger).friends.iter().copied().collect()
+        lock(&self.knows.ledger).friends.iter().copied().collect()
     }
 
     /// The newest presence version received from `from`.
     pub fn received_version(&self, from: AccountId) -> Option<u64> {
-        lock(&self.inbox).get(&from).map(|&(version, _)| version)
+        lock(&self.knows.inbox)
+            .get(&from)
+            .map(|&(version, _)| version)
     }
 
     pub(crate) fn try_reserve(&self) -> bool {
@@ -239,28 +268,29 @@ impl Player {
         )
     }
 
-    fn node_slot(&self, device: Device) -> &AtomicUsize {
+    fn device(&self, device: Device) -> &DeviceState {
         match device {
-            Device::Primary => &self.node,
-            Device::Second => &self.second_node,
+            Device::Primary => &self.devices[0],
+            Device::Second => &self.devices[1],
         }
     }
 
     /// The index of the node a device's connection goes to.
     pub(crate) fn node_of(&self, device: Device) -> usize {
-        self.node_slot(device).load(Ordering::Acquire)
+        self.device(device).node.load(Ordering::Acquire)
     }
 
     /// Moves a device to the next node (after a failed attempt, or when its node said it is leaving).
     pub(crate) fn next_node_of(&self, device: Device) {
         let count = self.shared.nodes.len();
         let next = (self.node_of(device) + 1) % count;
-        self.node_slot(device).store(next, Ordering::Release);
+        self.device(device).node.store(next, Ordering::Release);
     }
 
     /// Sends the player's own calls and connection to node `index` from now on.
     pub(crate) fn move_to(&self, index: usize) {
-        self.node
+        self.device(Device::Primary)
+            .node
             .store(index % self.shared.nodes.len(), Ordering::Release);
     }
 
@@ -274,7 +304,7 @@ impl Player {
         // The node it was sent to: a broken call may move the player on before it ends.
         let node = self.node();
         let result = call.await;
-        self.record(op, since, status_of(&result), Some(node));
+        self.record(op, since, Status::of(&result), Some(node));
         result.map(|answer| answer.body)
     }
 
@@ -296,12 +326,12 @@ impl Player {
     async fn token_for(&self, op: Op, since: Instant) -> Result<String, ClientError> {
         self.access_token()
             .await
-            .inspect_err(|e| self.record(op, since, e.status(), Some(self.node())))
+            .inspect_err(|e| self.record(op, since, Status::of_error(e), Some(self.node())))
     }
 
     /// The access token, refreshed first when it is near expiry.
     pub(crate) async fn access_token(&self) -> Result<String, ClientError> {
-        let mut credentials = self.credentials.lock().await;
+        let mut credentials = self.auth.tokens.lock().await;
         let current = credentials.as_ref().ok_or(ClientError::NotSignedIn)?;
         if !current.needs_refresh() {
             return Ok(current.access.clone());
@@ -314,7 +344,7 @@ impl Player {
                 Ok(token)
             }
             Err(e) => {
-                if e.status() == Status::Http(401) {
+                if Status::of_error(&e) == Status::Http(401) {
                     // The refresh token was refused: only signing in again helps.
                     *credentials = None;
                 }
@@ -349,11 +379,11 @@ impl Player {
             }
         };
         if let Some(account) = &tokens.account {
-            if self.account.set(account.id).is_ok() {
+            if self.auth.account.set(account.id).is_ok() {
                 self.shared.register(account.id, self.index);
             }
         }
-        *self.credentials.lock().await = Some(Credentials::new(&tokens));
+        *self.auth.tokens.lock().await = Some(Credentials::new(&tokens));
         Ok(())
     }
 
@@ -361,7 +391,8 @@ impl Player {
     /// logout must have revoked. The connection's 4003 makes it sign in again by the rule.
     pub async fn log_out(&self) -> Result<(), ClientError> {
         let refresh = self
-            .credentials
+            .auth
+            .tokens
             .lock()
             .await
             .as_ref()
@@ -376,7 +407,7 @@ impl Player {
             .await;
         let outcome = match &result {
             Ok(()) => WriteOutcome::Ok,
-            Err(e) => WriteOutcome::of(e.status()),
+            Err(e) => WriteOutcome::of(Status::of_error(e)),
         };
         let stale_refresh_taken =
             outcome == WriteOutcome::Ok && self.api().auth_refresh(&refresh).await.is_ok();
@@ -390,7 +421,7 @@ impl Player {
 
     /// Forgets the tokens, so that the next sign-in is a returning player's.
     pub(crate) async fn forget_tokens(&self) {
-        *self.credentials.lock().await = None;
+        *self.auth.tokens.lock().await = None;
     }
 
     /// The contract's login: sign in, open the event connection (which then lives on, and
@@ -402,7 +433,7 @@ impl Player {
             Err(e) => {
                 note_failed_sign_in(self.index, &e);
                 match e {
-                    LoadError::Client(e) => FirstAttempt::Failed(e.status()),
+                    LoadError::Client(e) => FirstAttempt::Failed(Status::of_error(&e)),
                     _ => FirstAttempt::Failed(Status::NoAnswer),
                 }
             }
@@ -420,23 +451,21 @@ impl Player {
         status
     }
 
-    fn device_slot(&self, device: Device) -> &Mutex<Option<Task>> {
-        match device {
-            Device::Primary => &self.connection,
-            Device::Second => &self.second,
-        }
-    }
-
     /// Starts a device's connection task unless it runs already, and waits (bounded) for its
     /// first attempt.
     pub(crate) async fn connect(self: &Arc<Self>, device: Device) -> FirstAttempt {
         let (first, outcome) = oneshot::channel();
         {
-            let mut slot = lock(self.device_slot(device));
+            let mut slot = lock(&self.device(device).connection);
             if slot.as_ref().is_some_and(|task| !task.handle.is_finished()) {
                 return FirstAttempt::AlreadyConnected;
             }
-            *slot = Some(connection::spawn(self.clone(), device, first));
+            *slot = Some(connection::spawn(
+                self.clone(),
+                self.shared.clone(),
+                device,
+                first,
+            ));
         }
         match tokio::time::timeout(WELCOME_WAIT, outcome).await {
             Ok(Ok(first)) => first,
@@ -446,7 +475,7 @@ impl Player {
 
     /// Tells a device's connection to close (1000) and end, and waits for it until `deadline`.
     pub(crate) async fn disconnect(&self, device: Device, deadline: tokio::time::Instant) {
-        let task = lock(self.device_slot(device)).take();
+        let task = lock(&self.device(device).connection).take();
         if let Some(mut task) = task {
             task.leave.send_replace(true);
             if tokio::time::timeout_at(deadline, &mut task.handle)
@@ -461,7 +490,7 @@ impl Player {
     /// Waits until `deadline` for the connection tasks to end (the fleet shut down), then ends them.
     pub(crate) async fn stop_connection(&self, deadline: tokio::time::Instant) {
         for device in [Device::Primary, Device::Second] {
-            let task = lock(self.device_slot(device)).take();
+            let task = lock(&self.device(device).connection).take();
             if let Some(mut task) = task {
                 if tokio::time::timeout_at(deadline, &mut task.handle)
                     .await
@@ -473,122 +502,19 @@ impl Player {
         }
     }
 
-    fn online_flag(&self, device: Device) -> &AtomicBool {
-        match device {
-            Device::Primary => &self.online,
-            Device::Second => &self.second_online,
-        }
-    }
-
-    pub(crate) fn welcomed(
-        &self,
-        device: Device,
-        conn: ConnId,
-        node: NodeId,
-        node_index: usize,
-        opened: Instant,
-    ) {
-        if device == Device::Primary {
-            self.welcomes.fetch_add(1, Ordering::AcqRel);
-        }
-        self.online_flag(device).store(true, Ordering::Release);
-        self.conn_events.fetch_add(1, Ordering::AcqRel);
-        self.emit(Fact::Welcome {
-            conn,
-            device,
-            node,
-            node_index,
-            opened,
-        });
-    }
-
-    pub(crate) fn closed(
-        &self,
-        device: Device,
-        conn: ConnId,
-        code: Option<u16>,
-        cause: CloseCause,
-    ) {
-        self.online_flag(device).store(false, Ordering::Release);
-        self.conn_events.fetch_add(1, Ordering::AcqRel);
-        // The player's own leaving, or the run's end, is no loss.
-        let lost = !matches!(cause, CloseCause::ClientClose | CloseCause::Shutdown);
-        if device == Device::Primary && lost {
-            self.losses.fetch_add(1, Ordering::AcqRel);
-        }
-        self.emit(Fact::Closed {
-            conn,
-            device,
-            code,
-            cause,
-        });
-    }
-
-    /// Handles one message of event connection `conn`.
-    pub(crate) fn on_message(&self, conn: ConnId, text: &str) {
-        let Ok(message) = serde_json::from_str::<ServerMessage>(text) else {
-            return;
-        };
-        let presence = message.presence();
-        let about = message.about();
-        let delivery =
-            presence.and_then(|(from, version, online)| self.delivered(from, version, online));
-        if let Some(delivery) = delivery {
-            self.shared
-                .recorder()
-                .record(Op::PresenceDelivery, delivery, Status::Done);
-        }
-        self.emit(Fact::Received {
-            conn,
-            event: Received {
-                seq: message.seq,
-                kind: message.kind,
-                presence,
-                delivery,
-                about,
-                session: message.session_id,
-            },
-        });
-    }
-
     /// Notes a presence of `from`; its delivery time when it is an activity change made in
     /// this run, seen here first: newer than the last presence of `from` received, which
     /// showed it online as this one does. A friend coming online, or one seen for the first
     /// time, shows a version set earlier, maybe long before: state, not a change.
     fn delivered(&self, from: AccountId, version: u64, online: bool) -> Option<Duration> {
         let received = unix_micros();
-        let mut inbox = lock(&self.inbox);
+        let mut inbox = lock(&self.knows.inbox);
         let news = News::of(inbox.get(&from).copied(), version, online);
         if news != News::Stale {
             inbox.insert(from, (version, online));
         }
         (news == News::Change && version >= self.shared.started_us && version <= received)
             .then(|| Duration::from_micros(received - version))
-    }
-
-    /// The `GET /v1/friends` after a welcome on `conn` (recorded as friends_list), as a fact.
-    pub(crate) async fn resync(&self, conn: ConnId) {
-        let sent = Instant::now();
-        if let Ok(view) = self.list_friends(sent).await {
-            let friends: Vec<_> = view
-                .friends
-                .iter()
-                .map(|f| (f.account_id, f.presence.online, f.presence.version))
-                .collect();
-            // What the player knows of its friends now: the next change of one is news.
-            let mut inbox = lock(&self.inbox);
-            for &(friend, online, version) in &friends {
-                if News::of(inbox.get(&friend).copied(), version, online) != News::Stale {
-                    inbox.insert(friend, (version, online));
-                }
-            }
-            drop(inbox);
-            self.emit(Fact::Resync {
-                conn,
-                sent,
-                friends,
-            });
-        }
     }
 
     /// `GET /v1/friends`.
@@ -606,7 +532,7 @@ impl Player {
             Ok(_) => WriteOutcome::Ok,
             // Not signed in: nothing was sent.
             Err(ClientError::NotSignedIn) => WriteOutcome::Refused,
-            Err(e) => WriteOutcome::of(e.status()),
+            Err(e) => WriteOutcome::of(Status::of_error(e)),
         };
         let refusal = match result {
             Err(e) if outcome == WriteOutcome::Refused => e.code().map(str::to_owned),
@@ -698,8 +624,8 @@ impl Player {
         result?;
         if matches!(op, WriteOp::Unfriend | WriteOp::Block) {
             if let (Some(mine), Some(theirs)) = (self.account(), other.account()) {
-                lock(&self.ledger).friends.remove(&theirs);
-                lock(&other.ledger).friends.remove(&mine);
+                lock(&self.knows.ledger).friends.remove(&theirs);
+                lock(&other.knows.ledger).friends.remove(&mine);
             }
         }
         Ok(())
@@ -748,8 +674,8 @@ impl Player {
 
     fn befriended(&self, other: &Player) {
         if let (Some(mine), Some(theirs)) = (self.account(), other.account()) {
-            lock(&self.ledger).friendship_acknowledged(theirs);
-            lock(&other.ledger).friendship_acknowledged(mine);
+            lock(&self.knows.ledger).friendship_acknowledged(theirs);
+            lock(&other.knows.ledger).friendship_acknowledged(mine);
         }
     }
 
@@ -817,7 +743,7 @@ impl Player {
         };
         self.wrote(op, About::session(session), sent, result);
         if let Ok(session) = result {
-            lock(&self.ledger).session_acknowledged(session.id.clone());
+            lock(&self.knows.ledger).session_acknowledged(session.id.clone());
             self.emit(Fact::SessionView(session.clone()));
         }
     }
@@ -869,7 +795,7 @@ impl Player {
             &result,
         );
         result?;
-        lock(&self.ledger).session_left(id);
+        lock(&self.knows.ledger).session_left(id);
         Ok(())
     }
 
@@ -898,9 +824,9 @@ impl Player {
                     .map(|c| CardSeen(c.account_id, c.view(), c.relation))
                     .collect();
                 self.emit(Fact::CardsRead { sent, cards });
-                status_of(&result)
+                Status::of(&result)
             }
-            other => status_of(other),
+            other => Status::of(other),
         };
         self.record(Op::Cards, since, status, Some(node));
         result.map(drop)
@@ -912,7 +838,7 @@ impl Player {
         let token = self.access_token().await?;
         match self.api().session_get(&token, id).await {
             Ok(answer) => Ok(Some(answer.body)),
-            Err(e) if e.status() == Status::Http(404) => Ok(None),
+            Err(e) if Status::of_error(&e) == Status::Http(404) => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -946,7 +872,8 @@ impl Player {
     /// Opens the second device's connection through node `index`; its welcome replaces the
     /// player's own connection (4001 to the older one).
     pub(crate) async fn open_second_device(self: &Arc<Self>, index: usize) -> bool {
-        self.second_node
+        self.device(Device::Second)
+            .node
             .store(index % self.shared.nodes.len(), Ordering::Release);
         matches!(
             self.connect(Device::Second).await,
@@ -956,7 +883,7 @@ impl Player {
 
     /// Whether a device's connection task still runs (it ends after a 4001).
     pub(crate) fn device_running(&self, device: Device) -> bool {
-        lock(self.device_slot(device))
+        lock(&self.device(device).connection)
             .as_ref()
             .is_some_and(|task| !task.handle.is_finished())
     }
@@ -1008,6 +935,129 @@ impl News {
             Some((_, true)) if online => News::Change,
             _ => News::State,
         }
+    }
+}
+
+/// The door a device's connection goes through: what it asks of the player, what it tells it.
+impl Owner for Player {
+    fn index(&self) -> usize {
+        self.index
+    }
+
+    fn access_token(&self) -> BoxFuture<'_, Result<String, ClientError>> {
+        Box::pin(Player::access_token(self))
+    }
+
+    fn sign_in(&self) -> BoxFuture<'_, Result<(), LoadError>> {
+        Box::pin(Player::sign_in(self))
+    }
+
+    fn node_of(&self, device: Device) -> usize {
+        Player::node_of(self, device)
+    }
+
+    fn next_node_of(&self, device: Device) {
+        Player::next_node_of(self, device)
+    }
+
+    fn reads_slowly(&self) -> bool {
+        Player::reads_slowly(self)
+    }
+
+    fn attempted(&self, opened: Instant, status: Status, node: usize) {
+        self.record(Op::WsConnect, opened, status, Some(node));
+    }
+
+    fn welcomed(
+        &self,
+        device: Device,
+        conn: ConnId,
+        node: NodeId,
+        node_index: usize,
+        opened: Instant,
+    ) {
+        if device == Device::Primary {
+            self.churn.welcomes.fetch_add(1, Ordering::AcqRel);
+        }
+        self.device(device).online.store(true, Ordering::Release);
+        self.churn.changes.fetch_add(1, Ordering::AcqRel);
+        self.emit(Fact::Welcome {
+            conn,
+            device,
+            node,
+            node_index,
+            opened,
+        });
+    }
+
+    fn closed(&self, device: Device, conn: ConnId, code: Option<u16>, cause: CloseCause) {
+        self.device(device).online.store(false, Ordering::Release);
+        self.churn.changes.fetch_add(1, Ordering::AcqRel);
+        // The player's own leaving, or the run's end, is no loss.
+        let lost = !matches!(cause, CloseCause::ClientClose | CloseCause::Shutdown);
+        if device == Device::Primary && lost {
+            self.churn.losses.fetch_add(1, Ordering::AcqRel);
+        }
+        self.emit(Fact::Closed {
+            conn,
+            device,
+            code,
+            cause,
+        });
+    }
+
+    /// Handles one message of event connection `conn`.
+    fn on_message(&self, conn: ConnId, text: &str) {
+        let Ok(message) = serde_json::from_str::<ServerMessage>(text) else {
+            return;
+        };
+        let presence = message.presence();
+        let about = message.about();
+        let delivery =
+            presence.and_then(|(from, version, online)| self.delivered(from, version, online));
+        if let Some(delivery) = delivery {
+            self.shared
+                .recorder()
+                .record(Op::PresenceDelivery, delivery, Status::Done);
+        }
+        self.emit(Fact::Received {
+            conn,
+            event: Received {
+                seq: message.seq,
+                kind: message.kind,
+                presence,
+                delivery,
+                about,
+                session: message.session_id,
+            },
+        });
+    }
+
+    /// The `GET /v1/friends` after a welcome on `conn` (recorded as friends_list), as a fact.
+    fn resync(&self, conn: ConnId) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let sent = Instant::now();
+            if let Ok(view) = self.list_friends(sent).await {
+                let friends: Vec<_> = view
+                    .friends
+                    .iter()
+                    .map(|f| (f.account_id, f.presence.online, f.presence.version))
+                    .collect();
+                // What the player knows of its friends now: the next change of one is news.
+                let mut inbox = lock(&self.knows.inbox);
+                for &(friend, online, version) in &friends {
+                    if News::of(inbox.get(&friend).copied(), version, online) != News::Stale {
+                        inbox.insert(friend, (version, online));
+                    }
+                }
+                drop(inbox);
+                self.emit(Fact::Resync {
+                    conn,
+                    sent,
+                    friends,
+                });
+            }
+        })
     }
 }
 

@@ -10,10 +10,10 @@ use std::time::{Duration, Instant};
 use futures_util::future::BoxFuture;
 use reqwest::StatusCode;
 
-use crate::client::http_client;
+use crate::api::client::http_client;
 use crate::error::LoadError;
-use crate::mail_log::DEFAULT_WAIT;
 use crate::sync::lock;
+use crate::target::mail_log::DEFAULT_WAIT;
 use crate::target::CodeSource;
 
 /// How often a code not there yet is asked for again.

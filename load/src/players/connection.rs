@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::future::BoxFuture;
 use futures_util::StreamExt;
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch};
@@ -17,14 +18,14 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
-use crate::choices::{self, Purpose};
-use crate::client::ClientError;
-use crate::facts::{CloseCause, ConnId, Device};
-use crate::fleet::{Node, Shared};
-use crate::player::Player;
+use crate::api::client::ClientError;
+use crate::api::wire::{NodeId, ServerMessage};
+use crate::error::LoadError;
+use crate::measure::facts::{CloseCause, ConnId, Device};
+use crate::measure::stats::Status;
+use crate::players::choices::{self, Purpose};
+use crate::players::shared::{Node, Shared};
 use crate::reconnect::{Break, Next, Reconnect, NO_STATUS, SIGNED_OUT};
-use crate::stats::{Op, Status};
-use crate::wire::{NodeId, ServerMessage};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
@@ -46,6 +47,41 @@ pub(crate) type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 /// as dead: `2 × ping_interval + 5 s`.
 pub fn silence_limit(ping_interval_s: u64) -> Duration {
     Duration::from_secs(2 * ping_interval_s + 5)
+}
+
+/// All a device's connection asks of its player and all it tells it: the player starts its
+/// devices' connections, and a connection knows nothing more of it.
+pub(crate) trait Owner: Send + Sync {
+    /// Its number in the run: its source address and the stream of its reconnect waits.
+    fn index(&self) -> usize;
+    /// A current access token, refreshed when due.
+    fn access_token(&self) -> BoxFuture<'_, Result<String, ClientError>>;
+    /// Signs in again: its tokens are gone or were refused.
+    fn sign_in(&self) -> BoxFuture<'_, Result<(), LoadError>>;
+    /// The node `device` connects through.
+    fn node_of(&self, device: Device) -> usize;
+    /// Moves `device` on to the next node, its own having failed it.
+    fn next_node_of(&self, device: Device);
+    /// Whether its own device reads slowly (`--slow-readers`).
+    fn reads_slowly(&self) -> bool;
+    /// A connection attempt to node `node` opened at `opened` ended its handshake with `status`.
+    fn attempted(&self, opened: Instant, status: Status, node: usize);
+    /// Connection `conn` of `device` had its welcome from `node` (index `node_index`).
+    fn welcomed(
+        &self,
+        device: Device,
+        conn: ConnId,
+        node: NodeId,
+        node_index: usize,
+        opened: Instant,
+    );
+    /// The friends list read again after a welcome on `conn`: a connection replays nothing
+    /// that was missed.
+    fn resync(&self, conn: ConnId) -> BoxFuture<'_, ()>;
+    /// One message of connection `conn`.
+    fn on_message(&self, conn: ConnId, text: &str);
+    /// Connection `conn` of `device` ended, with `code` if a close frame came.
+    fn closed(&self, device: Device, conn: ConnId, code: Option<u16>, cause: CloseCause);
 }
 
 /// The outcome of a device's first connection attempt, for its login.
@@ -80,29 +116,30 @@ enum Ended {
 
 /// Starts the connection task of `device`; `first` gets the first attempt's outcome.
 pub(crate) fn spawn(
-    player: Arc<Player>,
+    player: Arc<dyn Owner>,
+    shared: Arc<Shared>,
     device: Device,
     first: oneshot::Sender<FirstAttempt>,
 ) -> Task {
     let (leave, leaving) = watch::channel(false);
     Task {
-        handle: tokio::spawn(run(player, device, first, leaving)),
+        handle: tokio::spawn(run(player, shared, device, first, leaving)),
         leave,
     }
 }
 
 async fn run(
-    player: Arc<Player>,
+    player: Arc<dyn Owner>,
+    shared: Arc<Shared>,
     device: Device,
     first: oneshot::Sender<FirstAttempt>,
     mut leaving: watch::Receiver<bool>,
 ) {
-    let shared = player.shared().clone();
     let mut shutdown = shared.shutdown.subscribe();
     let mut drops = shared.drops.subscribe();
     let mut rule = Reconnect::new(shared.reconnect);
     // The device's own stream: its waits repeat with the seed, whatever the other players do.
-    let stream = player.index as u64 * 2 + u64::from(device == Device::Second);
+    let stream = player.index() as u64 * 2 + u64::from(device == Device::Second);
     let mut rng = choices::stream(shared.seed, Purpose::Reconnect, stream);
     let mut first = Some(first);
     let mut sign_in = false;
@@ -119,7 +156,7 @@ async fn run(
             // Boxed, as every call below: an idle connection's task keeps only what serving
             // needs, not room for the largest call it ever made (see `attempt`).
             if let Err(e) = Box::pin(player.sign_in()).await {
-                tracing::debug!(player = player.index, "signing in again failed: {e}");
+                tracing::debug!(player = player.index(), "signing in again failed: {e}");
                 // A node that died after its 4003 would refuse every retry: try the next.
                 player.next_node_of(Device::Primary);
                 let wait = rule.after_failed_attempt(&mut rng);
@@ -130,7 +167,16 @@ async fn run(
             }
             sign_in = false;
         }
-        let wait = match attempt(&player, device, &mut rule, &mut first, &mut signals).await {
+        let wait = match attempt(
+            &player,
+            &shared,
+            device,
+            &mut rule,
+            &mut first,
+            &mut signals,
+        )
+        .await
+        {
             Ended::Stop => return,
             Ended::Failed(status) => {
                 report_first(&mut first, FirstAttempt::Failed(status));
@@ -196,21 +242,23 @@ fn report_first(first: &mut Option<oneshot::Sender<FirstAttempt>>, outcome: Firs
 }
 
 async fn attempt(
-    player: &Arc<Player>,
+    player: &Arc<dyn Owner>,
+    shared: &Shared,
     device: Device,
     rule: &mut Reconnect,
     first: &mut Option<oneshot::Sender<FirstAttempt>>,
     signals: &mut Signals<'_>,
 ) -> Ended {
-    let shared = player.shared();
     // The calls before the welcome are boxed: a task's future is as large as its largest
     // state, and the refresh call and the handshake are each larger than everything a
     // connected player holds while it waits for events.
     let token = match Box::pin(player.access_token()).await {
         Ok(token) => token,
-        Err(e @ ClientError::NotSignedIn) => return Ended::NeedsSignIn(e.status()),
-        Err(e) if e.status() == Status::Http(401) => return Ended::NeedsSignIn(e.status()),
-        Err(e) => return Ended::Failed(e.status()),
+        Err(e @ ClientError::NotSignedIn) => return Ended::NeedsSignIn(Status::of_error(&e)),
+        Err(e) if Status::of_error(&e) == Status::Http(401) => {
+            return Ended::NeedsSignIn(Status::of_error(&e))
+        }
+        Err(e) => return Ended::Failed(Status::of_error(&e)),
     };
     let node_index = player.node_of(device);
     let opened = Instant::now();
@@ -218,7 +266,7 @@ async fn attempt(
         CONNECT_TIMEOUT,
         Box::pin(open(
             shared,
-            player.index,
+            player.index(),
             &shared.nodes[node_index],
             &token,
         )),
@@ -232,7 +280,7 @@ async fn attempt(
         Ok(Err(e)) => e.status(),
         Err(_) => Status::NoAnswer,
     };
-    player.record(Op::WsConnect, opened, status, Some(node_index));
+    player.attempted(opened, status, node_index);
     let mut ws = match result {
         Ok(Ok(ws)) => ws,
         _ if status == Status::Http(401) => return Ended::NeedsSignIn(status),
@@ -257,7 +305,7 @@ async fn attempt(
         async move { player.resync(conn).await }
     });
     report_first(first, FirstAttempt::Welcomed { resync });
-    let ended = serve(player, device, conn, &mut ws, silence, signals).await;
+    let ended = serve(player.as_ref(), device, conn, &mut ws, silence, signals).await;
     let (code, cause) = match &ended {
         Ended::Lost(brk) => brk.as_close(),
         _ if *signals.shutdown.borrow() => (None, CloseCause::Shutdown),
@@ -289,7 +337,7 @@ pub(crate) async fn welcome(ws: &mut Socket) -> Result<ServerMessage, Option<u16
 /// Reads events until the connection breaks or falls silent, a drop is ordered, the device is
 /// told to leave, or the fleet shuts down.
 async fn serve(
-    player: &Player,
+    player: &dyn Owner,
     device: Device,
     conn: ConnId,
     ws: &mut Socket,
@@ -318,7 +366,7 @@ async fn serve(
                         if !narrowed {
                             // The kernel's buffer would hold the flood on the reader's behalf.
                             narrowed = tcp_of(ws.get_ref())
-                                .is_some_and(|tcp| crate::net::narrow_for_slow_reading(tcp).is_ok());
+                                .is_some_and(|tcp| crate::api::net::narrow_for_slow_reading(tcp).is_ok());
                         }
                         tokio::time::sleep(SLOW_READ_PAUSE).await;
                     }
@@ -386,7 +434,7 @@ pub(crate) async fn handshake(tcp: TcpStream, url: &str, token: &str) -> Result<
         HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| OpenError::BadToken)?;
     request.headers_mut().insert(AUTHORIZATION, bearer);
     let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER);
-    let tls = Connector::Rustls(crate::tls::client_config());
+    let tls = Connector::Rustls(crate::api::tls::client_config());
     let (ws, _) =
         tokio_tungstenite::client_async_tls_with_config(request, tcp, Some(config), Some(tls))
             .await
@@ -417,11 +465,11 @@ mod tests {
     /// the dead node, doubling its pause, until the node came back.
     #[tokio::test]
     async fn signing_in_again_moves_on_from_a_dead_node() {
-        use crate::facts::Fact;
-        use crate::fleet::Fleet;
-        use crate::inprocess::InProcess;
+        use crate::measure::facts::Fact;
+        use crate::players::fleet::Fleet;
         use crate::reconnect::ReconnectMode;
         use crate::settings::Mode;
+        use crate::target::inprocess::InProcess;
         use crate::target::{NodeEndpoint, Target};
 
         let (cloud, live) = InProcess::start(&Mode::InProcess {

@@ -1,110 +1,26 @@
 //! The players of a run and what they share: the nodes, the HTTP clients, the current recorder,
-//! the facts they live through ([`crate::facts`]) and the faults that act on every connection
+//! the facts they live through ([`crate::measure::facts`]) and the faults that act on every connection
 //! at once.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rand::distr::{Alphanumeric, SampleString};
 use tokio::sync::{mpsc, watch};
 
+use crate::api::net::{Net, SourceIps};
+use crate::api::wire::AccountId;
 use crate::error::LoadError;
-use crate::facts::{ConnId, Fact, FactSink, Stamped};
-use crate::net::{Net, SourceIps};
-use crate::player::{unix_micros, Player};
+use crate::measure::facts::unix_micros;
+use crate::measure::facts::{FactSink, Stamped};
+use crate::measure::stats::Recorder;
+use crate::players::player::Player;
+use crate::players::shared::{Node, Shared};
 use crate::reconnect::ReconnectMode;
-use crate::stats::{Op, Recorder, Status};
-use crate::target::{CodeSource, NodeEndpoint, Target};
-use crate::wire::AccountId;
-
-/// A node as the players reach it.
-pub(crate) struct Node {
-    pub endpoint: NodeEndpoint,
-    pub ws_url: String,
-    pub addr: SocketAddr,
-}
-
-/// What every player of a fleet shares.
-pub(crate) struct Shared {
-    pub nodes: Vec<Node>,
-    pub codes: Arc<dyn CodeSource>,
-    pub net: Net,
-    pub reconnect: ReconnectMode,
-    /// The run's seed: each player's reconnect waits draw from it ([`crate::choices`]).
-    pub seed: u64,
-    /// When the fleet was made, in µs since the Unix epoch: presence versions older than it are
-    /// not changes of this run.
-    pub started_us: u64,
-    pub drops: watch::Sender<u64>,
-    pub shutdown: watch::Sender<bool>,
-    recorder: RwLock<Recorder>,
-    facts: FactSink,
-    connections: AtomicU64,
-    directory: RwLock<HashMap<AccountId, usize>>,
-}
-
-impl Shared {
-    pub fn recorder(&self) -> Recorder {
-        self.recorder
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
-    }
-
-    /// Records an op of `player` (with `account`) that started at `since` (a call to node
-    /// `node_index`), and its fact.
-    pub fn record(
-        &self,
-        player: usize,
-        account: Option<AccountId>,
-        op: Op,
-        since: Instant,
-        status: Status,
-        node_index: Option<usize>,
-    ) {
-        let latency = since.elapsed();
-        self.recorder().record(op, latency, status);
-        self.emit(
-            player,
-            account,
-            Fact::Call {
-                op,
-                status,
-                latency,
-                node_index,
-            },
-        );
-    }
-
-    /// Emits a fact of `player` (with `account`), when somebody listens.
-    pub fn emit(&self, player: usize, account: Option<AccountId>, fact: Fact) {
-        self.facts.emit(player, account, fact);
-    }
-
-    /// A number for a new event connection.
-    pub fn next_conn(&self) -> ConnId {
-        self.connections.fetch_add(1, Ordering::Relaxed) + 1
-    }
-
-    pub fn register(&self, account: AccountId, player: usize) {
-        self.directory
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(account, player);
-    }
-
-    fn player_of(&self, account: AccountId) -> Option<usize> {
-        self.directory
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&account)
-            .copied()
-    }
-}
+use crate::target::{NodeEndpoint, Target};
 
 /// The players of a run.
 pub struct Fleet {

@@ -9,7 +9,7 @@ use std::str::FromStr;
 
 use tokio::net::{TcpSocket, TcpStream};
 
-use crate::client::http_client;
+use crate::api::client::http_client;
 
 /// More addresses than this is surely a typo.
 const MAX_ADDRESSES: usize = 65_536;

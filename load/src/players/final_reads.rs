@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use crate::facts::{Fact, Stamped};
-use crate::fleet::Fleet;
-use crate::player::Player;
+use crate::api::wire::{AccountId, Session, SessionId};
+use crate::measure::facts::{Fact, Stamped};
+use crate::players::fleet::Fleet;
+use crate::players::player::Player;
 use crate::sync::lock;
-use crate::wire::{AccountId, Session, SessionId};
 
 /// Reads at once.
 const AT_ONCE: usize = 32;

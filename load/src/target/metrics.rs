@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::client::ClientError;
+use crate::api::client::ClientError;
 use crate::target::NodeEndpoint;
 
 /// Series (name with labels) to value.

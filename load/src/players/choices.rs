@@ -10,9 +10,6 @@
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-/// The seed of a run that names none.
-pub const DEFAULT_SEED: u64 = 1;
-
 /// What a stream of draws is for; with the index it names the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::choices::{self, Purpose};
+use crate::players::choices::{self, Purpose};
 use crate::reconnect::{Break, Next, Reconnect};
 use crate::scenarios::{cards, presence, sessions};
 use crate::schedule::Plan;

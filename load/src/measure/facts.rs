@@ -17,8 +17,16 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::stats::{CallClass, Op, Status};
-use crate::wire::{AccountId, CardRelation, CardView, NodeId, Privacy, Session, SessionId};
+use crate::api::wire::{AccountId, CardRelation, CardView, NodeId, Privacy, Session, SessionId};
+use crate::measure::stats::{CallClass, Op, Status};
+
+/// Microseconds since the Unix epoch: presence versions carry their send time in it,
+/// and facts that travel to another process their time.
+pub fn unix_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}
 
 /// A fact, when it happened, and whose.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -47,9 +55,7 @@ impl Clock {
     pub fn now() -> Clock {
         Clock {
             instant: Instant::now(),
-            unix: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_micros() as u64),
+            unix: unix_micros(),
         }
     }
 
@@ -481,7 +487,7 @@ impl FactSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::stats::{Op, Status};
+    use crate::measure::stats::{Op, Status};
 
     fn near(a: Instant, b: Instant) -> bool {
         let gap = if a > b { a - b } else { b - a };

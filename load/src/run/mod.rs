@@ -1,22 +1,24 @@
 //! A whole run, in the order the contract fixes: the login wave, the friend graph, then the
 //! scenarios of `--scenarios` (the storm last); then the players stop and the report is built.
 
+pub mod budget;
+
 use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 
-use crate::client::http_client;
+use crate::api::client::http_client;
+use crate::api::net::SourceIps;
 use crate::error::LoadError;
-use crate::fleet::Fleet;
-use crate::generator::Generator;
-use crate::net::SourceIps;
-use crate::progress::Progress;
-use crate::provenance::{self, Machine};
+use crate::measure::generator::Generator;
+use crate::measure::progress::Progress;
+use crate::measure::provenance::{self, Machine};
+use crate::measure::stats::Op;
+use crate::players::fleet::Fleet;
 use crate::report::{json, Report, ScenarioReport, SCHEMA};
 use crate::scenarios::{cards, friends, ladder, login, presence, sessions, storm, traffic, Ctx};
-use crate::server;
 use crate::settings::{Mode, Scenario, Settings};
-use crate::stats::Op;
+use crate::target::metrics;
 use crate::target::Target;
 
 /// Runs `settings` against `target` and returns the report. Boxed, as `InProcess::start`.
@@ -45,7 +47,7 @@ pub struct Run {
     pub ctx: Ctx,
     generator: Generator,
     metrics_http: reqwest::Client,
-    before: Vec<Option<server::Metrics>>,
+    before: Vec<Option<metrics::Metrics>>,
     target: Target,
 }
 
@@ -63,7 +65,7 @@ impl Run {
         );
         let metrics_http = http_client(None)
             .map_err(|e| LoadError::Refused(format!("building an HTTP client: {e}")))?;
-        let before = server::scrape_all(&metrics_http, &target.nodes).await;
+        let before = metrics::scrape_all(&metrics_http, &target.nodes).await;
         let players = settings.first_player..settings.first_player + settings.total_players();
         // With the cloud's limits on, every player is counted alone, from an address of its own.
         let own_addresses = settings
@@ -98,7 +100,7 @@ impl Run {
     /// Stops the players and builds the report of `scenarios`.
     pub async fn finish(self, scenarios: Vec<ScenarioReport>) -> Report {
         self.ctx.fleet.shutdown().await;
-        let after = server::scrape_all(&self.metrics_http, &self.target.nodes).await;
+        let after = metrics::scrape_all(&self.metrics_http, &self.target.nodes).await;
         let settings = self.ctx.settings.as_ref().clone();
         let cloud_in_harness = !matches!(settings.mode, Mode::External(_));
         let (generator, process) = self.generator.finish(cloud_in_harness).await;
@@ -110,7 +112,7 @@ impl Run {
             date: json::now(),
             generator,
             scenarios,
-            server: server::report(&self.before, &after),
+            server: metrics::report(&self.before, &after),
             process,
             agents: None,
             incomplete: false,
