@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyplay_chaos::proxy::{
-    Admit, CutMode, Endpoint, Forward, Latency, LinkFault, LinkFaultKind, LinkName, Proxy, Ways,
+    Admit, Endpoint, Forward, Latency, LinkFault, LinkFaultKind, LinkName, PartitionMode, Proxy,
+    Ways,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -128,7 +129,7 @@ async fn a_cut_holds_everything_and_its_removal_delivers_it() {
         .expect("connect");
     round_trip(&mut old, b"before").await;
 
-    proxy.set(LinkFault::Cut(CutMode::Hold), Ways::Both, None);
+    proxy.set(LinkFault::Partition(PartitionMode::Hold), Ways::Both, None);
     old.write_all(b"during").await.expect("write while cut");
     let mut answer = [0u8; 6];
     assert!(
@@ -149,7 +150,7 @@ async fn a_cut_holds_everything_and_its_removal_delivers_it() {
         "held, not connected upstream"
     );
 
-    proxy.clear(LinkFaultKind::Cut);
+    proxy.clear(LinkFaultKind::Partition);
     let mut answer = [0u8; 6];
     timeout(Duration::from_secs(5), old.read_exact(&mut answer))
         .await
@@ -200,7 +201,7 @@ async fn reset_all_resets_every_open_connection() {
 #[tokio::test]
 async fn a_reset_also_frees_connections_held_by_a_cut() {
     let (proxy, accepted) = proxied_echo().await;
-    proxy.set(LinkFault::Cut(CutMode::Hold), Ways::Both, None);
+    proxy.set(LinkFault::Partition(PartitionMode::Hold), Ways::Both, None);
     let mut held = TcpStream::connect(proxy.listen_addr())
         .await
         .expect("connect");

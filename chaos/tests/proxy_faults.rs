@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyplay_chaos::proxy::{
-    CutMode, Endpoint, LinkFault, LinkFaultKind, LinkName, Proxy, Toxicity, Ways,
+    Endpoint, LinkFault, LinkFaultKind, LinkName, PartitionMode, Proxy, Toxicity, Ways,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -76,7 +76,7 @@ async fn a_drop_cut_loses_bytes_and_resets_only_the_connections_that_lost_some()
     assert_eq!(round_trip(&mut lossy, b"a").await.expect("echo"), b"a");
     assert_eq!(round_trip(&mut quiet, b"b").await.expect("echo"), b"b");
 
-    proxy.set(LinkFault::Cut(CutMode::Drop), Ways::Both, None);
+    proxy.set(LinkFault::Partition(PartitionMode::Drop), Ways::Both, None);
     lossy.write_all(b"lost").await.expect("write");
     eventually("the bytes are dropped", || proxy.stats().bytes_dropped == 4).await;
     let mut buf = [0u8; 4];
@@ -87,7 +87,7 @@ async fn a_drop_cut_loses_bytes_and_resets_only_the_connections_that_lost_some()
         "nothing comes back while the cut lasts"
     );
 
-    proxy.clear(LinkFaultKind::Cut);
+    proxy.clear(LinkFaultKind::Partition);
     let error = next_read(&mut lossy).await.expect_err("a reset");
     assert_eq!(error.kind(), ErrorKind::ConnectionReset);
     assert_eq!(round_trip(&mut quiet, b"on").await.expect("echo"), b"on");
@@ -100,7 +100,7 @@ async fn a_drop_cut_loses_bytes_and_resets_only_the_connections_that_lost_some()
 async fn a_drop_cut_refuses_new_connections_without_dialling_upstream() {
     let (upstream, accepted) = echo().await;
     let proxy = proxy_to(upstream).await;
-    proxy.set(LinkFault::Cut(CutMode::Drop), Ways::Up, None);
+    proxy.set(LinkFault::Partition(PartitionMode::Drop), Ways::Up, None);
     let mut refused = connect(&proxy).await;
     let error = next_read(&mut refused).await.expect_err("a reset");
     assert_eq!(error.kind(), ErrorKind::ConnectionReset);
@@ -174,11 +174,15 @@ async fn toxicity_hits_the_same_share_of_connections_for_the_same_seed() {
     for _ in 0..2 {
         let (upstream, _) = echo().await;
         let proxy = proxy_to(upstream).await;
-        proxy.set(LinkFault::Cut(CutMode::Drop), Ways::Both, Some(toxicity));
+        proxy.set(
+            LinkFault::Partition(PartitionMode::Drop),
+            Ways::Both,
+            Some(toxicity),
+        );
         hits.push(refused_serials(&proxy, 200).await);
     }
     let expected: Vec<u64> = (0..200)
-        .filter(|&serial| toxicity.hits(LinkFaultKind::Cut, serial))
+        .filter(|&serial| toxicity.hits(LinkFaultKind::Partition, serial))
         .collect();
     assert_eq!(hits[0], expected);
     assert_eq!(hits[1], expected, "the same seed hits the same serials");

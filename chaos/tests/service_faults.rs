@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyplay_chaos::backend::owner::Owner;
 use anyplay_chaos::backend::process::ProcessBackend;
 use anyplay_chaos::backend::{BackendError, Command, Exit, Program};
-use anyplay_chaos::supervisor::faults::Disk;
+use anyplay_chaos::supervisor::service_faults::Disk;
 use anyplay_chaos::supervisor::services::{log_path, postgres};
 use anyplay_chaos::supervisor::{
     FaultReadiness, Probe, ServiceError, ServiceEvent, ServiceEventKind, ServiceFault,

@@ -2,7 +2,7 @@
 //! abort"). Judged only when the plan has one; the moment and the reason are the supervisor's
 //! record in the history, so a run judged again says the same.
 
-use super::faults::fmt_num;
+use super::fault_table::fmt_num;
 use super::{CheckResult, Quantity, Verdict};
 use crate::events::History;
 use crate::plan::Abort;

@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use super::faults::fmt_num;
+use super::fault_table::fmt_num;
 use super::model::{Model, Relation};
 use super::{some, CheckResult, Quantity};
 use crate::events::{CardRelation, CardSeen, CardView, History, PlayerFact, Privacy};

@@ -30,7 +30,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::conns::{Conn, Conns, REPLACED};
-use super::faults::{faults, service_down, Fault};
+use super::fault_table::{faults, service_down, Fault};
 use super::model::Model;
 use super::paths::{self, Hop};
 use super::slow_consumers::{self, Seen, Spell, SLOW_CONSUMER};
@@ -213,7 +213,7 @@ pub fn check(history: &History, model: &Model, limit: u64, grace: f64) -> CheckR
             some(
                 unexplained.iter().map(|(t, account, node, label)| format!(
                     "account {account} on {node} {label} at {}s",
-                    super::faults::fmt_num(*t)
+                    super::fault_table::fmt_num(*t)
                 )),
                 5
             )

@@ -25,7 +25,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use super::conns::Conns;
-use super::faults::{self, fmt_num, Fault};
+use super::fault_table::{self, fmt_num, Fault};
 use super::going_online::{self, StateChange};
 use super::model::{self, Model, Relation};
 use super::paths::{self, Owed};
@@ -199,7 +199,7 @@ pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
     let limit_q = Quantity::Count(limit);
     let end = history.end();
     let conns = Conns::of(history);
-    let faults = faults::faults(history);
+    let faults = fault_table::faults(history);
     // Per (connection, kind, about, session): arrival times.
     let mut arrivals: HashMap<(u64, &str, u64, Option<&str>), Vec<f64>> = HashMap::new();
     // Per connection: when its resync was sent and answered, and which friends it listed.

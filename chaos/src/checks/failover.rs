@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 
 use super::conns::Conns;
-use super::faults::{self, fmt_num, Fault, Leavers, OwnLosses};
+use super::fault_table::{self, fmt_num, Fault, Leavers, OwnLosses};
 use super::losses::{self, Change};
 use super::outages::{outages, states, up_at, Outage};
 use super::{some, CheckResult, Quantity, Verdict};
@@ -31,7 +31,7 @@ pub fn check(history: &History, limits: Failover, grace: f64) -> CheckResult {
         )
     };
     let limit_q_none = limit_q(&[], &[]);
-    let nodes = faults::nodes(history);
+    let nodes = fault_table::nodes(history);
     if nodes.len() < 2 {
         return CheckResult::not_applicable(
             NAME,
@@ -40,7 +40,7 @@ pub fn check(history: &History, limits: Failover, grace: f64) -> CheckResult {
         );
     }
     let states = states(history);
-    let faults = faults::faults(history);
+    let faults = fault_table::faults(history);
     let outages = outages(history, &faults, &states, grace);
     if outages.is_empty() {
         return CheckResult::not_applicable(NAME, limit_q_none, "no node was taken out");

@@ -5,7 +5,7 @@
 //! [node-1, nats]` none to node-2, a PostgreSQL fault every node's. `start` is on no path.
 //! Ticks recorded before calls carried their node are judged whole, outside every fault.
 
-use super::faults::{self, Fault};
+use super::fault_table::{self, Fault};
 use super::paths::Hop;
 use super::{CheckResult, Quantity, Verdict};
 use crate::events::{Event, History, Tick};
@@ -44,7 +44,7 @@ fn judged(tick: &Tick, t: f64, faults: &[Fault], grace: f64) -> ((u64, u64), u64
 }
 
 pub fn check(history: &History, limit: f64, grace: f64) -> CheckResult {
-    let faults = faults::faults(history);
+    let faults = fault_table::faults(history);
     let limit_q = Quantity::Ratio(limit);
     let (mut calls, mut errors, mut ticks, mut excused) = (0u64, 0u64, 0u64, 0u64);
     for (t, event) in history.iter() {

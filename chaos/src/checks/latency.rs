@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use super::faults::{faults, fmt_num, Fault};
+use super::fault_table::{faults, fmt_num, Fault};
 use super::slow_consumers::spells;
 use super::{CheckResult, Quantity, Verdict};
 use crate::events::{History, Op, PlayerFact, Received};

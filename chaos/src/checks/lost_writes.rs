@@ -27,7 +27,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::conns::Conns;
-use super::faults;
+use super::fault_table;
 use super::model::{self, Model, Relation};
 use super::paths::{self, Owed};
 use super::presence::DELIVERY_WINDOW;
@@ -148,7 +148,7 @@ fn wrong_refusal(model: &Model, quotas: Option<&Quotas>, w: &Write, t: f64) -> O
 /// What the ok logouts left undone: the count judged, and each one lost.
 fn logouts_lost(history: &History) -> (u64, Vec<String>) {
     let conns = Conns::of(history);
-    let faults = faults::faults(history);
+    let faults = fault_table::faults(history);
     let (mut judged, mut lost) = (0u64, Vec::new());
     for (t, account, fact) in history.facts() {
         let PlayerFact::LoggedOut {
@@ -160,7 +160,7 @@ fn logouts_lost(history: &History) -> (u64, Vec<String>) {
             continue;
         };
         judged += 1;
-        let at = faults::fmt_num(t);
+        let at = fault_table::fmt_num(t);
         if *stale_refresh_taken {
             lost.push(format!(
                 "logout of {account} at {at}s: its refresh token still taken"
@@ -241,7 +241,7 @@ fn wrong_ok(model: &Model, w: &Write, t: f64) -> Option<&'static str> {
 }
 
 pub fn check(history: &History, model: &Model, limit: u64, grace: f64) -> CheckResult {
-    let windows = faults::windows(history, grace);
+    let windows = fault_table::windows(history, grace);
     let mut pairs: BTreeMap<(u64, u64), May> = BTreeMap::new();
     let mut members: BTreeMap<(u64, String), May> = BTreeMap::new();
     // Per op: ok, refused, unknown.
@@ -260,7 +260,7 @@ pub fn check(history: &History, model: &Model, limit: u64, grace: f64) -> CheckR
                     fact,
                 };
                 writes += 1;
-                in_faults += u64::from(faults::overlaps(&windows, w.sent, t));
+                in_faults += u64::from(fault_table::overlaps(&windows, w.sent, t));
                 let slot = match w.outcome {
                     WriteOutcome::Ok => 0,
                     WriteOutcome::Refused => 1,
@@ -330,7 +330,7 @@ pub fn check(history: &History, model: &Model, limit: u64, grace: f64) -> CheckR
                 "friend_request of {} about {} opened past the daily limit at {}s",
                 w.account,
                 w.other().unwrap_or_default(),
-                faults::fmt_num(t)
+                fault_table::fmt_num(t)
             ));
         }
         if let Some(why) = wrong_ok(model, &w, t) {
@@ -342,7 +342,7 @@ pub fn check(history: &History, model: &Model, limit: u64, grace: f64) -> CheckR
                 w.session()
                     .map(str::to_owned)
                     .unwrap_or_else(|| w.other().unwrap_or_default().to_string()),
-                faults::fmt_num(t)
+                fault_table::fmt_num(t)
             ));
         }
         if w.outcome != WriteOutcome::Refused {
@@ -362,7 +362,7 @@ pub fn check(history: &History, model: &Model, limit: u64, grace: f64) -> CheckR
                             |o| o.to_string()
                         ),
                         w.refusal.as_deref().unwrap_or_default(),
-                        faults::fmt_num(t)
+                        fault_table::fmt_num(t)
                     ));
                 }
             }

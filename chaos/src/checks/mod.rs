@@ -15,7 +15,7 @@ pub(crate) mod duplicates;
 pub(crate) mod event_order;
 pub(crate) mod events_missing;
 pub(crate) mod failover;
-pub(crate) mod faults;
+pub(crate) mod fault_table;
 pub(crate) mod going_online;
 pub(crate) mod http_errors;
 pub(crate) mod latency;
@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use crate::events::History;
 use crate::plan::{Abort, Client, Limits};
 
-pub use faults::FaultRow;
+pub use fault_table::FaultRow;
 
 /// One check's verdict, as the report lists it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -156,7 +156,7 @@ impl fmt::Display for Quantity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Quantity::Count(n) => write!(f, "{n}"),
-            Quantity::Seconds(s) => write!(f, "{}s", faults::fmt_num(s)),
+            Quantity::Seconds(s) => write!(f, "{}s", fault_table::fmt_num(s)),
             Quantity::Ratio(r) => write!(f, "{}", fmt_ratio(r)),
             Quantity::ExitCode(c) => write!(f, "exit {c}"),
         }

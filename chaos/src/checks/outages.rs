@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 
-use super::faults::Fault;
+use super::fault_table::Fault;
 use super::losses::{self, Change};
 use crate::events::{Event, History};
 use crate::plan::{Service, Target};

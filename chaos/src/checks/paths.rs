@@ -14,7 +14,7 @@
 //! slows is owed by the fault's end plus the usual window, never excused.
 
 use super::conns::Conn;
-use super::faults::{self, Fault};
+use super::fault_table::{self, Fault};
 use super::presence::DELIVERY_WINDOW;
 use crate::plan::ActionKind;
 
@@ -168,12 +168,12 @@ impl Owed {
             let (from, until) = match f.target.as_str() {
                 // A dependency taken down stays down until it is started again.
                 "nats" | "postgres" if matches!(f.action, ActionKind::Kill | ActionKind::Stop) => {
-                    faults::service_down(faults, &f.target)
+                    fault_table::service_down(faults, &f.target)
                         .into_iter()
                         .find(|&(from, _)| from == f.start)
                         .unwrap_or((f.start, f.end))
                 }
-                _ => (f.start, f.end + f.aftermath() + faults::RECONNECT),
+                _ => (f.start, f.end + f.aftermath() + fault_table::RECONNECT),
             };
             f.loses() && from <= by && until >= sent
         });

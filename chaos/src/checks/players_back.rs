@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use super::faults::{self, fmt_num, BackSeconds, Fault, Leavers};
+use super::fault_table::{self, fmt_num, BackSeconds, Fault, Leavers};
 use super::{CheckResult, Quantity, Verdict};
 use crate::events::History;
 use crate::plan::{ActionKind, Target};
@@ -31,8 +31,8 @@ fn breaks(fault: &Fault) -> bool {
 pub fn check(history: &History, limit: Duration) -> CheckResult {
     let limit_s = limit.as_secs_f64();
     let limit_q = Quantity::Seconds(limit_s);
-    let faults = faults::faults(history);
-    let (hits, unexplained) = faults::hits(history, &faults, limit_s);
+    let faults = fault_table::faults(history);
+    let (hits, unexplained) = fault_table::hits(history, &faults, limit_s);
     let leavers = Leavers::of(history);
     let mut worst: Option<f64> = Some(0.0);
     let (mut judged, mut players, mut left) = (0, 0, 0);

@@ -19,7 +19,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::conns::Conns;
-use super::faults;
+use super::fault_table;
 use super::model::{self, Model, Relation};
 use super::paths::{self, Owed};
 use super::{some, CheckResult, Quantity};
@@ -139,7 +139,7 @@ pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
             _ => {}
         }
     }
-    let faults = faults::faults(history);
+    let faults = fault_table::faults(history);
     // SIGKILLs of nodes, from the order to the exit: a change acknowledged in between (or
     // just before) may die with its node on its way to the others (the fan-out follows
     // the answer).
@@ -288,7 +288,7 @@ pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
     if judged == 0 {
         return CheckResult::unknown(NAME, limit_q, format!("no delivery to judge: {detail}"));
     }
-    if faults::nodes(history).len() >= 2 && tally.crossed == 0 {
+    if fault_table::nodes(history).len() >= 2 && tally.crossed == 0 {
         return CheckResult::unknown(
             NAME,
             limit_q,

@@ -9,7 +9,7 @@
 //!   judged on its `Retry-After`s alone.
 //! - No call of the players, who stay far within the limits, is refused 429.
 
-use super::faults::{self, Fault};
+use super::fault_table::{self, Fault};
 use super::{some, CheckResult, Quantity};
 use crate::events::{BurstAnswers, Event, History, PlayerFact, RateLimit, RateLimits};
 use crate::plan::ActionKind;
@@ -73,7 +73,7 @@ fn clock_skewed(faults: &[Fault], from: f64, to: f64) -> bool {
 
 pub fn check(history: &History, limit: u64) -> CheckResult {
     let limit_q = Quantity::Count(limit);
-    let faults = faults::faults(history);
+    let faults = fault_table::faults(history);
     let limits = history.rate_limits();
     let (mut ticks, mut player_calls, mut refused) = (0u64, 0u64, 0u64);
     let (mut bursts, mut calls_bursts, mut skewed_bursts) = (0u64, 0u64, 0u64);

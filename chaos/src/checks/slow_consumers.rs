@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 
 use super::conns::{Conn, Conns};
-use super::faults::{faults, fmt_num, Fault};
+use super::fault_table::{faults, fmt_num, Fault};
 use super::model::{Model, Relation};
 use super::paths;
 use super::{not_judged, some, CheckResult, Quantity};

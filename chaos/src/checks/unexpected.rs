@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use super::faults::{faults, fmt_num, Fault};
+use super::fault_table::{faults, fmt_num, Fault};
 use super::model::{Model, Relation};
 use super::presence::DELIVERY_WINDOW;
 use super::{some, CheckResult, Quantity};

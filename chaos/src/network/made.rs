@@ -20,8 +20,8 @@ const MADE: &str = "made";
 pub enum Thing {
     /// A network namespace (its veth end and firewall tables go with it).
     Netns(String),
-    /// A link in the supervisor's namespace (the bridge).
-    Link(String),
+    /// The bridge in the supervisor's namespace (its record line says `link`, as `ip` does).
+    Bridge(String),
     /// The rule that lets the bridge's own traffic past a `FORWARD DROP` policy (Docker's).
     ForwardAccept(String),
 }
@@ -30,7 +30,7 @@ impl Thing {
     fn to_line(&self) -> String {
         match self {
             Thing::Netns(name) => format!("netns {name}"),
-            Thing::Link(name) => format!("link {name}"),
+            Thing::Bridge(name) => format!("link {name}"),
             Thing::ForwardAccept(bridge) => format!("forward {bridge}"),
         }
     }
@@ -39,7 +39,7 @@ impl Thing {
         let (kind, name) = line.split_once(' ')?;
         match kind {
             "netns" => Some(Thing::Netns(name.to_owned())),
-            "link" => Some(Thing::Link(name.to_owned())),
+            "link" => Some(Thing::Bridge(name.to_owned())),
             "forward" => Some(Thing::ForwardAccept(name.to_owned())),
             _ => None,
         }
@@ -49,7 +49,7 @@ impl Thing {
     fn exists(&self) -> bool {
         match self {
             Thing::Netns(name) => Path::new("/run/netns").join(name).exists(),
-            Thing::Link(name) => Path::new("/sys/class/net").join(name).exists(),
+            Thing::Bridge(name) => Path::new("/sys/class/net").join(name).exists(),
             Thing::ForwardAccept(bridge) => {
                 run("iptables", &forward_rule("-C", bridge), None).is_ok()
             }
@@ -60,7 +60,7 @@ impl Thing {
     pub(super) fn undo(&self) -> Result<(), NetworkError> {
         match self {
             Thing::Netns(name) => run("ip", &["netns", "delete", name], None),
-            Thing::Link(name) => run("ip", &["link", "delete", name], None),
+            Thing::Bridge(name) => run("ip", &["link", "delete", name], None),
             Thing::ForwardAccept(bridge) => run("iptables", &forward_rule("-D", bridge), None),
         }
     }
@@ -71,7 +71,7 @@ impl std::fmt::Display for Thing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Thing::Netns(name) => write!(f, "network namespace {name}"),
-            Thing::Link(name) => write!(f, "bridge {name}"),
+            Thing::Bridge(name) => write!(f, "bridge {name}"),
             Thing::ForwardAccept(bridge) => write!(f, "the FORWARD accept rule of {bridge}"),
         }
     }
@@ -182,7 +182,7 @@ mod tests {
     fn record_lines_read_back() {
         for thing in [
             Thing::Netns("anyplay-ab12cd-db".into()),
-            Thing::Link("apbr-ab12cd".into()),
+            Thing::Bridge("apbr-ab12cd".into()),
             Thing::ForwardAccept("apbr-ab12cd".into()),
         ] {
             assert_eq!(Thing::from_line(&thing.to_line()), Some(thing));
@@ -195,7 +195,7 @@ mod tests {
         let root = std::env::temp_dir().join(format!("anyplay-made-{}", std::process::id()));
         let alive = Record::create_in(&root, "alive").unwrap();
         // Nothing real is noted: the sweep's commands then fail, and the record goes anyway.
-        alive.note(&Thing::Link("apbr-nothere".into())).unwrap();
+        alive.note(&Thing::Bridge("apbr-nothere".into())).unwrap();
         let dead = root.join("dead");
         std::fs::create_dir_all(&dead).unwrap();
         let mut owner = Owner::this();
@@ -213,8 +213,8 @@ mod tests {
     fn what_could_not_be_undone_stays_recorded() {
         let root = std::env::temp_dir().join(format!("anyplay-kept-{}", std::process::id()));
         let dead = Record::create_in(&root, "dead").unwrap();
-        dead.note(&Thing::Link("apbr-nothere".into())).unwrap();
-        dead.note(&Thing::Link("lo".into())).unwrap();
+        dead.note(&Thing::Bridge("apbr-nothere".into())).unwrap();
+        dead.note(&Thing::Bridge("lo".into())).unwrap();
         let mut owner = Owner::this();
         owner.process = "4194305@1".into();
         std::fs::write(root.join("dead").join(OWNER), owner.to_text()).unwrap();

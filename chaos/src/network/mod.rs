@@ -97,7 +97,7 @@ impl Network {
             record,
         };
         let bridge = format!("apbr-{tag}");
-        network.make(Thing::Link(bridge.clone()), || {
+        network.make(Thing::Bridge(bridge.clone()), || {
             run("ip", &["link", "add", &bridge, "type", "bridge"], None)
         })?;
         let gateway = format!("{}/24", network.gateway);

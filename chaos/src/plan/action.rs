@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::fault::{LinkFault, ServiceFault, Ways};
+use super::units::{LinkFault, ServiceFault, Ways};
 use super::version::VersionName;
 
 /// One timeline entry as written: when, what, and its line in the plan for messages.
@@ -236,7 +236,7 @@ impl From<crate::proxy::LinkFaultKind> for ActionKind {
     fn from(kind: crate::proxy::LinkFaultKind) -> Self {
         use crate::proxy::LinkFaultKind as Kind;
         match kind {
-            Kind::Cut => ActionKind::Partition,
+            Kind::Partition => ActionKind::Partition,
             Kind::Latency => ActionKind::Latency,
             Kind::Bandwidth => ActionKind::Bandwidth,
             Kind::SlowClose => ActionKind::SlowClose,

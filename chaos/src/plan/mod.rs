@@ -12,13 +12,13 @@
 mod abort;
 mod action;
 mod actions;
-mod fault;
 pub(crate) mod hosts;
 mod image;
 mod latency;
 pub(crate) mod raw;
 pub(crate) mod timeline;
 mod trust;
+mod units;
 mod validate;
 mod version;
 
@@ -32,11 +32,11 @@ use serde::{Deserialize, Serialize};
 
 pub use abort::Abort;
 pub use action::{Action, ActionKind, Entry, Link, Target};
-pub use fault::{Bytes, ClockOffset, CutMode, LinkFault, ServiceFault, Ways};
 pub use hosts::{Engine, Host, HostKind, Hosts, Tls, Via};
 pub use image::{ImageOverride, ImageSlot};
 pub use latency::{During, LatencyGate, Quantile};
-pub use timeline::{DropScope, Op, Route, Step, TimedOp, Timeline, Toxicity};
+pub use timeline::{Act, DropScope, Route, Step, TimedAct, Timeline, Toxicity};
+pub use units::{Bytes, ClockOffset, LinkFault, PartitionMode, ServiceFault, Ways};
 pub use version::{Version, VersionName, VersionSource};
 
 /// Why a plan cannot be used. `Invalid` always names the line and the key.

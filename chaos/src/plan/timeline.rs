@@ -40,23 +40,23 @@ pub struct Step {
     /// The action with every random target drawn.
     pub action: Action,
     /// What the runner does, in order, with the heal of a lasting fault at its end.
-    pub ops: Vec<TimedOp>,
+    pub acts: Vec<TimedAct>,
 }
 
 /// One operation of a step and when it may start.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TimedOp {
+pub struct TimedAct {
     /// The scheduled offset; for a chained op (`after` is set) the earliest it can start.
     pub at: Duration,
     /// `Some(gap)`: starts `gap` after the step's previous op has completed, not at a fixed
     /// time (rolling and restart wait for stops, starts and readiness).
     pub after: Option<Duration>,
-    pub op: Op,
+    pub act: Act,
 }
 
 /// A single thing done to one process, one proxied route or the players.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Op {
+pub enum Act {
     Kill(Service),
     /// SIGTERM, SIGKILL after the drain timeout + 5 s.
     Stop(Service),
@@ -145,42 +145,42 @@ impl fmt::Display for Route {
     }
 }
 
-impl fmt::Display for Op {
+impl fmt::Display for Act {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Op::Kill(s) => write!(f, "kill {s}"),
-            Op::Stop(s) => write!(f, "stop {s}"),
-            Op::Start(s) => write!(f, "start {s}"),
-            Op::WaitReady(s) => write!(f, "wait until {s} is ready"),
-            Op::Install { service, version } => write!(f, "install {version} on {service}"),
-            Op::Pause(s) => write!(f, "pause {s}"),
-            Op::Resume(s) => write!(f, "resume {s}"),
-            Op::Drop(DropScope::AllPlayers) => f.write_str("drop every player connection"),
-            Op::Drop(DropScope::Node(n)) => write!(f, "drop the players of node-{n}"),
-            Op::Impair {
+            Act::Kill(s) => write!(f, "kill {s}"),
+            Act::Stop(s) => write!(f, "stop {s}"),
+            Act::Start(s) => write!(f, "start {s}"),
+            Act::WaitReady(s) => write!(f, "wait until {s} is ready"),
+            Act::Install { service, version } => write!(f, "install {version} on {service}"),
+            Act::Pause(s) => write!(f, "pause {s}"),
+            Act::Resume(s) => write!(f, "resume {s}"),
+            Act::Drop(DropScope::AllPlayers) => f.write_str("drop every player connection"),
+            Act::Drop(DropScope::Node(n)) => write!(f, "drop the players of node-{n}"),
+            Act::Impair {
                 route,
                 fault,
                 ways,
                 toxicity,
             } => {
                 write!(f, "{} {route}", ActionKind::from(fault.kind()))?;
-                super::fault::write_details(f, fault, *ways, toxicity.map(|t| t.share))
+                super::units::write_details(f, fault, *ways, toxicity.map(|t| t.share))
             }
-            Op::Heal { route, fault } => {
+            Act::Heal { route, fault } => {
                 write!(f, "end the {} of {route}", ActionKind::from(fault.kind()))
             }
-            Op::Cut { from, to, ways } => {
+            Act::Cut { from, to, ways } => {
                 write!(f, "partition {from}<->{to} via firewall")?;
                 match ways {
                     Ways::Both => Ok(()),
                     ways => write!(f, " {ways}"),
                 }
             }
-            Op::Mend { from, to } => write!(f, "end the firewall partition of {from}<->{to}"),
-            Op::Squeeze { service, fault } => {
+            Act::Mend { from, to } => write!(f, "end the firewall partition of {from}<->{to}"),
+            Act::Squeeze { service, fault } => {
                 write!(f, "{} {service} {fault}", ActionKind::from(fault.kind()))
             }
-            Op::Release { service, fault } => {
+            Act::Release { service, fault } => {
                 write!(f, "end the {} of {service}", fault.kind())
             }
         }
@@ -205,22 +205,22 @@ pub(super) const INSTANT: Duration = Duration::from_millis(1);
 /// A resource a step holds, from when to when (half-open).
 pub(super) type Hold = (Resource, Duration, Duration);
 
-impl TimedOp {
-    /// An op due at a fixed offset.
-    pub(super) fn fixed(at: Duration, op: Op) -> TimedOp {
-        TimedOp {
+impl TimedAct {
+    /// An act due at a fixed offset.
+    pub(super) fn fixed(at: Duration, act: Act) -> TimedAct {
+        TimedAct {
             at,
             after: None,
-            op,
+            act,
         }
     }
 
     /// An op that starts `gap` after the step's previous one completed, not before `at`.
-    pub(super) fn chained(at: Duration, gap: Duration, op: Op) -> TimedOp {
-        TimedOp {
+    pub(super) fn chained(at: Duration, gap: Duration, act: Act) -> TimedAct {
+        TimedAct {
             at,
             after: Some(gap),
-            op,
+            act,
         }
     }
 
@@ -229,11 +229,11 @@ impl TimedOp {
         on: &[T],
         at: Duration,
         duration: Duration,
-        set: impl Fn(T) -> Op,
-        undo: impl Fn(T) -> Op,
-    ) -> Vec<TimedOp> {
-        let set = on.iter().map(|&x| TimedOp::fixed(at, set(x)));
-        let undo = on.iter().map(|&x| TimedOp::fixed(at + duration, undo(x)));
+        set: impl Fn(T) -> Act,
+        undo: impl Fn(T) -> Act,
+    ) -> Vec<TimedAct> {
+        let set = on.iter().map(|&x| TimedAct::fixed(at, set(x)));
+        let undo = on.iter().map(|&x| TimedAct::fixed(at + duration, undo(x)));
         set.chain(undo).collect()
     }
 }
@@ -295,7 +295,7 @@ pub fn resolve(plan: &Plan, seed: u64) -> Result<Timeline, PlanError> {
             at: entry.at,
             written: entry.action,
             action,
-            ops: super::actions::expand(&action, entry.at, count, toxicity),
+            acts: super::actions::expand(&action, entry.at, count, toxicity),
         });
     }
     Ok(Timeline {
@@ -452,11 +452,11 @@ pub(super) fn pairs_of(link: Link, count: u32) -> Vec<(Service, Service)> {
 }
 
 impl Timeline {
-    /// When the last op is due at the earliest.
+    /// When the last act is due at the earliest.
     pub fn length(&self) -> Duration {
         self.steps
             .iter()
-            .flat_map(|s| s.ops.iter().map(|o| o.at + o.after.unwrap_or_default()))
+            .flat_map(|s| s.acts.iter().map(|o| o.at + o.after.unwrap_or_default()))
             .max()
             .unwrap_or_default()
     }
@@ -487,12 +487,12 @@ impl fmt::Display for Timeline {
             .max(6);
         writeln!(f, "{:>9}  {:>4}  {:<width$}  ops", "at", "line", "action")?;
         for (step, label) in self.steps.iter().zip(&labels) {
-            for (k, op) in step.ops.iter().enumerate() {
-                let at = match op.after {
-                    Some(_) => format!("≥{}", duration::seconds(op.at)),
-                    None => duration::seconds(op.at),
+            for (k, act) in step.acts.iter().enumerate() {
+                let at = match act.after {
+                    Some(_) => format!("≥{}", duration::seconds(act.at)),
+                    None => duration::seconds(act.at),
                 };
-                let gap = match op.after {
+                let gap = match act.after {
                     Some(gap) if !gap.is_zero() => {
                         format!("  (after a {} gap)", duration::seconds(gap))
                     }
@@ -502,10 +502,10 @@ impl fmt::Display for Timeline {
                     writeln!(
                         f,
                         "{at:>9}  {:>4}  {label:<width$}  {}{gap}",
-                        step.line, op.op
+                        step.line, act.act
                     )?;
                 } else {
-                    writeln!(f, "{at:>9}  {:>4}  {:<width$}  {}{gap}", "", "", op.op)?;
+                    writeln!(f, "{at:>9}  {:>4}  {:<width$}  {}{gap}", "", "", act.act)?;
                 }
             }
         }
@@ -600,25 +600,25 @@ mod tests {
     fn rolling_expands_node_by_node_with_earliest_times() {
         let p = plan("  - { at: 90s, rolling: nodes, gap: 2s }\n").unwrap();
         let t = p.resolve(1).unwrap();
-        let ops: Vec<(Duration, Option<Duration>, Op)> = t.steps[0]
-            .ops
+        let acts: Vec<(Duration, Option<Duration>, Act)> = t.steps[0]
+            .acts
             .iter()
-            .map(|o| (o.at, o.after, o.op))
+            .map(|o| (o.at, o.after, o.act))
             .collect();
         let s = Duration::from_secs;
         let n = Service::Node;
         assert_eq!(
-            ops,
+            acts,
             vec![
-                (s(90), None, Op::Stop(n(1))),
-                (s(90), Some(s(0)), Op::Start(n(1))),
-                (s(90), Some(s(0)), Op::WaitReady(n(1))),
-                (s(92), Some(s(2)), Op::Stop(n(2))),
-                (s(92), Some(s(0)), Op::Start(n(2))),
-                (s(92), Some(s(0)), Op::WaitReady(n(2))),
-                (s(94), Some(s(2)), Op::Stop(n(3))),
-                (s(94), Some(s(0)), Op::Start(n(3))),
-                (s(94), Some(s(0)), Op::WaitReady(n(3))),
+                (s(90), None, Act::Stop(n(1))),
+                (s(90), Some(s(0)), Act::Start(n(1))),
+                (s(90), Some(s(0)), Act::WaitReady(n(1))),
+                (s(92), Some(s(2)), Act::Stop(n(2))),
+                (s(92), Some(s(0)), Act::Start(n(2))),
+                (s(92), Some(s(0)), Act::WaitReady(n(2))),
+                (s(94), Some(s(2)), Act::Stop(n(3))),
+                (s(94), Some(s(0)), Act::Start(n(3))),
+                (s(94), Some(s(0)), Act::WaitReady(n(3))),
             ]
         );
     }
@@ -626,29 +626,29 @@ mod tests {
     #[test]
     fn lasting_faults_carry_their_heal() {
         let p = plan("  - { at: 10s, partition: [postgres, nodes], for: 5s }\n").unwrap();
-        let ops = &p.resolve(1).unwrap().steps[0].ops;
-        assert_eq!(ops.len(), 6);
+        let acts = &p.resolve(1).unwrap().steps[0].acts;
+        assert_eq!(acts.len(), 6);
         assert_eq!(
-            ops[0].op,
-            Op::Impair {
+            acts[0].act,
+            Act::Impair {
                 route: Route {
                     node: 1,
                     peer: Peer::Postgres
                 },
-                fault: LinkFault::Cut(super::super::CutMode::Hold),
+                fault: LinkFault::Partition(super::super::PartitionMode::Hold),
                 ways: Ways::Both,
                 toxicity: None,
             }
         );
-        assert_eq!(ops[5].at, Duration::from_secs(15));
+        assert_eq!(acts[5].at, Duration::from_secs(15));
         assert_eq!(
-            ops[5].op,
-            Op::Heal {
+            acts[5].act,
+            Act::Heal {
                 route: Route {
                     node: 3,
                     peer: Peer::Postgres
                 },
-                fault: LinkFault::Cut(super::super::CutMode::Hold),
+                fault: LinkFault::Partition(super::super::PartitionMode::Hold),
             }
         );
     }
@@ -692,11 +692,11 @@ mod tests {
         )
         .unwrap();
         let t = p.resolve(1).unwrap();
-        let heal = t.steps[1].ops.last().unwrap();
+        let heal = t.steps[1].acts.last().unwrap();
         assert_eq!(heal.at, Duration::from_secs(12));
         assert_eq!(
-            heal.op,
-            Op::Heal {
+            heal.act,
+            Act::Heal {
                 route: Route {
                     node: 1,
                     peer: Peer::Nats
@@ -711,8 +711,8 @@ mod tests {
         let p =
             plan("  - { at: 1s, timeout: [players, nodes], after: 1s, toxicity: 0.3, for: 5s }\n")
                 .unwrap();
-        let seed_of = |seed| match p.resolve(seed).unwrap().steps[0].ops[0].op {
-            Op::Impair {
+        let seed_of = |seed| match p.resolve(seed).unwrap().steps[0].acts[0].act {
+            Act::Impair {
                 toxicity: Some(t), ..
             } => t,
             other => panic!("{other:?}"),

@@ -200,7 +200,7 @@ impl Shaper {
 mod tests {
     use super::*;
     use crate::proxy::fault::connection::Ending;
-    use crate::proxy::fault::{CutMode, Faults, LinkFault, LinkFaultKind, Ways};
+    use crate::proxy::fault::{Faults, LinkFault, LinkFaultKind, PartitionMode, Ways};
     use crate::proxy::Latency;
     use std::future::Future;
     use std::pin::Pin;
@@ -383,11 +383,11 @@ mod tests {
         let counters = Counters::default();
         let (mut client, from) = duplex(64);
         let (to, mut server) = duplex(64);
-        faults.set(LinkFault::Cut(CutMode::Hold), Ways::Both, None);
+        faults.set(LinkFault::Partition(PartitionMode::Hold), Ways::Both, None);
         let test = async {
             client.write_all(b"held").await.expect("write");
             nothing_arrives(&mut server, Duration::from_millis(100)).await;
-            faults.clear(LinkFaultKind::Cut);
+            faults.clear(LinkFaultKind::Partition);
             assert_eq!(receive(&mut server, 4).await, b"held");
         };
         let link = run(
@@ -403,7 +403,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_one_way_cut_lets_the_other_direction_flow() {
-        for mode in [CutMode::Hold, CutMode::Drop] {
+        for mode in [PartitionMode::Hold, PartitionMode::Drop] {
             let faults = Faults::new();
             let connection = ConnectionFaults::new(&faults, 0);
             let counters = Counters::default();
@@ -432,17 +432,17 @@ mod tests {
                 )
                 .map(drop)
             };
-            faults.set(LinkFault::Cut(mode), Ways::Up, None);
+            faults.set(LinkFault::Partition(mode), Ways::Up, None);
             let test = async {
                 client.write_all(b"up").await.expect("write");
                 server.write_all(b"down").await.expect("write");
                 assert_eq!(receive(&mut client, 4).await, b"down", "{mode:?}");
                 nothing_arrives(&mut server, Duration::from_millis(100)).await;
-                faults.clear(LinkFaultKind::Cut);
+                faults.clear(LinkFaultKind::Partition);
                 client.write_all(b"again").await.expect("write");
                 let expected: &[u8] = match mode {
-                    CutMode::Hold => b"upagain",
-                    CutMode::Drop => b"again",
+                    PartitionMode::Hold => b"upagain",
+                    PartitionMode::Drop => b"again",
                 };
                 assert_eq!(receive(&mut server, expected.len()).await, expected);
             };
@@ -459,7 +459,7 @@ mod tests {
         let counters = Counters::default();
         let (mut client, from) = duplex(64);
         let (to, mut server) = duplex(64);
-        faults.set(LinkFault::Cut(CutMode::Drop), Ways::Both, None);
+        faults.set(LinkFault::Partition(PartitionMode::Drop), Ways::Both, None);
         let test = async {
             client.write_all(b"lost").await.expect("write");
             nothing_arrives(&mut server, Duration::from_millis(100)).await;
@@ -470,7 +470,7 @@ mod tests {
                     .is_err(),
                 "not reset while the cut lasts"
             );
-            faults.clear(LinkFaultKind::Cut);
+            faults.clear(LinkFaultKind::Partition);
             let ending = timeout(Duration::from_secs(2), connection.ended()).await;
             assert_eq!(ending.expect("ends at once"), Ending::Reset);
             assert!(

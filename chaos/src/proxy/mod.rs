@@ -4,7 +4,7 @@
 //! - `listener`: the proxy and its controls.
 //! - `connection`: one proxied connection (hold, connect, two links, reset).
 //! - `link`: one direction of a connection, through the faults.
-//! - [`fault`]: the faults, one file each: cut (hold or drop), latency, bandwidth, slow_close,
+//! - [`fault`]: the faults, one file each: partition (hold or drop), latency, bandwidth, slow_close,
 //!   timeout, limit_data and slicer, each set per direction and on a share of the connections;
 //!   and reset, which closes every open connection at once.
 //! - `counters`: connections and bytes.
@@ -22,7 +22,7 @@ use std::net::SocketAddr;
 
 pub use counters::Stats;
 pub use fault::latency::Latency;
-pub use fault::{CutMode, LinkFault, LinkFaultKind, Toxicity, Ways};
+pub use fault::{LinkFault, LinkFaultKind, PartitionMode, Toxicity, Ways};
 pub use link::Direction;
 pub use listener::{Admit, Forward, Proxy};
 pub use name::{Endpoint, LinkName};

@@ -86,13 +86,13 @@ mod tests {
         assert_eq!(set.touching(Endpoint::Node(1)).count(), 2);
 
         partition.set(
-            super::super::LinkFault::Cut(super::super::CutMode::Hold),
+            super::super::LinkFault::Partition(super::super::PartitionMode::Hold),
             super::super::Ways::Both,
             None,
         );
         set.heal_all();
         assert!(set
             .iter()
-            .all(|proxy| !proxy.is_set(super::super::LinkFaultKind::Cut)));
+            .all(|proxy| !proxy.is_set(super::super::LinkFaultKind::Partition)));
     }
 }

@@ -16,7 +16,7 @@ mod scale;
 
 use std::fmt::Write as _;
 
-use crate::checks::faults::{self, fmt_num};
+use crate::checks::fault_table::{self, fmt_num};
 use crate::events::{Event, History, Tick};
 use crate::plan::ActionKind;
 use crate::report::json::{Report, Verdict};
@@ -225,7 +225,7 @@ fn figure(report: &Report, history: &History) -> Figure {
 
 /// Every action of the history, with its schedule and actual times for the tooltip.
 fn markers(history: &History) -> Vec<Marker> {
-    faults::faults(history)
+    fault_table::faults(history)
         .into_iter()
         .map(|fault| {
             let error = history.iter().find_map(|(_, e)| match e {

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::checks::{self, faults, CheckResult, FaultRow};
+use crate::checks::{self, fault_table, CheckResult, FaultRow};
 use crate::events::{Event, History, Machine, Tick, Tool};
 use crate::plan::Plan;
 
@@ -106,7 +106,7 @@ impl Report {
             started_at: meta.map(|m| m.started_at.clone()),
             verdict,
             checks,
-            faults: faults::table(history, grace),
+            faults: fault_table::table(history, grace),
             load,
             series: history
                 .iter()

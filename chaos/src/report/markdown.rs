@@ -1,7 +1,7 @@
 //! `summary.md`: the checks table and the faults table as aligned Markdown, readable in a
 //! terminal as is; the same tables end a run on stdout.
 
-use crate::checks::faults::fmt_num;
+use crate::checks::fault_table::fmt_num;
 use crate::report::json::{Report, Verdict};
 
 /// The whole summary: a title, the run's identity, then the tables.
@@ -73,7 +73,7 @@ pub(crate) fn result_cell(result: crate::checks::Verdict) -> &'static str {
 }
 
 /// One fault as the tables show it (summary.md and report.html alike).
-pub(crate) fn fault_row(f: &crate::checks::faults::FaultRow) -> Vec<String> {
+pub(crate) fn fault_row(f: &crate::checks::fault_table::FaultRow) -> Vec<String> {
     let b = &f.back_s;
     let back = |v: Option<f64>| match (f.players_hit, v) {
         (0, _) => "—".to_owned(),

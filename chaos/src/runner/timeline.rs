@@ -1,5 +1,5 @@
 //! Fires the resolved timeline: each step at its time (steps run side by side, so a lasting
-//! fault does not hold up the next one), its ops in order, chained ops after the one before,
+//! fault does not hold up the next one), its acts in order, chained acts after the one before,
 //! with `action_start` and `action_end` in the history.
 
 use std::sync::Arc;
@@ -39,7 +39,7 @@ pub async fn fire(
     .await;
 }
 
-/// The ops of one step; the first failure ends the step and is returned.
+/// The acts of one step; the first failure ends the step and is returned.
 async fn fire_step(
     step: &Step,
     zero: Instant,
@@ -48,13 +48,13 @@ async fn fire_step(
 ) -> Option<String> {
     tokio::time::sleep_until(zero + step.at).await;
     let _ = log.record(Event::action_start(step));
-    for op in &step.ops {
-        match op.after {
+    for act in &step.acts {
+        match act.after {
             Some(gap) => tokio::time::sleep(gap).await,
-            None => tokio::time::sleep_until(zero + op.at).await,
+            None => tokio::time::sleep_until(zero + act.at).await,
         }
-        if let Err(e) = topology.apply(op.op).await {
-            return Some(format!("{}: {e}", op.op));
+        if let Err(e) = topology.apply(act.act).await {
+            return Some(format!("{}: {e}", act.act));
         }
     }
     None

@@ -1,6 +1,6 @@
 //! The topology of a run: PostgreSQL and NATS when the plan has them, the cloud nodes, and
 //! a fault proxy on every link (players → node, node → PostgreSQL, node → NATS), brought up
-//! in order and driven by the timeline's ops. The services are processes or containers, as
+//! in order and driven by the timeline's acts. The services are processes or containers, as
 //! the plan's backend says; both listen on the same loopback ports, so nothing else differs.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,11 +19,11 @@ use crate::events::{FriendLimits, RateLimits};
 use crate::network::{self, Cut, Network};
 use crate::plan::timeline::Peer;
 use crate::plan::{
-    ActionKind, Backend, DropScope, Host, HostKind, Hosts, ImageSlot, Op, Plan, Route, Service,
+    Act, ActionKind, Backend, DropScope, Host, HostKind, Hosts, ImageSlot, Plan, Route, Service,
     Store, Ways,
 };
 use crate::proxy::{Admit, Endpoint, Forward, LinkName, Proxy, ProxySet};
-use crate::supervisor::faults::Disk;
+use crate::supervisor::service_faults::Disk;
 use crate::supervisor::services::scratch::Scratch;
 use crate::supervisor::services::{log_path, nats, node, postgres, Placement};
 use crate::supervisor::{
@@ -209,9 +209,9 @@ pub fn part<E: std::error::Error + Send + Sync + 'static>(
     }
 }
 
-/// Why an op of the timeline could not be done: recorded in the history, and the run goes on.
+/// Why an act of the timeline could not be done: recorded in the history, and the run goes on.
 #[derive(Debug, thiserror::Error)]
-pub enum OpError {
+pub enum ActError {
     #[error("the topology has no {0}")]
     NoService(Service),
     #[error("no proxy between node-{node} and {peer}")]
@@ -617,13 +617,13 @@ impl Topology {
         Ok(at)
     }
 
-    fn service(&self, service: Service) -> Result<&supervisor::Supervised, OpError> {
+    fn service(&self, service: Service) -> Result<&supervisor::Supervised, ActError> {
         self.services
             .get(&service)
-            .ok_or(OpError::NoService(service))
+            .ok_or(ActError::NoService(service))
     }
 
-    fn route(&self, route: Route) -> Result<&Proxy, OpError> {
+    fn route(&self, route: Route) -> Result<&Proxy, ActError> {
         let peer = match route.peer {
             Peer::Postgres => Endpoint::Postgres,
             Peer::Nats => Endpoint::Nats,
@@ -631,7 +631,7 @@ impl Topology {
         };
         self.proxies
             .between(Endpoint::Node(route.node), peer)
-            .ok_or(OpError::NoProxy {
+            .ok_or(ActError::NoProxy {
                 node: route.node,
                 peer,
             })
@@ -647,33 +647,33 @@ impl Topology {
         })
     }
 
-    /// Does one op of the timeline; the error says what went wrong, for the event log.
-    pub async fn apply(&self, op: Op) -> Result<(), OpError> {
-        match op {
-            Op::Kill(s) => self.service(s)?.kill().await.map(drop)?,
-            Op::Stop(s) => self.service(s)?.stop(self.stop_grace).await.map(drop)?,
-            Op::Start(s) => self.service(s)?.start().await?,
-            Op::Install { service, version } => {
+    /// Does one act of the timeline; the error says what went wrong, for the event log.
+    pub async fn apply(&self, act: Act) -> Result<(), ActError> {
+        match act {
+            Act::Kill(s) => self.service(s)?.kill().await.map(drop)?,
+            Act::Stop(s) => self.service(s)?.stop(self.stop_grace).await.map(drop)?,
+            Act::Start(s) => self.service(s)?.start().await?,
+            Act::Install { service, version } => {
                 let Service::Node(n) = service else {
-                    return Err(OpError::NoService(service));
+                    return Err(ActError::NoService(service));
                 };
                 let (base, in_container) = self
                     .node_commands
                     .get(&n)
-                    .ok_or(OpError::NoService(service))?;
+                    .ok_or(ActError::NoService(service))?;
                 let command = self.builds.of(version, *in_container).command(base);
                 self.service(service)?
                     .retarget(command, version.to_string())
                     .await?
             }
             // `start` returns once the readiness probe passed.
-            Op::WaitReady(s) => match self.service(s)?.state() {
+            Act::WaitReady(s) => match self.service(s)?.state() {
                 supervisor::State::Running => {}
-                state => return Err(OpError::NotReady(s, state)),
+                state => return Err(ActError::NotReady(s, state)),
             },
-            Op::Pause(s) => self.service(s)?.pause().await?,
-            Op::Resume(s) => self.service(s)?.resume().await?,
-            Op::Drop(DropScope::AllPlayers) => {
+            Act::Pause(s) => self.service(s)?.pause().await?,
+            Act::Resume(s) => self.service(s)?.resume().await?,
+            Act::Drop(DropScope::AllPlayers) => {
                 let mut any = false;
                 for proxy in self
                     .proxies
@@ -684,26 +684,26 @@ impl Topology {
                     any = true;
                 }
                 if !any {
-                    return Err(OpError::PlayersNotProxied);
+                    return Err(ActError::PlayersNotProxied);
                 }
             }
-            Op::Drop(DropScope::Node(n)) => self
+            Act::Drop(DropScope::Node(n)) => self
                 .route(Route {
                     node: n,
                     peer: Peer::Players,
                 })?
                 .reset_all(),
-            Op::Impair {
+            Act::Impair {
                 route,
                 fault,
                 ways,
                 toxicity,
             } => self.route(route)?.set(fault, ways, toxicity),
-            Op::Heal { route, fault } => self.route(route)?.clear(fault.kind()),
-            Op::Cut { from, to, ways } => self.cut(from, to, ways)?,
-            Op::Mend { from, to } => self.mend(from, to)?,
-            Op::Squeeze { service, fault } => self.service(service)?.apply(fault).await?,
-            Op::Release { service, fault } => {
+            Act::Heal { route, fault } => self.route(route)?.clear(fault.kind()),
+            Act::Cut { from, to, ways } => self.cut(from, to, ways)?,
+            Act::Mend { from, to } => self.mend(from, to)?,
+            Act::Squeeze { service, fault } => self.service(service)?.apply(fault).await?,
+            Act::Release { service, fault } => {
                 let kind = fault.kind();
                 self.service(service)?.clear(kind).await?
             }
@@ -712,11 +712,11 @@ impl Topology {
     }
 
     /// Drops the packets between two services on netns hosts, as the plan's ways say.
-    fn cut(&self, from: Service, to: Service, ways: Ways) -> Result<(), OpError> {
-        let network = self.network.as_ref().ok_or(OpError::NoNetns)?;
+    fn cut(&self, from: Service, to: Service, ways: Ways) -> Result<(), ActError> {
+        let network = self.network.as_ref().ok_or(ActError::NoNetns)?;
         let peer = network
             .host(self.hosts.of(to))
-            .ok_or(OpError::NotOnNetns(to))?;
+            .ok_or(ActError::NotOnNetns(to))?;
         let cut = Cut {
             host: self.hosts.of(from).to_owned(),
             peer: peer.address,
@@ -729,16 +729,16 @@ impl Topology {
         Ok(())
     }
 
-    fn mend(&self, from: Service, to: Service) -> Result<(), OpError> {
+    fn mend(&self, from: Service, to: Service) -> Result<(), ActError> {
         let cut = {
             let mut cuts = lock(&self.cuts);
             let at = cuts
                 .iter()
                 .position(|(pair, _)| *pair == (from, to))
-                .ok_or(OpError::NoCut(from, to))?;
+                .ok_or(ActError::NoCut(from, to))?;
             cuts.remove(at).1
         };
-        let network = self.network.as_ref().ok_or(OpError::NoNetns)?;
+        let network = self.network.as_ref().ok_or(ActError::NoNetns)?;
         Ok(network.mend(&cut)?)
     }
 
@@ -839,7 +839,7 @@ impl ServiceFaults {
     /// The plan's service faults, once this machine is known to have what they need (root,
     /// the cgroup controllers, libfaketime): refused before anything starts otherwise.
     fn of(plan: &Plan) -> Result<ServiceFaults, RunError> {
-        supervisor::faults::remove_leftovers();
+        supervisor::service_faults::remove_leftovers();
         let faults = ServiceFaults(plan.service_faults());
         if plan.backend == Backend::Docker && faults.has(Service::Postgres, ActionKind::Clock) {
             // The image's entrypoint starts as root and drops to `postgres`: libfaketime, loaded

@@ -6,14 +6,14 @@
 //! - [`spec`]: what to run and how to tell it is ready.
 //! - [`ready`]: the readiness probes.
 //! - [`service`]: the handle: start / stop / kill / pause / resume / wait-exit / faults.
-//! - [`faults`]: CPU, memory, disk and clock faults, and what they need prepared.
+//! - [`service_faults`]: CPU, memory, disk and clock faults, and what they need prepared.
 //! - [`services`]: builders for PostgreSQL, NATS and cloud nodes.
 //! - [`signals`]: the supervisor's own Ctrl-C / SIGTERM.
 
 pub(crate) mod event;
-pub mod faults;
 pub(crate) mod ready;
 pub(crate) mod service;
+pub mod service_faults;
 pub mod services;
 pub mod signals;
 pub(crate) mod spec;
@@ -26,15 +26,15 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 pub use event::{ServiceEvent, ServiceEventKind};
-pub use faults::{FaultNeeds, FaultReadiness, ServiceFault, ServiceFaultKind};
 pub use ready::Probe;
 pub use service::{ServiceError, Supervised};
+pub use service_faults::{FaultNeeds, FaultReadiness, ServiceFault, ServiceFaultKind};
 pub use spec::ServiceSpec;
 pub use state::State;
 
 use crate::backend::{Backend, BoxFuture};
 use crate::sync::lock;
-use faults::Clock;
+use service_faults::Clock;
 
 /// Owns every service of a run. Dropping it SIGKILLs whatever is still running.
 pub struct Supervisor {

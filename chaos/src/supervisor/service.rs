@@ -9,8 +9,8 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::timeout;
 
 use super::event::{ServiceEvent, ServiceEventKind};
-use super::faults::{Clock, Disk, FaultError, ServiceFault, ServiceFaultKind};
 use super::ready::{self, Probe, ProbeError};
+use super::service_faults::{Clock, Disk, FaultError, ServiceFault, ServiceFaultKind};
 use super::spec::ServiceSpec;
 use super::state::{State, Transition};
 use crate::backend::{BackendError, BoxFuture, Command, Exit, Limit, Order, Unit};

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use super::faults::FaultReadiness;
 use super::ready::Probe;
+use super::service_faults::FaultReadiness;
 use crate::backend::Command;
 
 /// Readiness wait when the builder does not say otherwise.

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::{Keys, Reader};
 use crate::plan::timeline::{Among, Walk};
-use crate::plan::{Action, DropScope, Op, PlanError, Target, TimedOp};
+use crate::plan::{Act, Action, DropScope, PlanError, Target, TimedAct};
 
 pub(super) fn drop(r: &Reader<'_>) -> Result<Action, PlanError> {
     Ok(Action::Drop(r.target()?))
@@ -23,10 +23,10 @@ pub(super) fn draw(walk: &mut Walk<'_>, action: Action, at: Duration) -> Result<
     })
 }
 
-pub(super) fn expand(action: &Action, at: Duration) -> Vec<TimedOp> {
+pub(super) fn expand(action: &Action, at: Duration) -> Vec<TimedAct> {
     let scope = match action.target() {
         Some(Target::Node(n)) => DropScope::Node(n),
         _ => DropScope::AllPlayers,
     };
-    vec![TimedOp::fixed(at, Op::Drop(scope))]
+    vec![TimedAct::fixed(at, Act::Drop(scope))]
 }

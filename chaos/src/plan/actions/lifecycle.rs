@@ -7,7 +7,7 @@ use anyplay_cloud::duration;
 
 use super::{Keys, Reader};
 use crate::plan::timeline::{services_of, Among, Hold, Resource, Walk, INSTANT};
-use crate::plan::{Action, Op, PlanError, TimedOp};
+use crate::plan::{Act, Action, PlanError, TimedAct};
 
 pub(super) fn kill(r: &Reader<'_>) -> Result<Action, PlanError> {
     Ok(Action::Kill(r.target()?))
@@ -110,62 +110,62 @@ pub(super) fn holds(action: &Action, at: Duration, count: u32) -> Vec<Hold> {
         .collect()
 }
 
-pub(super) fn expand(action: &Action, at: Duration, count: u32) -> Vec<TimedOp> {
-    let each = |t, op: fn(_) -> Op| {
+pub(super) fn expand(action: &Action, at: Duration, count: u32) -> Vec<TimedAct> {
+    let each = |t, act: fn(_) -> Act| {
         services_of(t, count)
             .into_iter()
-            .map(|s| TimedOp::fixed(at, op(s)))
+            .map(|s| TimedAct::fixed(at, act(s)))
             .collect()
     };
     match *action {
-        Action::Kill(t) => each(t, Op::Kill),
-        Action::Stop(t) => each(t, Op::Stop),
-        Action::Start(t) => each(t, Op::Start),
+        Action::Kill(t) => each(t, Act::Kill),
+        Action::Stop(t) => each(t, Act::Stop),
+        Action::Start(t) => each(t, Act::Start),
         Action::Restart(t) => {
             let services = services_of(t, count);
-            let then = |op: fn(_) -> Op| {
+            let then = |act: fn(_) -> Act| {
                 services
                     .iter()
-                    .map(move |&s| TimedOp::chained(at, Duration::ZERO, op(s)))
+                    .map(move |&s| TimedAct::chained(at, Duration::ZERO, act(s)))
             };
-            let mut ops: Vec<TimedOp> = services
+            let mut acts: Vec<TimedAct> = services
                 .iter()
-                .map(|&s| TimedOp::fixed(at, Op::Stop(s)))
+                .map(|&s| TimedAct::fixed(at, Act::Stop(s)))
                 .collect();
-            ops.extend(then(Op::Start));
-            ops.extend(then(Op::WaitReady));
-            ops
+            acts.extend(then(Act::Start));
+            acts.extend(then(Act::WaitReady));
+            acts
         }
         Action::Rolling { target, gap } | Action::Upgrade { target, gap, .. } => {
             let to = match *action {
                 Action::Upgrade { to, .. } => Some(to),
                 _ => None,
             };
-            let mut ops = Vec::new();
+            let mut acts = Vec::new();
             for (k, s) in services_of(target, count).into_iter().enumerate() {
                 let earliest = at + gap * k as u32;
-                let next = |op| TimedOp::chained(earliest, Duration::ZERO, op);
-                ops.push(match k {
-                    0 => TimedOp::fixed(at, Op::Stop(s)),
-                    _ => TimedOp::chained(earliest, gap, Op::Stop(s)),
+                let next = |act| TimedAct::chained(earliest, Duration::ZERO, act);
+                acts.push(match k {
+                    0 => TimedAct::fixed(at, Act::Stop(s)),
+                    _ => TimedAct::chained(earliest, gap, Act::Stop(s)),
                 });
                 if let Some(version) = to {
-                    ops.push(next(Op::Install {
+                    acts.push(next(Act::Install {
                         service: s,
                         version,
                     }));
                 }
-                ops.push(next(Op::Start(s)));
-                ops.push(next(Op::WaitReady(s)));
+                acts.push(next(Act::Start(s)));
+                acts.push(next(Act::WaitReady(s)));
             }
-            ops
+            acts
         }
-        Action::Pause { target, duration } => TimedOp::lasting(
+        Action::Pause { target, duration } => TimedAct::lasting(
             &services_of(target, count),
             at,
             duration,
-            Op::Pause,
-            Op::Resume,
+            Act::Pause,
+            Act::Resume,
         ),
         _ => Vec::new(),
     }

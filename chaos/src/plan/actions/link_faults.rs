@@ -9,12 +9,14 @@ use serde_yaml::Value;
 
 use super::{yaml_text, Keys, Reader};
 use crate::plan::timeline::{pairs_of, routes_of, Among, Hold, Resource, Walk};
-use crate::plan::{Action, Link, LinkFault, Op, PlanError, Target, TimedOp, Toxicity, Via, Ways};
+use crate::plan::{Act, Action, Link, LinkFault, PlanError, Target, TimedAct, Toxicity, Via, Ways};
 use crate::proxy::Latency;
 
 pub(super) fn partition(r: &Reader<'_>) -> Result<Action, PlanError> {
     match r.word("via")?.unwrap_or_default() {
-        Via::Proxy => through_the_proxy(r, LinkFault::Cut(r.word("mode")?.unwrap_or_default())),
+        Via::Proxy => {
+            through_the_proxy(r, LinkFault::Partition(r.word("mode")?.unwrap_or_default()))
+        }
         Via::Firewall => {
             for param in ["mode", "toxicity"] {
                 if r.value(param).is_some() {
@@ -219,7 +221,7 @@ pub(super) fn write(action: &Action, keys: &mut Keys) {
             duration,
         } => {
             match fault {
-                LinkFault::Cut(mode) => keys.set("mode", mode.to_string()),
+                LinkFault::Partition(mode) => keys.set("mode", mode.to_string()),
                 LinkFault::Latency(latency) => {
                     // Plans write whole milliseconds, so these always fit.
                     let ms = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
@@ -318,7 +320,7 @@ pub(super) fn expand(
     at: Duration,
     count: u32,
     toxicity: Option<Toxicity>,
-) -> Vec<TimedOp> {
+) -> Vec<TimedAct> {
     match *action {
         Action::Link {
             link,
@@ -326,28 +328,28 @@ pub(super) fn expand(
             ways,
             duration,
             ..
-        } => TimedOp::lasting(
+        } => TimedAct::lasting(
             &routes_of(link, count),
             at,
             duration,
-            |route| Op::Impair {
+            |route| Act::Impair {
                 route,
                 fault,
                 ways,
                 toxicity,
             },
-            |route| Op::Heal { route, fault },
+            |route| Act::Heal { route, fault },
         ),
         Action::Firewall {
             link,
             ways,
             duration,
-        } => TimedOp::lasting(
+        } => TimedAct::lasting(
             &pairs_of(link, count),
             at,
             duration,
-            |(from, to)| Op::Cut { from, to, ways },
-            |(from, to)| Op::Mend { from, to },
+            |(from, to)| Act::Cut { from, to, ways },
+            |(from, to)| Act::Mend { from, to },
         ),
         _ => Vec::new(),
     }
@@ -362,7 +364,7 @@ pub(super) fn print_details(action: &Action, f: &mut std::fmt::Formatter<'_>) ->
             duration: d,
             ..
         } => {
-            crate::plan::fault::write_details(f, fault, *ways, *toxicity)?;
+            crate::plan::units::write_details(f, fault, *ways, *toxicity)?;
             write!(f, " for {}", duration::format(*d))
         }
         Action::Firewall {

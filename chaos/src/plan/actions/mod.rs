@@ -18,7 +18,7 @@ use serde_yaml::{Mapping, Value};
 use super::raw::{KeyPath, RawEntry};
 use super::timeline::{Hold, Walk};
 use super::validate::Cx;
-use super::{Action, ActionKind, PlanError, Target, TimedOp, Toxicity};
+use super::{Action, ActionKind, PlanError, Target, TimedAct, Toxicity};
 use anyplay_cloud::duration;
 
 /// One row of [`SPECS`].
@@ -362,7 +362,7 @@ pub(super) fn expand(
     at: Duration,
     count: u32,
     toxicity: Option<Toxicity>,
-) -> Vec<TimedOp> {
+) -> Vec<TimedAct> {
     match family(action) {
         Family::Lifecycle => lifecycle::expand(action, at, count),
         Family::Drop => drop::expand(action, at),

@@ -7,7 +7,7 @@ use serde_yaml::Value;
 
 use super::{yaml_text, Keys, Reader};
 use crate::plan::timeline::{services_of, Among, Hold, Resource, Walk};
-use crate::plan::{Action, Bytes, ClockOffset, Op, PlanError, ServiceFault, Target, TimedOp};
+use crate::plan::{Act, Action, Bytes, ClockOffset, PlanError, ServiceFault, Target, TimedAct};
 
 pub(super) fn cpu(r: &Reader<'_>) -> Result<Action, PlanError> {
     let value = r.needed("limit", r.value("limit"), "cores, e.g. 0.2")?;
@@ -118,16 +118,16 @@ pub(super) fn holds(action: &Action, at: Duration, count: u32) -> Vec<Hold> {
         .collect()
 }
 
-pub(super) fn expand(action: &Action, at: Duration, count: u32) -> Vec<TimedOp> {
+pub(super) fn expand(action: &Action, at: Duration, count: u32) -> Vec<TimedAct> {
     let Some((target, fault, duration)) = parts(action) else {
         return Vec::new();
     };
-    TimedOp::lasting(
+    TimedAct::lasting(
         &services_of(target, count),
         at,
         duration,
-        |service| Op::Squeeze { service, fault },
-        |service| Op::Release { service, fault },
+        |service| Act::Squeeze { service, fault },
+        |service| Act::Release { service, fault },
     )
 }
 

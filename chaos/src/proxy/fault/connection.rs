@@ -5,10 +5,10 @@
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
-use super::cut::Holes;
 use super::limit_data::{Budget, Limit};
+use super::partition::Holes;
 use super::settings::{sleep_or_change, OnLink, Settings, Woke};
-use super::{CutMode, Direction, Faults};
+use super::{Direction, Faults, PartitionMode};
 
 pub(crate) struct ConnectionFaults<'a> {
     faults: &'a Faults,
@@ -56,8 +56,8 @@ impl<'a> ConnectionFaults<'a> {
             let cut = settings.borrow_and_update().cut_on_connect(self.serial);
             match cut {
                 None => return true,
-                Some(CutMode::Drop) => return false,
-                Some(CutMode::Hold) => {
+                Some(PartitionMode::Drop) => return false,
+                Some(PartitionMode::Hold) => {
                     sleep_or_change(&mut settings, None).await;
                 }
             }
@@ -76,7 +76,7 @@ impl<'a> ConnectionFaults<'a> {
                     settings.on_link(Direction::Downstream, self.serial),
                 )
             };
-            let dropping = [up.cut, down.cut].contains(&Some(CutMode::Drop));
+            let dropping = [up.cut, down.cut].contains(&Some(PartitionMode::Drop));
             if self.holes.any() && !dropping {
                 return Ending::Reset;
             }
@@ -131,7 +131,7 @@ impl LinkFaults<'_> {
 
     /// True when a drop-cut takes bytes just read; the connection then has a hole.
     pub(crate) fn drops(&mut self) -> bool {
-        if self.now().cut != Some(CutMode::Drop) {
+        if self.now().cut != Some(PartitionMode::Drop) {
             return false;
         }
         self.connection.holes.lose();

@@ -2,7 +2,7 @@
 //!
 //! Lasting faults, set with [`Proxy::set`](super::Proxy::set) on one or both directions and on a
 //! share of the connections ([`Toxicity`]), until cleared:
-//! - [`cut`]: a partition that either holds data and new connections, or drops data and refuses
+//! - [`partition`]: a partition that either holds data and new connections, or drops data and refuses
 //!   new connections (resetting, at the end, every connection whose stream lost bytes).
 //! - [`latency`]: a delay with jitter per chunk, order kept.
 //! - [`bandwidth`]: a rate limit per connection and direction.
@@ -17,9 +17,9 @@
 
 pub(crate) mod bandwidth;
 pub(crate) mod connection;
-pub(crate) mod cut;
 pub(crate) mod latency;
 pub(crate) mod limit_data;
+pub(crate) mod partition;
 pub(crate) mod reset;
 mod settings;
 pub(crate) mod slicer;
@@ -67,7 +67,7 @@ impl From<Direction> for Ways {
 
 /// What a partition does with the data and connections it meets (a plan's `mode: hold | drop`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum CutMode {
+pub enum PartitionMode {
     /// Nothing is read (TCP keeps the bytes) and new connections wait; all flows on afterwards.
     #[default]
     Hold,
@@ -97,23 +97,23 @@ impl std::fmt::Display for Ways {
     }
 }
 
-impl std::str::FromStr for CutMode {
+impl std::str::FromStr for PartitionMode {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
         match s {
-            "hold" => Ok(CutMode::Hold),
-            "drop" => Ok(CutMode::Drop),
+            "hold" => Ok(PartitionMode::Hold),
+            "drop" => Ok(PartitionMode::Drop),
             _ => Err(format!("unknown mode `{s}` (hold or drop)")),
         }
     }
 }
 
-impl std::fmt::Display for CutMode {
+impl std::fmt::Display for PartitionMode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            CutMode::Hold => "hold",
-            CutMode::Drop => "drop",
+            PartitionMode::Hold => "hold",
+            PartitionMode::Drop => "drop",
         })
     }
 }
@@ -121,7 +121,7 @@ impl std::fmt::Display for CutMode {
 /// A lasting fault on a link. A proxy has at most one of each kind; setting a kind again replaces it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LinkFault {
-    Cut(CutMode),
+    Partition(PartitionMode),
     Latency(Latency),
     /// Kilobits per second (1 kbps = 125 bytes/s), per connection and direction, as toxiproxy's
     /// bandwidth is per connection. 0 counts as 1.
@@ -154,7 +154,7 @@ impl std::fmt::Display for LinkFault {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         use anyplay_cloud::duration::format;
         match self {
-            LinkFault::Cut(mode) => write!(f, "{mode}"),
+            LinkFault::Partition(mode) => write!(f, "{mode}"),
             LinkFault::Latency(l) => {
                 write!(f, "{}±{}ms", l.delay.as_millis(), l.jitter.as_millis())
             }
@@ -175,7 +175,7 @@ impl std::fmt::Display for LinkFault {
 /// The kinds of [`LinkFault`], one slot each on a proxy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum LinkFaultKind {
-    Cut,
+    Partition,
     Latency,
     Bandwidth,
     SlowClose,
@@ -186,7 +186,7 @@ pub enum LinkFaultKind {
 
 impl LinkFaultKind {
     pub const ALL: [LinkFaultKind; 7] = [
-        LinkFaultKind::Cut,
+        LinkFaultKind::Partition,
         LinkFaultKind::Latency,
         LinkFaultKind::Bandwidth,
         LinkFaultKind::SlowClose,
@@ -203,7 +203,7 @@ impl LinkFaultKind {
 impl LinkFault {
     pub fn kind(&self) -> LinkFaultKind {
         match self {
-            LinkFault::Cut(_) => LinkFaultKind::Cut,
+            LinkFault::Partition(_) => LinkFaultKind::Partition,
             LinkFault::Latency(_) => LinkFaultKind::Latency,
             LinkFault::Bandwidth { .. } => LinkFaultKind::Bandwidth,
             LinkFault::SlowClose { .. } => LinkFaultKind::SlowClose,

@@ -10,7 +10,7 @@ use super::latency::Latency;
 use super::limit_data::Limit;
 use super::slicer::Slice;
 use super::timeout::Timeout;
-use super::{CutMode, Direction, LinkFault, LinkFaultKind, Toxicity, Ways};
+use super::{Direction, LinkFault, LinkFaultKind, PartitionMode, Toxicity, Ways};
 
 #[derive(Debug, Clone, Copy)]
 struct Active {
@@ -38,7 +38,7 @@ pub(crate) struct Settings {
 /// The faults that reach one direction of one connection.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub(crate) struct OnLink {
-    pub(crate) cut: Option<CutMode>,
+    pub(crate) cut: Option<PartitionMode>,
     pub(crate) latency: Option<Latency>,
     /// At least 1.
     pub(crate) kbps: Option<u32>,
@@ -51,7 +51,7 @@ pub(crate) struct OnLink {
 impl OnLink {
     /// True while this direction must neither read nor write.
     pub(crate) fn stops(&self) -> bool {
-        self.cut == Some(CutMode::Hold) || self.timeout.is_some()
+        self.cut == Some(PartitionMode::Hold) || self.timeout.is_some()
     }
 }
 
@@ -92,7 +92,7 @@ impl Settings {
             .filter(|active| active.ways.covers(direction) && active.reaches(serial));
         for active in reaching {
             match active.fault {
-                LinkFault::Cut(mode) => on.cut = Some(mode),
+                LinkFault::Partition(mode) => on.cut = Some(mode),
                 LinkFault::Latency(latency) => on.latency = Some(latency),
                 LinkFault::Bandwidth { kbps } => on.kbps = Some(kbps.max(1)),
                 LinkFault::SlowClose { delay } => on.slow_close = Some(delay),
@@ -120,10 +120,10 @@ impl Settings {
     }
 
     /// The partition a new connection meets: one way is enough to stop a handshake.
-    pub(crate) fn cut_on_connect(&self, serial: u64) -> Option<CutMode> {
-        let active = self.slots[LinkFaultKind::Cut.index()].filter(|a| a.reaches(serial))?;
+    pub(crate) fn cut_on_connect(&self, serial: u64) -> Option<PartitionMode> {
+        let active = self.slots[LinkFaultKind::Partition.index()].filter(|a| a.reaches(serial))?;
         match active.fault {
-            LinkFault::Cut(mode) => Some(mode),
+            LinkFault::Partition(mode) => Some(mode),
             _ => None,
         }
     }
@@ -167,14 +167,14 @@ mod tests {
     fn a_fault_reaches_only_the_directions_it_covers() {
         let mut settings = Settings::default();
         settings.set(LinkFault::Bandwidth { kbps: 0 }, Ways::Up, None);
-        settings.set(LinkFault::Cut(CutMode::Drop), Ways::Down, None);
+        settings.set(LinkFault::Partition(PartitionMode::Drop), Ways::Down, None);
         let up = settings.on_link(Direction::Upstream, 0);
         assert_eq!(up.kbps, Some(1), "0 kbps counts as 1");
         assert_eq!(up.cut, None);
         let down = settings.on_link(Direction::Downstream, 0);
         assert_eq!(down.kbps, None);
-        assert_eq!(down.cut, Some(CutMode::Drop));
-        assert_eq!(settings.cut_on_connect(0), Some(CutMode::Drop));
+        assert_eq!(down.cut, Some(PartitionMode::Drop));
+        assert_eq!(settings.cut_on_connect(0), Some(PartitionMode::Drop));
     }
 
     #[test]
@@ -210,7 +210,11 @@ mod tests {
             share: 1.0,
             seed: 1,
         };
-        settings.set(LinkFault::Cut(CutMode::Hold), Ways::Both, Some(none));
+        settings.set(
+            LinkFault::Partition(PartitionMode::Hold),
+            Ways::Both,
+            Some(none),
+        );
         settings.set(
             LinkFault::SlowClose {
                 delay: Duration::from_secs(1),

@@ -52,16 +52,22 @@ mod tests {
             share: 0.3,
             seed: 42,
         };
-        let hits = hit_serials(toxicity, LinkFaultKind::Cut, 10_000);
+        let hits = hit_serials(toxicity, LinkFaultKind::Partition, 10_000);
         // 3000 expected; the standard deviation is about 46.
         assert!((2_800..=3_200).contains(&hits.len()), "{}", hits.len());
-        assert_eq!(hits, hit_serials(toxicity, LinkFaultKind::Cut, 10_000));
+        assert_eq!(
+            hits,
+            hit_serials(toxicity, LinkFaultKind::Partition, 10_000)
+        );
 
         let other_seed = Toxicity {
             seed: 43,
             ..toxicity
         };
-        assert_ne!(hits, hit_serials(other_seed, LinkFaultKind::Cut, 10_000));
+        assert_ne!(
+            hits,
+            hit_serials(other_seed, LinkFaultKind::Partition, 10_000)
+        );
         // Each kind draws on its own.
         assert_ne!(hits, hit_serials(toxicity, LinkFaultKind::Latency, 10_000));
     }

@@ -57,7 +57,7 @@ pub enum SetupError {
     #[error("{0}")]
     Unusable(String),
     #[error(transparent)]
-    Fault(#[from] crate::supervisor::faults::FaultError),
+    Fault(#[from] crate::supervisor::service_faults::FaultError),
 }
 
 /// Where a service's output goes in a run directory: `logs/<service>.log`.

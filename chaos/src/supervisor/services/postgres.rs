@@ -18,7 +18,7 @@ use sqlx::postgres::PgConnectOptions;
 use super::scratch::Scratch;
 use super::{find_program, io_error, is_executable, log_path, pick_port, Placement, SetupError};
 use crate::backend::{process, Command, Exit, Program, RunAs};
-use crate::supervisor::faults::Disk;
+use crate::supervisor::service_faults::Disk;
 use crate::supervisor::{Probe, ServiceSpec};
 
 /// The service's name in the topology.

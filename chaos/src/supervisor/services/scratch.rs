@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use nix::unistd::geteuid;
 
 use crate::backend::owner::Owner;
-use crate::supervisor::faults::{clock, disk};
+use crate::supervisor::service_faults::{clock, disk};
 
 /// Every scratch directory's name starts so.
 const PREFIX: &str = "anyplay-chaos-";

@@ -1,4 +1,4 @@
-//! The `cut` fault, a partition, in two modes.
+//! The partition fault, in two modes.
 //!
 //! - Hold: the covered directions stop reading, so TCP keeps what is sent meanwhile (like dropped
 //!   packets that get retransmitted), and new connections wait without connecting upstream.

@@ -10,7 +10,7 @@ use anyplay_cloud::duration;
 pub use crate::supervisor::ServiceFault;
 
 // A plan's link faults are the proxy's own, in the proxy's units.
-pub use crate::proxy::{CutMode, LinkFault, Ways};
+pub use crate::proxy::{LinkFault, PartitionMode, Ways};
 
 /// A link fault's parameters after its kind and link, as plans and timelines print them:
 /// ` drop up on 30% of connections`.
@@ -22,7 +22,7 @@ pub(super) fn write_details(
 ) -> fmt::Result {
     match fault {
         // A partition's mode is only worth a word when it is not the default.
-        LinkFault::Cut(CutMode::Hold) => {}
+        LinkFault::Partition(PartitionMode::Hold) => {}
         fault => write!(f, " {fault}")?,
     }
     if ways != Ways::Both {
@@ -176,7 +176,7 @@ mod tests {
         assert_eq!("up".parse::<Ways>(), Ok(Ways::Up));
         assert_eq!("down".parse::<Ways>(), Ok(Ways::Down));
         assert!("sideways".parse::<Ways>().is_err());
-        assert_eq!("drop".parse::<CutMode>(), Ok(CutMode::Drop));
-        assert!("lose".parse::<CutMode>().is_err());
+        assert_eq!("drop".parse::<PartitionMode>(), Ok(PartitionMode::Drop));
+        assert!("lose".parse::<PartitionMode>().is_err());
     }
 }
