@@ -7,7 +7,9 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use crate::support::raw::RawSocket;
+use tokio::io::AsyncWriteExt;
+
+use crate::support::raw::{masked_frame, RawSocket};
 use crate::support::{each_topology, End, Events, Player, TestCloud, TestNode, Topology};
 
 each_topology!(
@@ -288,6 +290,46 @@ async fn a_fragmented_message_closes_with_1009_once_it_passes_4_kib() {
         ws.send_frame(0x0, &piece, false).await;
     }
     assert_eq!(ws.close_code().await, Some(1009));
+}
+
+/// A client that floods pings and never reads their pongs makes the node hold no more than a
+/// bounded write buffer for it, and the node still welcomes others. (An outside test grew a
+/// node by 1.6 GB in 6 s this way, and killed it at 5 GB: the pongs piled up unsent.)
+#[tokio::test]
+async fn a_ping_flood_that_never_reads_its_pongs_grows_no_node() {
+    let cloud = TestCloud::start(Topology::Single, &[]).await;
+    let ann = cloud.signup("ann").await;
+    let node = cloud.node(0);
+    let mut ws = RawSocket::open(node, &ann.access, None).await;
+    ws.frame().await.expect("a welcome");
+    let before = resident_kib(node.pid());
+    let batch = masked_frame(0x9, &[b'p'; 125], true).repeat(1000);
+    let mut sent = 0;
+    // 150 MB of pings (the pongs would be as much), or until the node cuts the flood off.
+    while sent < 150_000_000 {
+        match tokio::time::timeout(Duration::from_secs(10), ws.stream.write_all(&batch)).await {
+            Ok(Ok(())) => sent += batch.len(),
+            _ => break,
+        }
+    }
+    let grown = resident_kib(node.pid()).saturating_sub(before);
+    assert!(
+        grown < 64 * 1024,
+        "the node grew by {grown} KiB under {sent} bytes of pings"
+    );
+    let bob = cloud.signup("bob").await;
+    let (_events, welcome) = cloud.connect(&bob).await;
+    assert_eq!(welcome["type"], "welcome");
+}
+
+/// A process's resident memory, from /proc.
+fn resident_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("its status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|kib| kib.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
 }
 
 /// An activity of 64 four-byte characters: the largest presence event there is.

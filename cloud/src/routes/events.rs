@@ -64,12 +64,19 @@ pub async fn upgrade(
         // Thousands of mostly idle sockets: small buffers (axum's default read buffer is 128 KiB each).
         .read_buffer_size(4 * 1024)
         .write_buffer_size(4 * 1024)
+        // What a client has not read stays bounded: past this, the pongs of a client that
+        // floods pings and reads nothing wait in one slot (the newest replaces the older), and
+        // our own writes fail, so the socket is dropped as a reader that stopped.
+        .max_write_buffer_size(MAX_WRITE_BUFFER)
         // A message over the limit, whole or in fragments, fails the read as it passes it,
         // and the connection closes 1009.
         .max_message_size(MAX_CLIENT_MESSAGE)
         .max_frame_size(MAX_CLIENT_MESSAGE)
         .on_upgrade(move |socket| serve(state, account_id, token, socket, open)))
 }
+
+/// Far above any one event and the 4 KiB the writer gathers before it flushes.
+const MAX_WRITE_BUFFER: usize = 64 * 1024;
 
 /// Room for the old node's renewal to run and close what it finds taken.
 const RENEWAL_MARGIN: Duration = Duration::from_secs(2);

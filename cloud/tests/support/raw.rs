@@ -40,13 +40,19 @@ pub async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
 
 /// Sends one request and reads the status line of its answer.
 pub async fn status_line(stream: &mut TcpStream, request: &str) -> String {
+    let head = head(stream, request).await;
+    head.lines().next().unwrap_or_default().to_string()
+}
+
+/// Sends one request and reads the head of its answer (status line and headers).
+pub async fn head(stream: &mut TcpStream, request: &str) -> String {
     stream
         .write_all(request.as_bytes())
         .await
         .expect("write a request");
     let mut got = Vec::new();
     let mut buf = [0u8; 1024];
-    while !got.windows(2).any(|w| w == b"\r\n") {
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
         let n = tokio::time::timeout(SOON, stream.read(&mut buf))
             .await
             .expect("an answer in time")
@@ -54,8 +60,11 @@ pub async fn status_line(stream: &mut TcpStream, request: &str) -> String {
         assert!(n > 0, "connection closed before an answer");
         got.extend_from_slice(&buf[..n]);
     }
-    let text = String::from_utf8_lossy(&got);
-    text.lines().next().unwrap_or_default().to_string()
+    let end = got
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or(got.len());
+    String::from_utf8_lossy(&got[..end]).into_owned()
 }
 
 /// A WebSocket client that speaks frames by hand.
@@ -172,12 +181,7 @@ impl RawSocket {
     /// Sends one frame, masked: the last of its message when `fin`, else a fragment with more
     /// to come (`opcode` 0 continues a message).
     pub async fn send_frame(&mut self, opcode: u8, payload: &[u8], fin: bool) {
-        assert!(payload.len() < 126, "short frames only");
-        let mask = [0x37u8, 0xfa, 0x21, 0x3d];
-        let fin = if fin { 0x80 } else { 0 };
-        let mut frame = vec![fin | opcode, 0x80 | payload.len() as u8];
-        frame.extend_from_slice(&mask);
-        frame.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+        let frame = masked_frame(opcode, payload, fin);
         self.stream.write_all(&frame).await.expect("send a frame");
     }
 
@@ -190,4 +194,15 @@ impl RawSocket {
         }
         None
     }
+}
+
+/// One short frame as a client writes it (masked): the last of its message when `fin`.
+pub fn masked_frame(opcode: u8, payload: &[u8], fin: bool) -> Vec<u8> {
+    assert!(payload.len() < 126, "short frames only");
+    let mask = [0x37u8, 0xfa, 0x21, 0x3d];
+    let fin = if fin { 0x80 } else { 0 };
+    let mut frame = vec![fin | opcode, 0x80 | payload.len() as u8];
+    frame.extend_from_slice(&mask);
+    frame.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i % 4]));
+    frame
 }
