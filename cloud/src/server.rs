@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, HeaderValue};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use futures_util::future::BoxFuture;
@@ -348,7 +349,7 @@ const STORE_GRACE: Duration = Duration::from_millis(500);
 /// Refuses new calls while draining, and applies the per-IP limit.
 async fn guard(State(state): State<AppState>, ip: ClientIp, req: Request, next: Next) -> Response {
     if state.drain.is_draining() {
-        return ApiError::Draining.into_response();
+        return closing(ApiError::Draining.into_response());
     }
     if let Some(limiter) = &state.limiter {
         // The sign-in email has its own limit, counted in the store.
@@ -368,7 +369,21 @@ async fn guard(State(state): State<AppState>, ip: ClientIp, req: Request, next: 
             }
         }
     }
-    next.run(req).await
+    let response = next.run(req).await;
+    if state.drain.is_draining() {
+        closing(response)
+    } else {
+        response
+    }
+}
+
+/// An answer after which its connection closes (hyper honours the header): once a drain has
+/// begun, a client that reused the connection could not tell whether its next call was applied.
+fn closing(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 async fn count_in_flight(
