@@ -413,7 +413,7 @@ impl Args {
     }
 
     fn read_file(path: &Path) -> Result<Args, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = crate::small_file::read_to_string(path).map_err(|source| ConfigError::Read {
             path: path.into(),
             source,
         })?;

@@ -41,6 +41,7 @@ pub(crate) mod ratelimit;
 pub(crate) mod retention;
 mod routes;
 pub(crate) mod server;
+pub mod small_file;
 pub(crate) mod state;
 pub mod store;
 pub mod tls;

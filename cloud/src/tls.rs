@@ -43,8 +43,9 @@ pub fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsErro
         path: path.to_owned(),
         why,
     };
-    let certs = CertificateDer::pem_file_iter(path)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+    let pem = crate::small_file::read(path).map_err(|e| error(e.to_string()))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
         .map_err(|e| error(e.to_string()))?;
     if certs.is_empty() {
         return Err(error("no certificate in it".into()));
@@ -60,8 +61,10 @@ impl TlsFiles {
             move |why: String| TlsError { path, why }
         };
         let chain = certificates(&self.cert)?;
+        let pem =
+            crate::small_file::read(&self.key).map_err(|e| error(&self.key)(e.to_string()))?;
         let key =
-            PrivateKeyDer::from_pem_file(&self.key).map_err(|e| error(&self.key)(e.to_string()))?;
+            PrivateKeyDer::from_pem_slice(&pem).map_err(|e| error(&self.key)(e.to_string()))?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()

@@ -58,9 +58,8 @@ impl Secret {
     /// The secret in `file`, else in [`SECRET_ENV`]; a trailing newline is no part of it.
     pub fn load(file: Option<&Path>) -> Result<Secret, SealError> {
         let bytes = match file {
-            Some(path) => {
-                std::fs::read(path).map_err(|e| SealError::Read(path.display().to_string(), e))?
-            }
+            Some(path) => anyplay_cloud::small_file::read(path)
+                .map_err(|e| SealError::Read(path.display().to_string(), e))?,
             None => std::env::var(SECRET_ENV)
                 .map_err(|_| SealError::Missing)?
                 .into_bytes(),

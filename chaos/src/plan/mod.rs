@@ -395,7 +395,7 @@ impl Plan {
     }
 
     fn read(path: &Path) -> Result<String, PlanError> {
-        std::fs::read_to_string(path).map_err(|source| PlanError::Read {
+        anyplay_cloud::small_file::read_to_string(path).map_err(|source| PlanError::Read {
             path: path.to_owned(),
             source,
         })

@@ -32,7 +32,7 @@ impl TestCodes {
     /// Reads the admin token of `token_file` (its first line) now.
     pub fn new(ops: &str, token_file: &Path) -> Result<TestCodes, LoadError> {
         let refused = |why: String| LoadError::Refused(format!("--codes-from {ops}: {why}"));
-        let text = std::fs::read_to_string(token_file)
+        let text = anyplay_cloud::small_file::read_to_string(token_file)
             .map_err(|e| refused(format!("--admin-token-file {}: {e}", token_file.display())))?;
         let token = text.lines().next().unwrap_or_default().trim().to_owned();
         if token.is_empty() {
