@@ -726,6 +726,14 @@ fn refuse(flag: &'static str, reason: impl Into<String>) -> SettingsError {
 /// Largest `ids` list the contract allows in one gamer-card call.
 pub const MAX_CARDS: usize = 100;
 
+/// The slowest rate of any flag: one every 11.6 days (slower still is no rate a run can keep,
+/// and its gaps would overflow a schedule).
+const MIN_RATE: f64 = 1e-6;
+/// The fastest: far past what one machine starts, and still a schedule of whole microseconds.
+const MAX_RATE: f64 = 1_000_000.0;
+/// The longest login wave (`--players` / `--rate`).
+const MAX_LOGIN_WAVE: Duration = Duration::from_secs(24 * 3600);
+
 impl Default for Settings {
     /// The flags' defaults.
     fn default() -> Self {
@@ -836,12 +844,12 @@ impl SettingsDraft {
 
     fn check(&self) -> Result<(), SettingsError> {
         let rate = |flag, rate: f64| {
-            if rate.is_finite() && rate > 0.0 {
+            if (MIN_RATE..=MAX_RATE).contains(&rate) {
                 Ok(())
             } else {
                 Err(refuse(
                     flag,
-                    format!("must be a rate above 0 per second, got {rate}"),
+                    format!("must be a rate from {MIN_RATE} to {MAX_RATE} per second, got {rate}"),
                 ))
             }
         };
@@ -881,13 +889,27 @@ impl SettingsDraft {
             ));
         }
         rate("--rate", self.rate)?;
+        let wave = Duration::from_secs_f64(self.players as f64 / self.rate);
+        if wave > MAX_LOGIN_WAVE {
+            return Err(refuse(
+                "--rate",
+                format!(
+                    "{} players at {}/s would take {} to sign in; a login wave may take a day",
+                    self.players,
+                    self.rate,
+                    anyplay_cloud::duration::format(wave)
+                ),
+            ));
+        }
         let optional_rate = |flag, rate: f64| {
-            if rate.is_finite() && rate >= 0.0 {
+            if rate == 0.0 || (MIN_RATE..=MAX_RATE).contains(&rate) {
                 Ok(())
             } else {
                 Err(refuse(
                     flag,
-                    format!("must be 0 or a rate per second, got {rate}"),
+                    format!(
+                        "must be 0 or a rate from {MIN_RATE} to {MAX_RATE} per second, got {rate}"
+                    ),
                 ))
             }
         };
@@ -932,8 +954,11 @@ impl SettingsDraft {
                 ));
             }
         }
-        if self.max_in_flight == 0 {
-            return Err(refuse("--max-in-flight", "must be at least 1"));
+        if !(1..=tokio::sync::Semaphore::MAX_PERMITS).contains(&self.max_in_flight) {
+            return Err(refuse(
+                "--max-in-flight",
+                format!("must be from 1 to {}", tokio::sync::Semaphore::MAX_PERMITS),
+            ));
         }
         if self.friends % 2 == 1 {
             return Err(refuse(
@@ -1180,6 +1205,27 @@ mod tests {
             Settings::default().scenarios,
             [Scenario::Presence, Scenario::Sessions, Scenario::Storm]
         );
+    }
+
+    /// An outside test crashed the harness with `--rate 1e-300` and `--max-in-flight
+    /// 18446744073709551615`, and `--rate 1e-7` ran with no end.
+    #[test]
+    fn rates_and_in_flight_past_what_can_run_are_refused() {
+        for rate in ["1e-300", "1e-7", "1e300", "inf", "NaN"] {
+            assert_eq!(refused(&["--rate", rate]).flag, "--rate", "{rate}");
+            assert_eq!(
+                refused(&["--presence-rate", rate]).flag,
+                "--presence-rate",
+                "{rate}"
+            );
+            assert_eq!(refused(&["--friend-rate", rate]).flag, "--friend-rate");
+        }
+        // 1,000 players at one every 1,000 s: 11 days.
+        let wave = refused(&["--players", "1000", "--rate", "0.001"]);
+        assert_eq!(wave.flag, "--rate");
+        assert!(wave.reason.contains("a day"), "{}", wave.reason);
+        let many = u64::MAX.to_string();
+        assert_eq!(refused(&["--max-in-flight", &many]).flag, "--max-in-flight");
     }
 
     #[test]
