@@ -237,6 +237,12 @@ impl GameClient {
                     self.tokens = Some(tokens);
                     return Ok(());
                 }
+                Err(e) if refused_for_good(&e) => {
+                    return Err(LoadError::Refused(format!(
+                        "{} cannot sign in: {e}",
+                        self.email
+                    )))
+                }
                 Err(e) if Instant::now() >= deadline => {
                     return Err(LoadError::Refused(format!(
                         "{} could not sign in within {SIGN_IN_WITHIN:?}: {e}",
@@ -488,4 +494,11 @@ pub fn report(seen: &Seen, out: Option<&std::path::Path>) -> Result<(), LoadErro
     std::fs::create_dir_all(dir)
         .and_then(|()| std::fs::write(&path, text))
         .map_err(|source| LoadError::Write { path, source })
+}
+
+/// A refusal that asking again will not change: the cloud's 4xx but a timeout or a rate
+/// limit (a malformed address, a handle that breaks the rules).
+fn refused_for_good(e: &LoadError) -> bool {
+    matches!(e, LoadError::Client(ClientError::Api { status, .. })
+        if (400..500).contains(status) && !matches!(status, 408 | 429))
 }

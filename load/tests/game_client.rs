@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::processes::{Cluster, LOAD};
+use crate::processes::{CloudProcess, Cluster, LOAD};
 use crate::support::{services, temp_path};
 
 /// Starts client `name` befriending `friend` on `servers` for `seconds`, allowed
@@ -129,4 +129,30 @@ async fn two_clients_ride_through_a_drain_and_name_a_lost_cloud() {
         assert!(stdout.contains("BROKE: no connection for"), "{stdout}");
     }
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A client the cloud refuses for good (a handle that breaks its rules) says so and exits 1 at
+/// once, instead of asking again for a minute. (An outside test saw 61 s of retries against a
+/// permanent 422, even with `--for 2s`.)
+#[tokio::test]
+async fn a_client_refused_for_good_exits_at_once() {
+    let cloud = CloudProcess::sqlite().await;
+    let out = temp_path("refused-client");
+    let started = std::time::Instant::now();
+    let child = client(
+        ("not a handle!", "nobody"),
+        &cloud.api,
+        (30, 10),
+        &cloud.mail_log(),
+        &out,
+    );
+    let output = ended(child).await;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("cannot sign in"), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
 }
