@@ -153,10 +153,12 @@ impl<S: Send + Sync> FromRequestParts<S> for IdPath {
     }
 }
 
-/// An account or session id: a positive integer.
+/// An account or session id: a positive integer in plain digits (no sign, no spaces), as
+/// `GET /v1/cards?ids=` takes them.
 pub fn parse_id(raw: &str) -> Result<i64, ApiError> {
-    match raw.trim().parse::<i64>() {
-        Ok(id) if id > 0 => Ok(id),
+    let digits = !raw.is_empty() && raw.bytes().all(|b| b.is_ascii_digit());
+    match raw.parse::<i64>() {
+        Ok(id) if digits && id > 0 => Ok(id),
         _ => Err(ApiError::BadRequest(format!(
             "{raw:?} is not an id (a positive integer)"
         ))),

@@ -143,6 +143,8 @@ async fn bad_ids_tokens_and_paths(topology: Topology) {
         "/v1/sessions/abc",
         "/v1/sessions/0",
         "/v1/sessions/-3",
+        "/v1/sessions/+3",
+        "/v1/sessions/%203",
         "/v1/sessions/99999999999999999999999",
     ] {
         let (s, v) = node.call(Method::GET, path, t, None).await;
@@ -275,6 +277,14 @@ async fn nul_characters_in_text_fields_are_refused(topology: Topology) {
             "/v1/me",
             t,
             json!({"privacy": nul("public")}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_privacy",
+        ),
+        (
+            Method::PATCH,
+            "/v1/me",
+            t,
+            json!({"privacy": null}),
             StatusCode::UNPROCESSABLE_ENTITY,
             "invalid_privacy",
         ),

@@ -24,7 +24,9 @@ pub struct PatchBody {
     // `Some(None)` clears the avatar; absent leaves it.
     #[serde(default, deserialize_with = "present")]
     avatar: Option<Option<String>>,
-    privacy: Option<String>,
+    // `Some(None)`, a null, is no privacy: refused as any other.
+    #[serde(default, deserialize_with = "present")]
+    privacy: Option<Option<String>>,
 }
 
 fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
@@ -38,8 +40,8 @@ pub async fn patch(
     auth: Auth,
     Json(body): Json<PatchBody>,
 ) -> ApiResult<axum::Json<Account>> {
-    let privacy = match body.privacy.as_deref() {
-        Some(p) => Some(Privacy::parse(p).ok_or_else(|| {
+    let privacy = match body.privacy {
+        Some(p) => Some(p.as_deref().and_then(Privacy::parse).ok_or_else(|| {
             ApiError::unprocessable("invalid_privacy", "privacy is public, friends or private")
         })?),
         None => None,
