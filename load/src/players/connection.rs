@@ -66,15 +66,8 @@ pub(crate) trait Owner: Send + Sync {
     fn reads_slowly(&self) -> bool;
     /// A connection attempt to node `node` opened at `opened` ended its handshake with `status`.
     fn attempted(&self, opened: Instant, status: Status, node: usize);
-    /// Connection `conn` of `device` had its welcome from `node` (index `node_index`).
-    fn welcomed(
-        &self,
-        device: Device,
-        conn: ConnId,
-        node: NodeId,
-        node_index: usize,
-        opened: Instant,
-    );
+    /// A connection of `device` had its welcome.
+    fn welcomed(&self, device: Device, welcome: Welcome);
     /// The friends list read again after a welcome on `conn`: a connection replays nothing
     /// that was missed.
     fn resync(&self, conn: ConnId) -> BoxFuture<'_, ()>;
@@ -82,6 +75,16 @@ pub(crate) trait Owner: Send + Sync {
     fn on_message(&self, conn: ConnId, text: &str);
     /// Connection `conn` of `device` ended, with `code` if a close frame came.
     fn closed(&self, device: Device, conn: ConnId, code: Option<u16>, cause: CloseCause);
+}
+
+/// A connection's welcome, as its player is told of it.
+pub(crate) struct Welcome {
+    pub conn: ConnId,
+    /// The node that welcomed it, and its index in the fleet's nodes.
+    pub node: NodeId,
+    pub node_index: usize,
+    /// When the attempt that was welcomed began.
+    pub opened: Instant,
 }
 
 /// The outcome of a device's first connection attempt, for its login.
@@ -297,7 +300,15 @@ async fn attempt(
     signals.drops.borrow_and_update();
     rule.after_welcome();
     let conn = shared.next_conn();
-    player.welcomed(device, conn, node, node_index, opened);
+    player.welcomed(
+        device,
+        Welcome {
+            conn,
+            node,
+            node_index,
+            opened,
+        },
+    );
     // The connection replays nothing that was missed: resync with the friends list, beside
     // reading events (a login waits for it; a reconnect does not).
     let resync = tokio::spawn({

@@ -13,8 +13,8 @@ use tokio::sync::oneshot;
 
 use crate::api::client::{Answer, Api, ClientError};
 use crate::api::wire::{
-    AccountId, CodeOutcome, FriendStatus, FriendsView, NodeId, Privacy, ServerMessage, Session,
-    SessionId, Tokens,
+    AccountId, CodeOutcome, FriendStatus, FriendsView, Privacy, ServerMessage, Session, SessionId,
+    Tokens,
 };
 use crate::error::LoadError;
 use crate::measure::facts::{
@@ -22,7 +22,7 @@ use crate::measure::facts::{
     WriteOutcome,
 };
 use crate::measure::stats::{Op, Status};
-use crate::players::connection::{self, FirstAttempt, Owner, Task};
+use crate::players::connection::{self, FirstAttempt, Owner, Task, Welcome};
 use crate::players::ledger::Ledger;
 use crate::players::shared::Shared;
 use crate::sync::lock;
@@ -968,14 +968,13 @@ impl Owner for Player {
         self.record(Op::WsConnect, opened, status, Some(node));
     }
 
-    fn welcomed(
-        &self,
-        device: Device,
-        conn: ConnId,
-        node: NodeId,
-        node_index: usize,
-        opened: Instant,
-    ) {
+    fn welcomed(&self, device: Device, welcome: Welcome) {
+        let Welcome {
+            conn,
+            node,
+            node_index,
+            opened,
+        } = welcome;
         if device == Device::Primary {
             self.churn.welcomes.fetch_add(1, Ordering::AcqRel);
         }
