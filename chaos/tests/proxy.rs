@@ -76,7 +76,7 @@ async fn latency_adds_at_least_the_delay() {
         "round trip {took:?}"
     );
 
-    proxy.clear(LinkFaultKind::Latency);
+    proxy.clear(LinkFaultKind::Latency, Ways::Both);
     proxy.set(
         LinkFault::Latency(Latency::new(delay, Duration::ZERO)),
         Ways::Down,
@@ -86,7 +86,7 @@ async fn latency_adds_at_least_the_delay() {
     round_trip(&mut client, b"half").await;
     assert!(sent.elapsed() >= delay, "round trip {:?}", sent.elapsed());
 
-    proxy.clear(LinkFaultKind::Latency);
+    proxy.clear(LinkFaultKind::Latency, Ways::Both);
     let sent = Instant::now();
     round_trip(&mut client, b"fast").await;
     assert!(sent.elapsed() < delay, "round trip {:?}", sent.elapsed());
@@ -149,7 +149,7 @@ async fn a_cut_holds_everything_and_its_removal_delivers_it() {
         "held, not connected upstream"
     );
 
-    proxy.clear(LinkFaultKind::Cut);
+    proxy.clear(LinkFaultKind::Cut, Ways::Both);
     let mut answer = [0u8; 6];
     timeout(Duration::from_secs(5), old.read_exact(&mut answer))
         .await

@@ -699,7 +699,7 @@ impl Topology {
                 ways,
                 toxicity,
             } => self.route(route)?.set(fault, ways, toxicity),
-            Op::Heal { route, fault } => self.route(route)?.clear(fault.kind()),
+            Op::Heal { route, fault } => self.route(route)?.clear(fault.kind(), Ways::Both),
             Op::Cut { from, to, ways } => self.cut(from, to, ways)?,
             Op::Mend { from, to } => self.mend(from, to)?,
             Op::Squeeze { service, fault } => self.service(service)?.apply(fault).await?,

@@ -78,6 +78,7 @@ pub(super) fn timeout(r: &Reader<'_>) -> Result<Action, PlanError> {
         r,
         LinkFault::Timeout {
             after: (!after.is_zero()).then_some(after),
+            reset: false,
         },
     )
 }
@@ -228,7 +229,9 @@ pub(super) fn write(action: &Action, keys: &mut Keys) {
                 }
                 LinkFault::Bandwidth { kbps } => keys.set("kbps", kbps),
                 LinkFault::SlowClose { delay } => keys.duration("delay", delay),
-                LinkFault::Timeout { after } => keys.duration("after", after.unwrap_or_default()),
+                LinkFault::Timeout { after, .. } => {
+                    keys.duration("after", after.unwrap_or_default())
+                }
                 LinkFault::LimitData { bytes } => keys.set("bytes", bytes),
                 LinkFault::Slicer { bytes, delay } => {
                     keys.set("bytes", bytes);
