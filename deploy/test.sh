@@ -22,6 +22,9 @@ command -v nft >/dev/null 2>&1 || [[ -x /usr/sbin/nft ]] || missing+=(nftables)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # deploy/test-binaries.sh: the test binaries cargo built, from its JSON messages.
 command -v jq >/dev/null 2>&1 || missing+=(jq)
+# The control API's test drives `up --api` with Toxiproxy's own Node client (npm).
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 # The report's browser test.
 command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-dejavu-core)
 if ((${#missing[@]})) && [[ $(id -u) -ne 0 ]]; then
@@ -40,6 +43,8 @@ prepare() {
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     fi
+    # Toxiproxy's client at the version its lock file pins.
+    npm ci --prefix deploy/toxiproxy-client --no-audit --no-fund --loglevel=error
     touch "$packages_ready"
     source deploy/docker-engine.sh
     deploy/images/build.sh --services-only

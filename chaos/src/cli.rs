@@ -40,8 +40,16 @@ pub enum Command {
     /// Validate a plan without starting anything and print its resolved timeline.
     Check { plan: PathBuf },
     /// Start the topology and the load only, and hold them until Ctrl-C.
+    /// Ctrl-C ends it: the faults are healed, the run settles and is judged and reported as
+    /// a `run`.
     Up {
         plan: PathBuf,
+        /// Run directory; default results/runs/<plan name>-<UTC time>.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Serve Toxiproxy's HTTP API over the run's fault proxies here (e.g. 127.0.0.1:8474).
+        #[arg(long, value_name = "ADDR")]
+        api: Option<std::net::SocketAddr>,
         #[command(flatten)]
         overrides: Overrides,
     },
@@ -291,12 +299,17 @@ pub fn run(
     finished(runtime()?.block_on(runner::run(options)), junit)
 }
 
-/// `up PLAN`: holds the topology and the players until Ctrl-C.
-pub fn up(path: &Path, overrides: Overrides) -> anyhow::Result<Outcome> {
-    let options = overrides.options(path, None)?;
+/// `up PLAN`: holds the topology and the players until Ctrl-C, then judges the run; exits
+/// as `run`.
+pub fn up(
+    path: &Path,
+    out: Option<PathBuf>,
+    api: Option<std::net::SocketAddr>,
+    overrides: Overrides,
+) -> anyhow::Result<Outcome> {
+    let options = overrides.options(path, out)?;
     raise_fd_limit();
-    runtime()?.block_on(runner::up(options))?;
-    Ok(Outcome::Pass)
+    finished(runtime()?.block_on(runner::up(options, api)), None)
 }
 
 /// `rerun DIR`: the recorded plan and seed, again.

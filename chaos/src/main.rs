@@ -41,7 +41,12 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
             overrides,
             junit,
         } => cli::run(&plan, out, overrides, junit.as_deref()),
-        Command::Up { plan, overrides } => cli::up(&plan, overrides),
+        Command::Up {
+            plan,
+            out,
+            api,
+            overrides,
+        } => cli::up(&plan, out, api, overrides),
         Command::Rerun {
             dir,
             junit,

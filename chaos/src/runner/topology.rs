@@ -623,6 +623,11 @@ impl Topology {
             .ok_or(OpError::NoService(service))
     }
 
+    /// Every fault proxy of the topology.
+    pub(crate) fn proxies(&self) -> &ProxySet {
+        &self.proxies
+    }
+
     fn route(&self, route: Route) -> Result<&Proxy, OpError> {
         let peer = match route.peer {
             Peer::Postgres => Endpoint::Postgres,
