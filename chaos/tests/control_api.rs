@@ -1,7 +1,8 @@
 //! `up --api` (issue 33): Toxiproxy's own Node client (npm `toxiproxy-node-client`, installed
 //! by deploy/test.sh into deploy/toxiproxy-client) drives the faults of a running topology
-//! while players play; after Ctrl-C the run is judged and reported as a `run`, and every
-//! change it made is a timeline action of the history and a row of the faults table.
+//! while players play, then anyplay's service actions and the refusals; after Ctrl-C the run
+//! is judged and reported as a `run`, and every change it made is a timeline action of the
+//! history and a row of the faults table.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -15,6 +16,81 @@ use crate::support::{a_run_turn, chaos, reduced_plan_with, report, scratch, work
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.local_addr().unwrap().port()
+}
+
+/// `METHOD path` with `body` on `api`, as plain HTTP/1.1: the status and the body.
+fn request(api: &str, method: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(api).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {api}\r\nConnection: close\r\n{headers}\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+    (status, body.to_owned())
+}
+
+/// anyplay's own part of the API: service actions as plan entries, and what is refused.
+fn service_actions_and_refusals(api: &str) {
+    let act = |entry: &str| request(api, "POST", "/anyplay/actions", "", entry);
+    let (status, body) = act(r#"{"kill": "node-1"}"#);
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (answer["action"].as_str(), answer["target"].as_str()),
+        (Some("kill"), Some("node-1"))
+    );
+    let (status, body) = act(r#"{"kill": "node-1"}"#);
+    assert_eq!(status, 400, "killed already: {body}");
+    assert!(body.contains("it is stopped"), "{body}");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(act(r#"{"start": "node-1"}"#).0, 200);
+    let (status, body) = act(r#"{"latency": ["node-1", "nats"], "ms": 5, "for": "2s"}"#);
+    assert_eq!(status, 400, "a link fault goes through the toxics: {body}");
+    assert_eq!(act(r#"{"kill": "node-9"}"#).0, 400);
+    assert_eq!(act(r#"{"kill": "node-1", "at": "3s"}"#).0, 400);
+    assert_eq!(act(r#"{"kill": "node-1""#).0, 400);
+
+    // Toxiproxy's own refusals of what it does not serve.
+    let browser = "User-Agent: Mozilla/5.0\r\n";
+    assert_eq!(request(api, "GET", "/proxies", browser, "").0, 403);
+    let huge = format!(
+        r#"{{"type": "latency", "name": "{}"}}"#,
+        "x".repeat(100_000)
+    );
+    assert_eq!(
+        request(api, "POST", "/proxies/node-1-nats/toxics", "", &huge).0,
+        413
+    );
+    let made_up = r#"{"name": "elsewhere", "listen": "127.0.0.1:0", "upstream": "10.0.0.1:22"}"#;
+    assert_eq!(request(api, "POST", "/proxies", "", made_up).0, 400);
+    assert_eq!(
+        request(api, "POST", "/populate", "", r#"[{"name": "elsewhere"}]"#).0,
+        400
+    );
+    let (status, body) = request(api, "POST", "/populate", "", r#"[{"name": "node-1-nats"}]"#);
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        request(api, "DELETE", "/proxies/node-1-nats/toxics/none", "", "").0,
+        404
+    );
+    assert_eq!(
+        request(api, "DELETE", "/proxies/node-1-nats", "", "").0,
+        204
+    );
 }
 
 /// Waits until the supervisor says every player is online (its timeline started).
@@ -67,6 +143,9 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
         .arg(format!("http://{api}"))
         .output()
         .expect("node runs");
+    if driven.status.success() {
+        service_actions_and_refusals(&api);
+    }
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(supervisor.id() as i32),
         nix::sys::signal::Signal::SIGINT,
@@ -105,13 +184,15 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     assert_eq!(started("timeout", "node-1<->players"), 1);
     assert_eq!(started("partition", "node-2<->nats"), 1);
     assert_eq!(started("partition", "node-2<->players"), 1);
+    assert_eq!(started("kill", "node-1"), 1);
+    assert_eq!(started("start", "node-1"), 1);
     let ends = actions.iter().filter(|e| e["kind"] == "action_end").count();
     assert_eq!(ends * 2, actions.len(), "every start has its end");
 
     // The report lists each change as a fault.
     let report = report(&out);
     let faults = report["faults"].as_array().unwrap();
-    assert_eq!(faults.len(), 9, "{faults:#?}");
+    assert_eq!(faults.len(), 11, "{faults:#?}");
     assert_eq!(report["verdict"], "pass");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -7,6 +7,7 @@
 //! [`Control`] holds what the API set (each proxy's toxics and whether it is enabled), sets it
 //! on the proxies and records each change in the history as a timeline action: a toxic added is
 //! an `action_start`, removed an `action_end`, an update both; a disabled proxy is a partition.
+//! Service actions (`POST /anyplay/actions`) are plan entries fired as the timeline fires them.
 
 pub mod server;
 pub mod toxiproxy;
@@ -14,11 +15,14 @@ pub mod toxiproxy;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::events::{Event, EventLog};
-use crate::plan::ActionKind;
+use crate::plan::{ActionKind, Plan, PlanError};
 use crate::proxy::{CutMode, Endpoint, LinkFault, LinkFaultKind, LinkName, Proxy, Toxicity, Ways};
+use crate::runner::timeline::fire_step;
 use crate::runner::topology::Topology;
 use toxiproxy::{ApiError, Attributes, ProxyJson, ToxicJson, ToxicType};
 
@@ -29,8 +33,23 @@ pub const TOXIPROXY_VERSION: &str = "2.12.0";
 /// what is sent is lost.
 const DISABLED: LinkFault = LinkFault::Cut(CutMode::Drop);
 
+/// The actions `POST /anyplay/actions` takes: the plan's own on one service. Link faults go
+/// through Toxiproxy's endpoints.
+const SERVICE_ACTIONS: [ActionKind; 9] = [
+    ActionKind::Kill,
+    ActionKind::Stop,
+    ActionKind::Start,
+    ActionKind::Restart,
+    ActionKind::Pause,
+    ActionKind::Cpu,
+    ActionKind::Memory,
+    ActionKind::Clock,
+    ActionKind::DiskFull,
+];
+
 /// The run's proxies under the API, and the history its changes go to.
 pub struct Control {
+    plan: Plan,
     topology: Arc<Topology>,
     /// The topology's proxied links, in a fixed order that `state` follows.
     links: Vec<LinkName>,
@@ -40,6 +59,8 @@ pub struct Control {
     /// The run's seed, from which each toxic's toxicity draws its connections.
     seed: u64,
     state: Mutex<Vec<Held>>,
+    /// The service actions under way (a `pause` lasts its `for`).
+    actions: Mutex<JoinSet<()>>,
 }
 
 /// What the API holds on one proxy.
@@ -102,17 +123,77 @@ fn target(link: LinkName) -> String {
 }
 
 impl Control {
-    pub fn new(topology: Arc<Topology>, log: EventLog, zero: Instant, seed: u64) -> Control {
+    pub fn new(plan: &Plan, topology: Arc<Topology>, log: EventLog, zero: Instant) -> Control {
         let links: Vec<LinkName> = topology.proxies().iter().map(Proxy::name).collect();
         let state = links.iter().map(|_| Held::default()).collect();
         Control {
+            plan: plan.clone(),
             topology,
             links,
             log,
             zero,
-            seed,
+            seed: plan.seed,
             state: Mutex::new(state),
+            actions: Mutex::new(JoinSet::new()),
         }
+    }
+
+    /// `POST /anyplay/actions`: a plan entry without `at` (`{"pause": "nats", "for": "5s"}`),
+    /// fired now as the timeline fires it (`action_start`, its ops, `action_end`); answered
+    /// once its first op is done, with the action, its target and its `at`.
+    pub async fn act(self: &Arc<Self>, body: &Value) -> Result<Value, ApiError> {
+        let at = self.zero.elapsed();
+        let stopped = self
+            .plan
+            .topology()
+            .into_iter()
+            .filter(|service| !self.topology.is_running(*service))
+            .collect();
+        let step = self
+            .plan
+            .entry_now(body, at, &stopped)
+            .map_err(|e| match e {
+                PlanError::Invalid { key, message, .. } => {
+                    let key = key.strip_prefix("timeline[0]").unwrap_or(&key);
+                    let key = key.trim_start_matches('.');
+                    ApiError::bad_request(
+                        format!("{key}: {message}")
+                            .trim_start_matches(": ")
+                            .to_owned(),
+                    )
+                }
+                other => ApiError::bad_request(other.to_string()),
+            })?;
+        let kind = step.action.kind();
+        if !SERVICE_ACTIONS.contains(&kind) {
+            let names: Vec<&str> = SERVICE_ACTIONS.iter().map(|k| k.name()).collect();
+            return Err(ApiError::bad_request(format!(
+                "`{kind}` is not a service action ({}); faults on links go through the proxies' toxics",
+                names.join(", ")
+            )));
+        }
+        let answer = serde_json::json!({
+            "action": kind,
+            "target": step.action.target_label(),
+            "at": step.at.as_secs_f64(),
+        });
+        let (first, done) = oneshot::channel();
+        let control = self.clone();
+        crate::sync::lock(&self.actions).spawn(async move {
+            let (topology, log) = (&control.topology, &control.log);
+            fire_step(&step, control.zero, topology, log, Some(first)).await;
+        });
+        match done.await {
+            Ok(Ok(())) => Ok(answer),
+            Ok(Err(error)) => Err(ApiError::conflict(error)),
+            Err(_) => Err(ApiError::conflict("the action was cut short")),
+        }
+    }
+
+    /// Waits for the service actions under way to end (each within its `for`).
+    pub async fn finish_actions(&self) {
+        let mut actions = std::mem::take(&mut *crate::sync::lock(&self.actions));
+        while actions.join_next().await.is_some() {}
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<Held>> {

@@ -36,6 +36,7 @@ pub fn routes(control: Arc<Control>) -> Router {
         .route("/reset", post(reset))
         .route("/proxies", get(proxies).post(create))
         .route("/populate", post(populate))
+        .route("/anyplay/actions", post(act))
         .route(
             "/proxies/{proxy}",
             get(proxy).post(update).patch(update).delete(delete),
@@ -79,6 +80,11 @@ pub fn body(bytes: &Bytes) -> Result<Value, ApiError> {
     }
     serde_json::from_slice(bytes)
         .map_err(|e| ApiError::bad_request(format!("bad request body: {e}")))
+}
+
+async fn act(State(control): Shared, bytes: Bytes) -> Result<Response, ApiError> {
+    let answer = control.act(&body(&bytes)?).await?;
+    Ok(Json(answer).into_response())
 }
 
 async fn version() -> Response {

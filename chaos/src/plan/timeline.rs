@@ -5,7 +5,7 @@
 //! The draws use ChaCha8 seeded from the plan's seed and take `next_u64() % n`, both stable
 //! across library versions, so the same plan and seed always resolve to the same timeline.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
 
@@ -239,13 +239,27 @@ impl TimedOp {
 }
 
 pub fn resolve(plan: &Plan, seed: u64) -> Result<Timeline, PlanError> {
+    resolve_from(plan, seed, &BTreeSet::new())
+}
+
+/// [`resolve`], with the services in `stopped` stopped at its start (the control API's
+/// actions, given while some may be).
+pub fn resolve_from(
+    plan: &Plan,
+    seed: u64,
+    stopped: &BTreeSet<Service>,
+) -> Result<Timeline, PlanError> {
     let mut order: Vec<usize> = (0..plan.timeline.len()).collect();
     order.sort_by_key(|&i| plan.timeline[i].at);
 
     let mut walk = Walk {
         plan,
         rng: ChaCha8Rng::seed_from_u64(seed),
-        running: plan.topology().into_iter().map(|s| (s, None)).collect(),
+        running: plan
+            .topology()
+            .into_iter()
+            .map(|s| (s, stopped.contains(&s).then_some(BEFORE)))
+            .collect(),
     };
     let mut steps: Vec<Step> = Vec::with_capacity(order.len());
     let mut held: Vec<(usize, Resource, Duration, Duration)> = Vec::new();
@@ -313,6 +327,9 @@ fn resource_name(resource: Resource) -> String {
         Resource::Firewall(a, b) => format!("the firewall between {a} and {b}"),
     }
 }
+
+/// Who stopped a service stopped before the timeline starts (no entry of its own).
+const BEFORE: (usize, usize) = (usize::MAX, 0);
 
 /// The timeline walk: each service's state (with who last changed it) and the seeded draws.
 pub(super) struct Walk<'a> {
@@ -399,6 +416,7 @@ impl Walk<'_> {
                 let when = duration::seconds(at);
                 let verb = action.kind();
                 return Err(match self.running.get(service).copied().flatten() {
+                    Some(BEFORE) => format!("cannot {verb} {service} at {when}: it is stopped"),
                     Some((by, by_line)) => format!(
                         "cannot {verb} {service} at {when}: it is stopped (by timeline[{by}] on line {by_line})"
                     ),

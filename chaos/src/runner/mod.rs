@@ -22,7 +22,7 @@ mod interrupt;
 mod load;
 mod players;
 mod samplers;
-mod timeline;
+pub(crate) mod timeline;
 pub(crate) mod topology;
 
 use std::net::SocketAddr;
@@ -635,10 +635,10 @@ async fn hold(
     }
     let _ = log.record(Event::TimelineStart);
     let control = Arc::new(Control::new(
+        plan,
         stage.topology.clone(),
         log.clone(),
         Instant::now(),
-        plan.seed,
     ));
     let server = listener.map(|listener| {
         if let Ok(addr) = listener.local_addr() {
@@ -660,7 +660,6 @@ async fn hold(
     if let Some(server) = server {
         server.abort();
     }
-    control.reset();
     // A second Ctrl-C ends it at once, as during a run.
     if let Ok(again) = crate::supervisor::signals::termination_requested() {
         tokio::spawn(stop_at_once_on(
@@ -669,6 +668,9 @@ async fn hold(
             stage.topology.clone(),
         ));
     }
+    control.reset();
+    // A service action under way ends as it would on a timeline (its `for` runs out).
+    control.finish_actions().await;
     note(log, format!("settling for {:?}", plan.settle));
     tokio::time::sleep(plan.settle).await;
     stage.load.stop_play();
