@@ -31,6 +31,9 @@ pub enum Command {
         /// Run directory; default results/runs/<plan name>-<UTC time>.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Serve the run's series as Prometheus (OpenMetrics) text at ADDR/metrics while it runs.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<std::net::SocketAddr>,
         #[command(flatten)]
         overrides: Overrides,
         /// Also write the checks as JUnit XML to this file.
@@ -50,6 +53,9 @@ pub enum Command {
         /// Serve Toxiproxy's HTTP API over the run's fault proxies here (e.g. 127.0.0.1:8474).
         #[arg(long, value_name = "ADDR")]
         api: Option<std::net::SocketAddr>,
+        /// Serve the run's series as Prometheus (OpenMetrics) text at ADDR/metrics while it runs.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<std::net::SocketAddr>,
         #[command(flatten)]
         overrides: Overrides,
     },
@@ -124,7 +130,12 @@ pub struct Overrides {
 impl Overrides {
     /// The plan at `path` as it will run, read on the backend it will run on; an invalid
     /// plan is exit 2 with line and key.
-    fn options(self, path: &Path, out: Option<PathBuf>) -> anyhow::Result<runner::RunOptions> {
+    fn options(
+        self,
+        path: &Path,
+        out: Option<PathBuf>,
+        metrics: Option<std::net::SocketAddr>,
+    ) -> anyhow::Result<runner::RunOptions> {
         let plan = Plan::load_on(path, self.backend.map(Into::into))
             .with_context(|| format!("{}", path.display()))?;
         Ok(runner::RunOptions {
@@ -132,6 +143,7 @@ impl Overrides {
             out,
             seed: self.seed,
             images: self.images,
+            metrics,
         })
     }
 }
@@ -291,10 +303,11 @@ fn finished(
 pub fn run(
     path: &Path,
     out: Option<PathBuf>,
+    metrics: Option<std::net::SocketAddr>,
     overrides: Overrides,
     junit: Option<&Path>,
 ) -> anyhow::Result<Outcome> {
-    let options = overrides.options(path, out)?;
+    let options = overrides.options(path, out, metrics)?;
     raise_fd_limit();
     finished(runtime()?.block_on(runner::run(options)), junit)
 }
@@ -305,9 +318,10 @@ pub fn up(
     path: &Path,
     out: Option<PathBuf>,
     api: Option<std::net::SocketAddr>,
+    metrics: Option<std::net::SocketAddr>,
     overrides: Overrides,
 ) -> anyhow::Result<Outcome> {
-    let options = overrides.options(path, out)?;
+    let options = overrides.options(path, out, metrics)?;
     raise_fd_limit();
     finished(runtime()?.block_on(runner::up(options, api)), None)
 }

@@ -1,6 +1,8 @@
 //! `up --api` (issue 33): Toxiproxy's own Node client (npm `toxiproxy-node-client`, installed
 //! by deploy/test.sh into deploy/toxiproxy-client) drives the faults of a running topology
-//! while players play, then anyplay's service actions and the refusals; after Ctrl-C the run
+//! while players play, `--metrics` (checked with Prometheus' own OpenMetrics parser, from
+//! PyPI) follows the players through a `drop`, then anyplay's service actions and the
+//! refusals; after Ctrl-C the run
 //! is judged and reported as a `run`, and every change it made is a timeline action of the
 //! history and a row of the faults table.
 
@@ -93,6 +95,75 @@ fn service_actions_and_refusals(api: &str) {
     );
 }
 
+/// One scrape of `--metrics`, parsed by Prometheus' own OpenMetrics parser: its samples.
+fn scrape(metrics: &str) -> Vec<(String, Value, f64)> {
+    let (status, text) = request(metrics, "GET", "/metrics", "", "");
+    assert_eq!(status, 200, "{text}");
+    let python = workspace().join("deploy/openmetrics/.venv/bin/python");
+    let mut parser = Command::new(python)
+        .arg(workspace().join("deploy/openmetrics/parse.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the OpenMetrics parser runs");
+    std::io::Write::write_all(&mut parser.stdin.take().unwrap(), text.as_bytes()).unwrap();
+    let parsed = parser.wait_with_output().unwrap();
+    assert!(
+        parsed.status.success(),
+        "not OpenMetrics: {}\n{text}",
+        String::from_utf8_lossy(&parsed.stderr)
+    );
+    serde_json::from_slice(&parsed.stdout).unwrap()
+}
+
+fn sample(samples: &[(String, Value, f64)], name: &str) -> f64 {
+    samples
+        .iter()
+        .find(|(n, _, _)| n == name)
+        .map(|(_, _, value)| *value)
+        .unwrap_or_else(|| panic!("no {name} in {samples:?}"))
+}
+
+/// `--metrics` while players play: a `drop` takes the players online down, and they come back.
+fn players_online_moves_with_a_drop(api: &str, metrics: &str) {
+    let before = scrape(metrics);
+    let online = sample(&before, "anyplay_players_online");
+    assert!(online > 0.0, "{before:?}");
+    assert!(sample(&before, "anyplay_calls_total") > 0.0);
+    // The client's toxics are over, each counted active and then not.
+    let latency = before.iter().find(|(name, labels, _)| {
+        name == "anyplay_faults_active"
+            && labels["action"] == "latency"
+            && labels["target"] == "node-1<->players"
+    });
+    assert_eq!(latency.map(|(_, _, value)| *value), Some(0.0), "{before:?}");
+
+    let (status, body) = request(
+        api,
+        "POST",
+        "/anyplay/actions",
+        "",
+        r#"{"drop": "players"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let mut seen = Vec::new();
+    let until = Instant::now() + Duration::from_secs(8);
+    while Instant::now() < until {
+        seen.push(sample(&scrape(metrics), "anyplay_players_online"));
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let lowest = seen.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(
+        lowest < online,
+        "players online {online} before the drop, then {seen:?}"
+    );
+    assert!(
+        seen.last().copied().unwrap_or_default() > lowest,
+        "back after the drop: {seen:?}"
+    );
+}
+
 /// Waits until the supervisor says every player is online (its timeline started).
 fn until_playing(supervisor: &mut Child, out: &Path) {
     let deadline = Instant::now() + Duration::from_secs(180);
@@ -117,6 +188,12 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
         client.join("node_modules/toxiproxy-node-client").is_dir(),
         "Toxiproxy's client is not installed: npm ci --prefix deploy/toxiproxy-client (deploy/test.sh does)"
     );
+    assert!(
+        workspace()
+            .join("deploy/openmetrics/.venv/bin/python")
+            .is_file(),
+        "the OpenMetrics parser is not installed (deploy/test.sh installs it)"
+    );
     let _turn = a_run_turn();
     let dir = scratch("control-api");
     let plan = reduced_plan_with("network-faults", &dir, 60, "10s", |plan| {
@@ -124,6 +201,7 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     });
     let out = dir.join("out");
     let api = format!("127.0.0.1:{}", free_port());
+    let metrics = format!("127.0.0.1:{}", free_port());
     let mut supervisor = chaos(&[
         "up",
         plan.to_str().unwrap(),
@@ -131,6 +209,8 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
         out.to_str().unwrap(),
         "--api",
         &api,
+        "--metrics",
+        &metrics,
     ])
     .stdout(Stdio::piped())
     .stderr(Stdio::piped())
@@ -144,6 +224,7 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
         .output()
         .expect("node runs");
     if driven.status.success() {
+        players_online_moves_with_a_drop(&api, &metrics);
         service_actions_and_refusals(&api);
     }
     nix::sys::signal::kill(
@@ -184,6 +265,7 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     assert_eq!(started("timeout", "node-1<->players"), 1);
     assert_eq!(started("partition", "node-2<->nats"), 1);
     assert_eq!(started("partition", "node-2<->players"), 1);
+    assert_eq!(started("drop", "players"), 1);
     assert_eq!(started("kill", "node-1"), 1);
     assert_eq!(started("start", "node-1"), 1);
     let ends = actions.iter().filter(|e| e["kind"] == "action_end").count();
@@ -192,7 +274,7 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     // The report lists each change as a fault.
     let report = report(&out);
     let faults = report["faults"].as_array().unwrap();
-    assert_eq!(faults.len(), 11, "{faults:#?}");
+    assert_eq!(faults.len(), 12, "{faults:#?}");
     assert_eq!(report["verdict"], "pass");
     let _ = std::fs::remove_dir_all(&dir);
 }

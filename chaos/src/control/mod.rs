@@ -3,12 +3,14 @@
 //!
 //! - [`toxiproxy`]: Toxiproxy's JSON shapes and what each toxic is on the fault proxy.
 //! - [`server`]: the HTTP routes, bounded and on the address given only.
+//! - [`metrics`]: `--metrics`, the run's own series while it runs (on `run` too).
 //!
 //! [`Control`] holds what the API set (each proxy's toxics and whether it is enabled), sets it
 //! on the proxies and records each change in the history as a timeline action: a toxic added is
 //! an `action_start`, removed an `action_end`, an update both; a disabled proxy is a partition.
 //! Service actions (`POST /anyplay/actions`) are plan entries fired as the timeline fires them.
 
+pub mod metrics;
 pub mod server;
 pub mod toxiproxy;
 
@@ -33,9 +35,9 @@ pub const TOXIPROXY_VERSION: &str = "2.12.0";
 /// what is sent is lost.
 const DISABLED: LinkFault = LinkFault::Cut(CutMode::Drop);
 
-/// The actions `POST /anyplay/actions` takes: the plan's own on one service. Link faults go
-/// through Toxiproxy's endpoints.
-const SERVICE_ACTIONS: [ActionKind; 9] = [
+/// The actions `POST /anyplay/actions` takes: the plan's own on one service, and `drop` (the
+/// players' connections reset at once). Link faults go through Toxiproxy's endpoints.
+const SERVICE_ACTIONS: [ActionKind; 10] = [
     ActionKind::Kill,
     ActionKind::Stop,
     ActionKind::Start,
@@ -45,6 +47,7 @@ const SERVICE_ACTIONS: [ActionKind; 9] = [
     ActionKind::Memory,
     ActionKind::Clock,
     ActionKind::DiskFull,
+    ActionKind::Drop,
 ];
 
 /// The run's proxies under the API, and the history its changes go to.

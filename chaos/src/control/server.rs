@@ -51,7 +51,7 @@ pub fn routes(control: Arc<Control>) -> Router {
         .with_state(control)
 }
 
-/// Serves `router` on `listener` until the task is dropped.
+/// Serves `router` on `listener` until the task is aborted.
 pub async fn serve(listener: TcpListener, router: Router) {
     if let Err(error) = axum::serve(listener, router).await {
         tracing::warn!(%error, "the control API stopped");

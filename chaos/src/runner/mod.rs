@@ -77,8 +77,8 @@ pub enum RunError {
     Sockets(#[from] anyplay_load::budget::TooManySockets),
     #[error("the report: {0}")]
     Report(#[from] report::ReportError),
-    #[error("the control API cannot listen on {addr}: {source}")]
-    Api {
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
         addr: SocketAddr,
         #[source]
         source: std::io::Error,
@@ -98,6 +98,8 @@ pub struct RunOptions {
     pub seed: Option<u64>,
     /// `--image SERVICE=IMAGE`, in order.
     pub images: Vec<ImageOverride>,
+    /// `--metrics ADDR`: the run's series served there while it runs.
+    pub metrics: Option<SocketAddr>,
 }
 
 /// How a run ended.
@@ -170,6 +172,7 @@ pub fn run(options: RunOptions) -> LocalBoxFuture<'static, Result<Finished, RunE
 }
 
 async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
+    let metrics = listen(options.metrics).await?;
     let (plan, dir) = prepare(options)?;
     let timeline = plan.resolve(plan.seed)?;
     // The plan's `abort`, watched over the load's seconds, cuts the run short as a signal does.
@@ -182,7 +185,7 @@ async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
         dir.display()
     );
     eprint!("{timeline}");
-    let mut stage = set_up(&plan, &dir, timeline.length() + plan.settle).await?;
+    let mut stage = set_up(&plan, &dir, timeline.length() + plan.settle, metrics).await?;
     let mut scenarios = match interrupt
         .or_stop(stage.load.warm_up(), "during the warm-up", &stage.log)
         .await
@@ -207,6 +210,18 @@ async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
     })
 }
 
+/// A listener on `addr` when given (`--api`, `--metrics`): bound before anything starts, so
+/// an address that is taken fails the run at once.
+async fn listen(addr: Option<SocketAddr>) -> Result<Option<tokio::net::TcpListener>, RunError> {
+    match addr {
+        Some(addr) => tokio::net::TcpListener::bind(addr)
+            .await
+            .map(Some)
+            .map_err(|source| RunError::Listen { addr, source }),
+        None => Ok(None),
+    }
+}
+
 /// What a run plays on: the history, the topology and its players, with the tasks that
 /// record what happens to them.
 struct Stage {
@@ -219,11 +234,33 @@ struct Stage {
     stop: watch::Sender<bool>,
     following: JoinHandle<()>,
     services: JoinHandle<()>,
+    /// `--metrics`' server, until the store.
+    metrics: Option<JoinHandle<()>>,
 }
 
-/// Set up: the history opened, the topology started and the players signed in for `length`.
-async fn set_up(plan: &Plan, dir: &Path, length: Duration) -> Result<Stage, RunError> {
+/// Set up: the history opened (its series served on `metrics`), the topology started and the
+/// players signed in for `length`.
+async fn set_up(
+    plan: &Plan,
+    dir: &Path,
+    length: Duration,
+    metrics: Option<tokio::net::TcpListener>,
+) -> Result<Stage, RunError> {
     let log = EventLog::create(&dir.join(EVENTS_FILE), Instant::now().into_std())?;
+    let metrics = metrics.map(|listener| {
+        let series = Arc::new(control::metrics::Metrics::new());
+        log.observe({
+            let series = series.clone();
+            Arc::new(move |event: &Event| series.observe(event))
+        });
+        if let Ok(addr) = listener.local_addr() {
+            eprintln!("  metrics: http://{addr}/metrics");
+        }
+        tokio::spawn(control::server::serve(
+            listener,
+            control::metrics::routes(series),
+        ))
+    });
     log.record(Event::RunStart(RunMeta::now(&plan.name, plan.seed)))?;
     log.record(Event::FriendLimits(topology::friend_limits(plan)))?;
     if plan.load.rate_limits {
@@ -268,12 +305,16 @@ async fn set_up(plan: &Plan, dir: &Path, length: Duration) -> Result<Stage, RunE
         stop,
         following,
         services,
+        metrics,
     })
 }
 
 impl Stage {
     /// After a failed warm-up: everything stopped, nothing judged.
     async fn abandon(self) {
+        if let Some(metrics) = &self.metrics {
+            metrics.abort();
+        }
         let _ = self.stop.send(true);
         let _ = self.load.finish(Vec::new()).await;
         self.topology.shutdown().await;
@@ -422,8 +463,12 @@ async fn store(
         stop,
         following,
         services,
+        metrics,
         ..
     } = stage;
+    if let Some(metrics) = metrics {
+        metrics.abort();
+    }
     let _ = stop.send(true);
     let _ = following.await;
     let load_report = load.finish(scenarios).await?;
@@ -558,15 +603,8 @@ pub fn up(
 }
 
 async fn up_plan(options: RunOptions, api: Option<SocketAddr>) -> Result<Finished, RunError> {
-    // The API's address first: one that is taken fails before anything starts.
-    let listener = match api {
-        Some(addr) => Some(
-            tokio::net::TcpListener::bind(addr)
-                .await
-                .map_err(|source| RunError::Api { addr, source })?,
-        ),
-        None => None,
-    };
+    let listener = listen(api).await?;
+    let metrics = listen(options.metrics).await?;
     let (plan, dir) = prepare(options)?;
     // `up` has no timeline to give up: a channel closed at once never aborts.
     let mut interrupt = Interrupt::listen(watch::channel(None).1).map_err(RunError::Signals)?;
@@ -577,7 +615,7 @@ async fn up_plan(options: RunOptions, api: Option<SocketAddr>) -> Result<Finishe
         dir.display()
     );
     // The players play for as long as the topology is held.
-    let mut stage = set_up(&plan, &dir, HELD).await?;
+    let mut stage = set_up(&plan, &dir, HELD, metrics).await?;
     if let Some(url) = &stage.topology.postgres_url {
         eprintln!("  postgres: {url}");
     }
@@ -705,6 +743,7 @@ pub fn rerun<'a>(
             out: None,
             seed: None,
             images: Vec::new(),
+            metrics: None,
         })
         .await
     })
