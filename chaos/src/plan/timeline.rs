@@ -13,6 +13,8 @@ use anyplay_cloud::duration;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
+use crate::proxy::Direction;
+
 use super::{
     Action, ActionKind, Link, LinkFault, Plan, PlanError, Service, ServiceFault, Target,
     VersionName, Ways,
@@ -81,10 +83,11 @@ pub enum Op {
         ways: Ways,
         toxicity: Option<Toxicity>,
     },
-    /// The route's fault of this kind removed.
+    /// The route's fault of this kind removed from the ways its `Impair` set.
     Heal {
         route: Route,
         fault: LinkFault,
+        ways: Ways,
     },
     /// Packets from `from` to `to` (and back, with `Ways::Both`) dropped by the firewall of
     /// their hosts, until the `Mend`; `Up` is from → to.
@@ -166,7 +169,7 @@ impl fmt::Display for Op {
                 write!(f, "{} {route}", ActionKind::from(fault.kind()))?;
                 super::fault::write_details(f, fault, *ways, toxicity.map(|t| t.share))
             }
-            Op::Heal { route, fault } => {
+            Op::Heal { route, fault, .. } => {
                 write!(f, "end the {} of {route}", ActionKind::from(fault.kind()))
             }
             Op::Cut { from, to, ways } => {
@@ -191,8 +194,9 @@ impl fmt::Display for Op {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Resource {
     Process(Service),
-    /// One kind of fault on a route (a latency and a bandwidth cap may stack).
-    Route(Route, ActionKind),
+    /// One kind of fault on one direction of a route (a latency and a bandwidth cap may
+    /// stack, and so may a latency up and one down).
+    Route(Route, ActionKind, Direction),
     /// One kind of fault on a service.
     Limit(Service, ActionKind),
     /// The firewall between two services (the lesser first).
@@ -322,7 +326,8 @@ pub fn resolve_from(
 fn resource_name(resource: Resource) -> String {
     match resource {
         Resource::Process(s) => s.to_string(),
-        Resource::Route(r, kind) => format!("the {kind} of {r}"),
+        Resource::Route(r, kind, Direction::Upstream) => format!("the {kind} of {r} up"),
+        Resource::Route(r, kind, Direction::Downstream) => format!("the {kind} of {r} down"),
         Resource::Limit(s, kind) => format!("the {kind} of {s}"),
         Resource::Firewall(a, b) => format!("the firewall between {a} and {b}"),
     }
@@ -667,6 +672,7 @@ mod tests {
                     peer: Peer::Postgres
                 },
                 fault: LinkFault::Cut(super::super::CutMode::Hold),
+                ways: Ways::Both,
             }
         );
     }
@@ -719,8 +725,40 @@ mod tests {
                     node: 1,
                     peer: Peer::Nats
                 },
-                fault: LinkFault::Bandwidth { kbps: 80 }
+                fault: LinkFault::Bandwidth { kbps: 80 },
+                ways: Ways::Both,
             }
+        );
+    }
+
+    #[test]
+    fn one_kind_may_hold_each_way_of_a_link_apart() {
+        let p = plan(
+            "  - { at: 10s, latency: [node-1, nats], ms: 9, direction: up, for: 5s }\n  - { at: 11s, latency: [nats, node-1], ms: 5, direction: down, for: 1s }\n",
+        )
+        .unwrap();
+        let t = p.resolve(1).unwrap();
+        assert_eq!(
+            t.steps[1].ops.last().unwrap().op,
+            Op::Heal {
+                route: Route {
+                    node: 1,
+                    peer: Peer::Nats
+                },
+                fault: LinkFault::Latency(crate::proxy::Latency::new(
+                    Duration::from_millis(5),
+                    Duration::ZERO
+                )),
+                ways: Ways::Down,
+            }
+        );
+        let (_, key, message) = refusal(
+            "  - { at: 10s, latency: [node-1, nats], ms: 9, direction: up, for: 5s }\n  - { at: 11s, latency: [nats, node-1], ms: 5, for: 1s }\n",
+        );
+        assert_eq!(key, "timeline[1].latency");
+        assert!(
+            message.contains("the latency of node-1<->nats up"),
+            "{message}"
         );
     }
 

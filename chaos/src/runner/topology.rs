@@ -704,7 +704,7 @@ impl Topology {
                 ways,
                 toxicity,
             } => self.route(route)?.set(fault, ways, toxicity),
-            Op::Heal { route, fault } => self.route(route)?.clear(fault.kind(), Ways::Both),
+            Op::Heal { route, fault, ways } => self.route(route)?.clear(fault.kind(), ways),
             Op::Cut { from, to, ways } => self.cut(from, to, ways)?,
             Op::Mend { from, to } => self.mend(from, to)?,
             Op::Squeeze { service, fault } => self.service(service)?.apply(fault).await?,

@@ -10,7 +10,7 @@ use serde_yaml::Value;
 use super::{yaml_text, Keys, Reader};
 use crate::plan::timeline::{pairs_of, routes_of, Among, Hold, Resource, Walk};
 use crate::plan::{Action, Link, LinkFault, Op, PlanError, Target, TimedOp, Toxicity, Via, Ways};
-use crate::proxy::Latency;
+use crate::proxy::{Direction, Latency};
 
 pub(super) fn partition(r: &Reader<'_>) -> Result<Action, PlanError> {
     match r.word("via")?.unwrap_or_default() {
@@ -303,11 +303,20 @@ pub(super) fn holds(action: &Action, at: Duration, count: u32) -> Vec<Hold> {
             link,
             fault,
             duration,
+            ways,
             ..
-        } => routes_of(link, count)
-            .into_iter()
-            .map(|r| (Resource::Route(r, fault.kind().into()), at, at + duration))
-            .collect(),
+        } => {
+            // One way's fault of a kind beside the other way's: the proxy holds each apart.
+            let directions = [Direction::Upstream, Direction::Downstream];
+            let kind = fault.kind().into();
+            let mut holds = Vec::new();
+            for route in routes_of(link, count) {
+                for direction in directions.into_iter().filter(|d| ways.covers(*d)) {
+                    holds.push((Resource::Route(route, kind, direction), at, at + duration));
+                }
+            }
+            holds
+        }
         Action::Firewall { link, duration, .. } => pairs_of(link, count)
             .into_iter()
             .map(|(a, b)| (Resource::Firewall(a.min(b), a.max(b)), at, at + duration))
@@ -339,7 +348,7 @@ pub(super) fn expand(
                 ways,
                 toxicity,
             },
-            |route| Op::Heal { route, fault },
+            |route| Op::Heal { route, fault, ways },
         ),
         Action::Firewall {
             link,
