@@ -89,6 +89,11 @@ fn service_actions_and_refusals(api: &str) {
         request(api, "DELETE", "/proxies/node-1-nats/toxics/none", "", "").0,
         404
     );
+    let elsewhere = r#"{"enabled": true, "upstream": "10.0.0.1:22"}"#;
+    assert_eq!(
+        request(api, "POST", "/proxies/node-1-nats", "", elsewhere).0,
+        400
+    );
     assert_eq!(
         request(api, "DELETE", "/proxies/node-1-nats", "", "").0,
         204
@@ -276,5 +281,28 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     let faults = report["faults"].as_array().unwrap();
     assert_eq!(faults.len(), 12, "{faults:#?}");
     assert_eq!(report["verdict"], "pass");
+
+    // The recorded plan's timeline is what the API did, for `rerun` to replay; it resolves.
+    let recorded = anyplay_chaos::plan::Plan::load_from_run(&out.join("plan.yaml"))
+        .expect("the recorded plan with the API's changes is valid");
+    let kinds: Vec<String> = recorded
+        .timeline
+        .iter()
+        .map(|entry| entry.action.kind().to_string())
+        .collect();
+    // latency ×4 (down, up, down again after its update, postgres), bandwidth, timeout ×2
+    // (one was reset_peer), partition ×2, drop, kill, start.
+    assert_eq!(kinds.len(), 12, "{kinds:?}");
+    for kind in [
+        "latency",
+        "bandwidth",
+        "timeout",
+        "partition",
+        "drop",
+        "kill",
+        "start",
+    ] {
+        assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -15,6 +15,7 @@ pub mod server;
 pub mod toxiproxy;
 
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -22,7 +23,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::events::{Event, EventLog};
-use crate::plan::{ActionKind, Plan, PlanError};
+use crate::plan::{Action, ActionKind, Entry, Link, Plan, PlanError, Target};
 use crate::proxy::{CutMode, Endpoint, LinkFault, LinkFaultKind, LinkName, Proxy, Toxicity, Ways};
 use crate::runner::timeline::fire_step;
 use crate::runner::topology::Topology;
@@ -64,6 +65,8 @@ pub struct Control {
     state: Mutex<Vec<Held>>,
     /// The service actions under way (a `pause` lasts its `for`).
     actions: Mutex<JoinSet<()>>,
+    /// Every change done, as a plan's timeline entry: what `rerun` replays.
+    done: Mutex<Vec<Entry>>,
 }
 
 /// What the API holds on one proxy.
@@ -138,7 +141,69 @@ impl Control {
             seed: plan.seed,
             state: Mutex::new(state),
             actions: Mutex::new(JoinSet::new()),
+            done: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The plan with what the API did as its timeline, so that `rerun` of the run directory
+    /// replays it; `None` when nothing was done. A change a plan cannot say is left out: a
+    /// toxic that hit no connection (toxicity 0) or did nothing (a latency, slow_close or
+    /// limit_data of 0); a reset_peer replays as a timeout (a plan's closes by FIN).
+    pub fn replay(&self) -> Option<Plan> {
+        let mut timeline = crate::sync::lock(&self.done).clone();
+        if timeline.is_empty() {
+            return None;
+        }
+        timeline.sort_by_key(|entry| entry.at);
+        Some(Plan {
+            timeline,
+            ..self.plan.clone()
+        })
+    }
+
+    /// Notes a lasting fault on link `index` that held from `at` until now.
+    fn done_on_link(&self, index: usize, fault: LinkFault, ways: Ways, toxicity: f32, at: f64) {
+        let does_something = match fault {
+            LinkFault::Latency(latency) => !latency.delay.is_zero(),
+            LinkFault::SlowClose { delay } => !delay.is_zero(),
+            LinkFault::LimitData { bytes } => bytes > 0,
+            _ => true,
+        };
+        if !does_something || toxicity <= 0.0 {
+            return;
+        }
+        let fault = match fault {
+            // A plan's timeout closes by FIN: reset_peer replays as one.
+            LinkFault::Timeout { after, .. } => LinkFault::Timeout {
+                after,
+                reset: false,
+            },
+            other => other,
+        };
+        let (node, peer) = ends(self.links[index]);
+        // Start and end in whole milliseconds, as a plan writes them, so that a fault that
+        // follows another (after an update) does not overlap it.
+        let start = whole_ms(Duration::from_secs_f64(at.max(0.0)));
+        let end = whole_ms(self.zero.elapsed());
+        let action = Action::Link {
+            link: Link {
+                a: as_target(node),
+                b: as_target(peer),
+            },
+            fault,
+            ways,
+            toxicity: (toxicity < 1.0).then_some(f64::from(toxicity)),
+            duration: end.saturating_sub(start).max(Duration::from_millis(1)),
+        };
+        self.note_done(start, action);
+    }
+
+    fn note_done(&self, at: Duration, action: Action) {
+        crate::sync::lock(&self.done).push(Entry {
+            at: whole_ms(at),
+            action,
+            line: 0,
+        });
     }
 
     /// `POST /anyplay/actions`: a plan entry without `at` (`{"pause": "nats", "for": "5s"}`),
@@ -180,6 +245,7 @@ impl Control {
             "target": step.action.target_label(),
             "at": step.at.as_secs_f64(),
         });
+        let (at, written) = (step.at, step.written);
         let (first, done) = oneshot::channel();
         let control = self.clone();
         crate::sync::lock(&self.actions).spawn(async move {
@@ -187,7 +253,10 @@ impl Control {
             fire_step(&step, control.zero, topology, log, Some(first)).await;
         });
         match done.await {
-            Ok(Ok(())) => Ok(answer),
+            Ok(Ok(())) => {
+                self.note_done(at, written);
+                Ok(answer)
+            }
             Ok(Err(error)) => Err(ApiError::conflict(error)),
             Err(_) => Err(ApiError::conflict("the action was cut short")),
         }
@@ -299,9 +368,24 @@ impl Control {
     }
 
     /// `POST|PATCH /proxies/{name}`: `enabled: false` is a partition, `true` its end. Its
-    /// `listen` and `upstream` are the topology's and stay.
+    /// `listen` and `upstream` are the topology's: given again (as clients that save a whole
+    /// proxy do) they pass, changed they are refused.
     pub fn update(&self, name: &str, body: &Value) -> Result<ProxyJson, ApiError> {
         let index = self.find(name)?;
+        let proxy = self.proxy_at(index);
+        let fixed = [
+            ("listen", proxy.listen_addr()),
+            ("upstream", proxy.upstream()),
+        ];
+        for (key, addr) in fixed {
+            if let Some(given) = body.get(key).filter(|v| !v.is_null()) {
+                if given.as_str() != Some(addr.to_string().as_str()) {
+                    return Err(ApiError::bad_request(format!(
+                        "a proxy's {key} is its link's in the topology ({addr}) and cannot change"
+                    )));
+                }
+            }
+        }
         let mut state = self.lock();
         let enabled = enabled(body, state[index].disabled.is_none())?;
         self.enable(index, &mut state[index], enabled);
@@ -345,6 +429,7 @@ impl Control {
             (Some(at), true) => {
                 proxy.clear(DISABLED.kind(), Ways::Both);
                 self.record_end(ActionKind::Partition, &target, at);
+                self.done_on_link(index, DISABLED, Ways::Both, 1.0, at);
                 held.disabled = None;
             }
             _ => {}
@@ -479,6 +564,7 @@ impl Control {
         let (kind, ways) = toxic.slot();
         proxy.clear(kind, ways);
         self.record_end(kind.into(), &target(proxy.name()), toxic.at);
+        self.done_on_link(index, toxic.fault, toxic.ways, toxic.toxicity, toxic.at);
     }
 
     /// Now, as an offset of the timeline.
@@ -503,6 +589,20 @@ impl Control {
             at,
             error: None,
         });
+    }
+}
+
+fn whole_ms(d: Duration) -> Duration {
+    Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// A link's end as a plan aims at it.
+fn as_target(end: Endpoint) -> Target {
+    match end {
+        Endpoint::Node(n) => Target::Node(n),
+        Endpoint::Postgres => Target::Postgres,
+        Endpoint::Nats => Target::Nats,
+        Endpoint::Players => Target::Players,
     }
 }
 

@@ -646,6 +646,31 @@ async fn up_plan(options: RunOptions, api: Option<SocketAddr>) -> Result<Finishe
     })
 }
 
+/// What the control API did becomes the recorded plan's timeline, so that `rerun` of the
+/// directory replays it; when a plan cannot hold it (two faults of a kind on one link at
+/// once), the plan stays as it was and the history says why.
+fn record_replay(control: &Control, dir: &Path, log: &EventLog) {
+    let Some(replay) = control.replay() else {
+        return;
+    };
+    let text = replay.to_yaml();
+    match Plan::from_yaml(&text) {
+        Ok(_) => {
+            let path = dir.join(PLAN_FILE);
+            if let Err(e) = crate::run_files::write(&path, text) {
+                note(
+                    log,
+                    format!("the API's changes could not be recorded in the plan: {e}"),
+                );
+            }
+        }
+        Err(e) => note(
+            log,
+            format!("the API's changes cannot be replayed as a plan's timeline: {e}"),
+        ),
+    }
+}
+
 /// How long `up` sets its players' rates to run: longer than anyone holds a topology.
 const HELD: Duration = Duration::from_secs(365 * 24 * 3600);
 
@@ -709,6 +734,7 @@ async fn hold(
     control.reset();
     // A service action under way ends as it would on a timeline (its `for` runs out).
     control.finish_actions().await;
+    record_replay(&control, dir, log);
     note(log, format!("settling for {:?}", plan.settle));
     tokio::time::sleep(plan.settle).await;
     stage.load.stop_play();
