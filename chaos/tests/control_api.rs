@@ -1,6 +1,6 @@
 //! `up --api` (issue 33): Toxiproxy's own Node client (npm `toxiproxy-node-client`, installed
-//! by deploy/test.sh into deploy/toxiproxy-client) drives the faults of a running topology
-//! while players play, `--metrics` (checked with Prometheus' own OpenMetrics parser, from
+//! by deploy/test.sh into deploy/toxiproxy-client) and Python client (PyPI `toxiproxy-python`,
+//! in deploy/python/.venv) drive the faults of a running topology while players play, `--metrics` (checked with Prometheus' own OpenMetrics parser, from
 //! PyPI) follows the players through a `drop`, then anyplay's service actions and the
 //! refusals; after Ctrl-C the run
 //! is judged and reported as a `run`, and every change it made is a timeline action of the
@@ -104,9 +104,9 @@ fn service_actions_and_refusals(api: &str) {
 fn scrape(metrics: &str) -> Vec<(String, Value, f64)> {
     let (status, text) = request(metrics, "GET", "/metrics", "", "");
     assert_eq!(status, 200, "{text}");
-    let python = workspace().join("deploy/openmetrics/.venv/bin/python");
+    let python = workspace().join("deploy/python/.venv/bin/python");
     let mut parser = Command::new(python)
-        .arg(workspace().join("deploy/openmetrics/parse.py"))
+        .arg(workspace().join("deploy/python/openmetrics_parse.py"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -169,6 +169,18 @@ fn players_online_moves_with_a_drop(api: &str, metrics: &str) {
     );
 }
 
+/// The supervisor, killed if the test ends early (its children die with it).
+struct Held(Option<Child>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// Waits until the supervisor says every player is online (its timeline started).
 fn until_playing(supervisor: &mut Child, out: &Path) {
     let deadline = Instant::now() + Duration::from_secs(180);
@@ -195,9 +207,9 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     );
     assert!(
         workspace()
-            .join("deploy/openmetrics/.venv/bin/python")
+            .join("deploy/python/.venv/bin/python")
             .is_file(),
-        "the OpenMetrics parser is not installed (deploy/test.sh installs it)"
+        "Toxiproxy's Python client and the OpenMetrics parser are not installed (deploy/test.sh installs them)"
     );
     let _turn = a_run_turn();
     let dir = scratch("control-api");
@@ -207,7 +219,7 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     let out = dir.join("out");
     let api = format!("127.0.0.1:{}", free_port());
     let metrics = format!("127.0.0.1:{}", free_port());
-    let mut supervisor = chaos(&[
+    let supervisor = chaos(&[
         "up",
         plan.to_str().unwrap(),
         "--out",
@@ -221,8 +233,11 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
-    until_playing(&mut supervisor, &out);
+    let mut held = Held(Some(supervisor));
+    until_playing(held.0.as_mut().unwrap(), &out);
 
+    // First, while the players are spread over both nodes: a kill must hit some (failover).
+    service_actions_and_refusals(&api);
     let driven = Command::new("node")
         .arg(client.join("drive.js"))
         .arg(format!("http://{api}"))
@@ -230,20 +245,30 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
         .expect("node runs");
     if driven.status.success() {
         players_online_moves_with_a_drop(&api, &metrics);
-        service_actions_and_refusals(&api);
     }
+    let (host, port) = api.split_once(':').unwrap();
+    let python = Command::new(workspace().join("deploy/python/.venv/bin/python"))
+        .arg(workspace().join("deploy/python/toxiproxy_drive.py"))
+        .args([host, port])
+        .output()
+        .expect("python runs");
+    let clients_passed = driven.status.success() && python.status.success();
+    let supervisor = held.0.take().unwrap();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(supervisor.id() as i32),
         nix::sys::signal::Signal::SIGINT,
     )
     .unwrap();
     let output = supervisor.wait_with_output().unwrap();
-    assert!(
-        driven.status.success(),
-        "the client failed:\n{}\n{}",
-        String::from_utf8_lossy(&driven.stdout),
-        String::from_utf8_lossy(&driven.stderr)
-    );
+    for (name, client) in [("Node", &driven), ("Python", &python)] {
+        assert!(
+            clients_passed,
+            "Toxiproxy's {name} client ({}):\n{}\n{}",
+            client.status,
+            String::from_utf8_lossy(&client.stdout),
+            String::from_utf8_lossy(&client.stderr)
+        );
+    }
     crate::support::assert_passed(&output, "up after Ctrl-C");
 
     // Every change is a timeline action with its start and end.
@@ -270,6 +295,11 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     assert_eq!(started("timeout", "node-1<->players"), 1);
     assert_eq!(started("partition", "node-2<->nats"), 1);
     assert_eq!(started("partition", "node-2<->players"), 1);
+    // The Python client's.
+    assert_eq!(started("slicer", "node-1<->players"), 1);
+    assert_eq!(started("slow_close", "node-1<->postgres"), 1);
+    assert_eq!(started("limit_data", "node-2<->players"), 1);
+    assert_eq!(started("partition", "node-1<->nats"), 1);
     assert_eq!(started("drop", "players"), 1);
     assert_eq!(started("kill", "node-1"), 1);
     assert_eq!(started("start", "node-1"), 1);
@@ -279,7 +309,7 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     // The report lists each change as a fault.
     let report = report(&out);
     let faults = report["faults"].as_array().unwrap();
-    assert_eq!(faults.len(), 12, "{faults:#?}");
+    assert_eq!(faults.len(), 16, "{faults:#?}");
     assert_eq!(report["verdict"], "pass");
 
     // The recorded plan's timeline is what the API did, for `rerun` to replay; it resolves.
@@ -291,13 +321,16 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
         .map(|entry| entry.action.kind().to_string())
         .collect();
     // latency ×4 (down, up, down again after its update, postgres), bandwidth, timeout ×2
-    // (one was reset_peer), partition ×2, drop, kill, start.
-    assert_eq!(kinds.len(), 12, "{kinds:?}");
+    // (one was reset_peer), partition ×3, slicer, slow_close, limit_data, drop, kill, start.
+    assert_eq!(kinds.len(), 16, "{kinds:?}");
     for kind in [
         "latency",
         "bandwidth",
         "timeout",
         "partition",
+        "slicer",
+        "slow_close",
+        "limit_data",
         "drop",
         "kill",
         "start",
