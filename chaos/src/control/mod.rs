@@ -3,29 +3,29 @@
 //!
 //! - [`toxiproxy`]: Toxiproxy's JSON shapes and what each toxic is on the fault proxy.
 //! - [`server`]: the HTTP routes, bounded and on the address given only.
+//! - `actions`: anyplay's service actions, plan entries fired as the timeline fires them.
+//! - `replay`: what the API did, as a plan's timeline for `rerun`.
 //! - [`metrics`]: `--metrics`, the run's own series while it runs (on `run` too).
 //!
 //! [`Control`] holds what the API set (each proxy's toxics and whether it is enabled), sets it
 //! on the proxies and records each change in the history as a timeline action: a toxic added is
 //! an `action_start`, removed an `action_end`, an update both; a disabled proxy is a partition.
-//! Service actions (`POST /anyplay/actions`) are plan entries fired as the timeline fires them.
 
+mod actions;
 pub mod metrics;
+mod replay;
 pub mod server;
 pub mod toxiproxy;
 
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::events::{Event, EventLog};
-use crate::plan::{Action, ActionKind, Entry, Link, Plan, PlanError, Target};
+use crate::plan::{ActionKind, Entry, Plan};
 use crate::proxy::{CutMode, Endpoint, LinkFault, LinkFaultKind, LinkName, Proxy, Toxicity, Ways};
-use crate::runner::timeline::fire_step;
 use crate::runner::topology::Topology;
 use toxiproxy::{ApiError, Attributes, ProxyJson, ToxicJson, ToxicType};
 
@@ -35,21 +35,6 @@ pub const TOXIPROXY_VERSION: &str = "2.12.0";
 /// What a disabled proxy is: as Toxiproxy's closed listener, new connections are refused and
 /// what is sent is lost.
 const DISABLED: LinkFault = LinkFault::Cut(CutMode::Drop);
-
-/// The actions `POST /anyplay/actions` takes: the plan's own on one service, and `drop` (the
-/// players' connections reset at once). Link faults go through Toxiproxy's endpoints.
-const SERVICE_ACTIONS: [ActionKind; 10] = [
-    ActionKind::Kill,
-    ActionKind::Stop,
-    ActionKind::Start,
-    ActionKind::Restart,
-    ActionKind::Pause,
-    ActionKind::Cpu,
-    ActionKind::Memory,
-    ActionKind::Clock,
-    ActionKind::DiskFull,
-    ActionKind::Drop,
-];
 
 /// The run's proxies under the API, and the history its changes go to.
 pub struct Control {
@@ -143,129 +128,6 @@ impl Control {
             actions: Mutex::new(JoinSet::new()),
             done: Mutex::new(Vec::new()),
         }
-    }
-
-    /// The plan with what the API did as its timeline, so that `rerun` of the run directory
-    /// replays it; `None` when nothing was done. A change a plan cannot say is left out: a
-    /// toxic that hit no connection (toxicity 0) or did nothing (a latency, slow_close or
-    /// limit_data of 0); a reset_peer replays as a timeout (a plan's closes by FIN).
-    pub fn replay(&self) -> Option<Plan> {
-        let mut timeline = crate::sync::lock(&self.done).clone();
-        if timeline.is_empty() {
-            return None;
-        }
-        timeline.sort_by_key(|entry| entry.at);
-        Some(Plan {
-            timeline,
-            ..self.plan.clone()
-        })
-    }
-
-    /// Notes a lasting fault on link `index` that held from `at` until now.
-    fn done_on_link(&self, index: usize, fault: LinkFault, ways: Ways, toxicity: f32, at: f64) {
-        let does_something = match fault {
-            LinkFault::Latency(latency) => !latency.delay.is_zero(),
-            LinkFault::SlowClose { delay } => !delay.is_zero(),
-            LinkFault::LimitData { bytes } => bytes > 0,
-            _ => true,
-        };
-        if !does_something || toxicity <= 0.0 {
-            return;
-        }
-        let fault = match fault {
-            // A plan's timeout closes by FIN: reset_peer replays as one.
-            LinkFault::Timeout { after, .. } => LinkFault::Timeout {
-                after,
-                reset: false,
-            },
-            other => other,
-        };
-        let (node, peer) = ends(self.links[index]);
-        // Start and end in whole milliseconds, as a plan writes them, so that a fault that
-        // follows another (after an update) does not overlap it.
-        let start = whole_ms(Duration::from_secs_f64(at.max(0.0)));
-        let end = whole_ms(self.zero.elapsed());
-        let action = Action::Link {
-            link: Link {
-                a: as_target(node),
-                b: as_target(peer),
-            },
-            fault,
-            ways,
-            toxicity: (toxicity < 1.0).then_some(f64::from(toxicity)),
-            duration: end.saturating_sub(start).max(Duration::from_millis(1)),
-        };
-        self.note_done(start, action);
-    }
-
-    fn note_done(&self, at: Duration, action: Action) {
-        crate::sync::lock(&self.done).push(Entry {
-            at: whole_ms(at),
-            action,
-            line: 0,
-        });
-    }
-
-    /// `POST /anyplay/actions`: a plan entry without `at` (`{"pause": "nats", "for": "5s"}`),
-    /// fired now as the timeline fires it (`action_start`, its ops, `action_end`); answered
-    /// once its first op is done, with the action, its target and its `at`.
-    pub async fn act(self: &Arc<Self>, body: &Value) -> Result<Value, ApiError> {
-        let at = self.zero.elapsed();
-        let stopped = self
-            .plan
-            .topology()
-            .into_iter()
-            .filter(|service| !self.topology.is_running(*service))
-            .collect();
-        let step = self
-            .plan
-            .entry_now(body, at, &stopped)
-            .map_err(|e| match e {
-                PlanError::Invalid { key, message, .. } => {
-                    let key = key.strip_prefix("timeline[0]").unwrap_or(&key);
-                    let key = key.trim_start_matches('.');
-                    ApiError::bad_request(
-                        format!("{key}: {message}")
-                            .trim_start_matches(": ")
-                            .to_owned(),
-                    )
-                }
-                other => ApiError::bad_request(other.to_string()),
-            })?;
-        let kind = step.action.kind();
-        if !SERVICE_ACTIONS.contains(&kind) {
-            let names: Vec<&str> = SERVICE_ACTIONS.iter().map(|k| k.name()).collect();
-            return Err(ApiError::bad_request(format!(
-                "`{kind}` is not a service action ({}); faults on links go through the proxies' toxics",
-                names.join(", ")
-            )));
-        }
-        let answer = serde_json::json!({
-            "action": kind,
-            "target": step.action.target_label(),
-            "at": step.at.as_secs_f64(),
-        });
-        let (at, written) = (step.at, step.written);
-        let (first, done) = oneshot::channel();
-        let control = self.clone();
-        crate::sync::lock(&self.actions).spawn(async move {
-            let (topology, log) = (&control.topology, &control.log);
-            fire_step(&step, control.zero, topology, log, Some(first)).await;
-        });
-        match done.await {
-            Ok(Ok(())) => {
-                self.note_done(at, written);
-                Ok(answer)
-            }
-            Ok(Err(error)) => Err(ApiError::conflict(error)),
-            Err(_) => Err(ApiError::conflict("the action was cut short")),
-        }
-    }
-
-    /// Waits for the service actions under way to end (each within its `for`).
-    pub async fn finish_actions(&self) {
-        let mut actions = std::mem::take(&mut *crate::sync::lock(&self.actions));
-        while actions.join_next().await.is_some() {}
     }
 
     fn lock(&self) -> MutexGuard<'_, Vec<Held>> {
@@ -589,20 +451,6 @@ impl Control {
             at,
             error: None,
         });
-    }
-}
-
-fn whole_ms(d: Duration) -> Duration {
-    Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// A link's end as a plan aims at it.
-fn as_target(end: Endpoint) -> Target {
-    match end {
-        Endpoint::Node(n) => Target::Node(n),
-        Endpoint::Postgres => Target::Postgres,
-        Endpoint::Nats => Target::Nats,
-        Endpoint::Players => Target::Players,
     }
 }
 
