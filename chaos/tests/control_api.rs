@@ -83,6 +83,8 @@ fn service_actions_and_refusals(api: &str) {
         request(api, "POST", "/populate", "", r#"[{"name": "elsewhere"}]"#).0,
         400
     );
+    let moved = r#"[{"name": "node-1-nats", "upstream": "10.0.0.1:4222"}]"#;
+    assert_eq!(request(api, "POST", "/populate", "", moved).0, 400);
     let (status, body) = request(api, "POST", "/populate", "", r#"[{"name": "node-1-nats"}]"#);
     assert_eq!(status, 201, "{body}");
     assert_eq!(

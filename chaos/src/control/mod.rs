@@ -198,8 +198,9 @@ impl Control {
         self.links.iter().map(|link| proxy_name(*link)).collect()
     }
 
-    /// `POST /populate`: each proxy named must be one of the topology's; each is enabled or
-    /// disabled as it says (enabled by default). Nothing changes when one is unknown.
+    /// `POST /populate`: each proxy named must be one of the topology's, at its addresses;
+    /// each is enabled or disabled as it says (enabled by default). Nothing changes when one
+    /// is refused.
     pub fn populate(&self, body: &Value) -> Result<Vec<ProxyJson>, ApiError> {
         let list = body
             .as_array()
@@ -217,6 +218,7 @@ impl Control {
                     self.names().join(", ")
                 ))
             })?;
+            self.same_addresses(index, entry)?;
             wanted.push((index, enabled(entry, true)?));
         }
         let mut state = self.lock();
@@ -229,29 +231,33 @@ impl Control {
             .collect())
     }
 
-    /// `POST|PATCH /proxies/{name}`: `enabled: false` is a partition, `true` its end. Its
-    /// `listen` and `upstream` are the topology's: given again (as clients that save a whole
-    /// proxy do) they pass, changed they are refused.
+    /// `POST|PATCH /proxies/{name}`: `enabled: false` is a partition, `true` its end.
     pub fn update(&self, name: &str, body: &Value) -> Result<ProxyJson, ApiError> {
         let index = self.find(name)?;
-        let proxy = self.proxy_at(index);
-        let fixed = [
-            ("listen", proxy.listen_addr()),
-            ("upstream", proxy.upstream()),
-        ];
-        for (key, addr) in fixed {
-            if let Some(given) = body.get(key).filter(|v| !v.is_null()) {
-                if given.as_str() != Some(addr.to_string().as_str()) {
-                    return Err(ApiError::bad_request(format!(
-                        "a proxy's {key} is its link's in the topology ({addr}) and cannot change"
-                    )));
-                }
-            }
-        }
+        self.same_addresses(index, body)?;
         let mut state = self.lock();
         let enabled = enabled(body, state[index].disabled.is_none())?;
         self.enable(index, &mut state[index], enabled);
         Ok(self.json(index, &state[index]))
+    }
+
+    /// Refuses a `listen` or `upstream` other than the proxy's: they are its link's in the
+    /// topology; given again unchanged (as clients that save a whole proxy do) they pass.
+    fn same_addresses(&self, index: usize, body: &Value) -> Result<(), ApiError> {
+        let proxy = self.proxy_at(index);
+        for (key, addr) in [
+            ("listen", proxy.listen_addr()),
+            ("upstream", proxy.upstream()),
+        ] {
+            let given = body.get(key).filter(|v| !v.is_null());
+            if given.is_some_and(|given| given.as_str() != Some(addr.to_string().as_str())) {
+                return Err(ApiError::bad_request(format!(
+                    "{}: a proxy's {key} is its link's in the topology ({addr}) and cannot change",
+                    proxy_name(proxy.name())
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// `DELETE /proxies/{name}`: the proxy is a link of the topology and stays; what the API
