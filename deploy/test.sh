@@ -22,6 +22,12 @@ command -v nft >/dev/null 2>&1 || [[ -x /usr/sbin/nft ]] || missing+=(nftables)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 # deploy/test-binaries.sh: the test binaries cargo built, from its JSON messages.
 command -v jq >/dev/null 2>&1 || missing+=(jq)
+# The control API's test drives `up --api` with Toxiproxy's own Node client (npm).
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+# ... and with Toxiproxy's Python client, and checks `--metrics` with Prometheus' own
+# OpenMetrics parser (PyPI, in a venv).
+/usr/bin/python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
 # The report's browser test.
 command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-dejavu-core)
 if ((${#missing[@]})) && [[ $(id -u) -ne 0 ]]; then
@@ -40,6 +46,10 @@ prepare() {
         apt-get update -qq
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     fi
+    # Toxiproxy's client at the version its lock file pins.
+    npm ci --prefix deploy/toxiproxy-client --no-audit --no-fund --loglevel=error
+    [[ -x deploy/python/.venv/bin/python ]] || /usr/bin/python3 -m venv deploy/python/.venv
+    deploy/python/.venv/bin/pip install -q -r deploy/python/requirements.txt
     touch "$packages_ready"
     source deploy/docker-engine.sh
     deploy/images/build.sh --services-only

@@ -31,6 +31,9 @@ pub enum Command {
         /// Run directory; default results/runs/<plan name>-<UTC time>.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Serve the run's series as Prometheus (OpenMetrics) text at ADDR/metrics while it runs.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<std::net::SocketAddr>,
         #[command(flatten)]
         overrides: Overrides,
         /// Also write the checks as JUnit XML to this file.
@@ -40,8 +43,19 @@ pub enum Command {
     /// Validate a plan without starting anything and print its resolved timeline.
     Check { plan: PathBuf },
     /// Start the topology and the load only, and hold them until Ctrl-C.
+    /// Ctrl-C ends it: the faults are healed, the run settles and is judged and reported as
+    /// a `run`.
     Up {
         plan: PathBuf,
+        /// Run directory; default results/runs/<plan name>-<UTC time>.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Serve Toxiproxy's HTTP API over the run's fault proxies here (e.g. 127.0.0.1:8474).
+        #[arg(long, value_name = "ADDR")]
+        api: Option<std::net::SocketAddr>,
+        /// Serve the run's series as Prometheus (OpenMetrics) text at ADDR/metrics while it runs.
+        #[arg(long, value_name = "ADDR")]
+        metrics: Option<std::net::SocketAddr>,
         #[command(flatten)]
         overrides: Overrides,
     },
@@ -116,7 +130,12 @@ pub struct Overrides {
 impl Overrides {
     /// The plan at `path` as it will run, read on the backend it will run on; an invalid
     /// plan is exit 2 with line and key.
-    fn options(self, path: &Path, out: Option<PathBuf>) -> anyhow::Result<runner::RunOptions> {
+    fn options(
+        self,
+        path: &Path,
+        out: Option<PathBuf>,
+        metrics: Option<std::net::SocketAddr>,
+    ) -> anyhow::Result<runner::RunOptions> {
         let plan = Plan::load_on(path, self.backend.map(Into::into))
             .with_context(|| format!("{}", path.display()))?;
         Ok(runner::RunOptions {
@@ -124,6 +143,7 @@ impl Overrides {
             out,
             seed: self.seed,
             images: self.images,
+            metrics,
         })
     }
 }
@@ -283,20 +303,27 @@ fn finished(
 pub fn run(
     path: &Path,
     out: Option<PathBuf>,
+    metrics: Option<std::net::SocketAddr>,
     overrides: Overrides,
     junit: Option<&Path>,
 ) -> anyhow::Result<Outcome> {
-    let options = overrides.options(path, out)?;
+    let options = overrides.options(path, out, metrics)?;
     raise_fd_limit();
     finished(runtime()?.block_on(runner::run(options)), junit)
 }
 
-/// `up PLAN`: holds the topology and the players until Ctrl-C.
-pub fn up(path: &Path, overrides: Overrides) -> anyhow::Result<Outcome> {
-    let options = overrides.options(path, None)?;
+/// `up PLAN`: holds the topology and the players until Ctrl-C, then judges the run; exits
+/// as `run`.
+pub fn up(
+    path: &Path,
+    out: Option<PathBuf>,
+    api: Option<std::net::SocketAddr>,
+    metrics: Option<std::net::SocketAddr>,
+    overrides: Overrides,
+) -> anyhow::Result<Outcome> {
+    let options = overrides.options(path, out, metrics)?;
     raise_fd_limit();
-    runtime()?.block_on(runner::up(options))?;
-    Ok(Outcome::Pass)
+    finished(runtime()?.block_on(runner::up(options, api)), None)
 }
 
 /// `rerun DIR`: the recorded plan and seed, again.

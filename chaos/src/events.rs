@@ -394,6 +394,19 @@ struct Inner {
     file: Mutex<Writer>,
     /// Records that could not be written, whole or in part.
     failed: AtomicU64,
+    /// Sees each event as it is recorded (`--metrics`), at most one.
+    observer: std::sync::OnceLock<Observer>,
+}
+
+/// What [`EventLog::observe`] calls with each event recorded.
+pub type Observe = Arc<dyn Fn(&Event) + Send + Sync>;
+
+struct Observer(Observe);
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Observer")
+    }
 }
 
 #[derive(Debug)]
@@ -416,6 +429,7 @@ impl EventLog {
                 zero,
                 file: Mutex::new(Writer { file, torn: false }),
                 failed: AtomicU64::new(0),
+                observer: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -453,7 +467,16 @@ impl EventLog {
         self.append(&mut lock(&self.inner.file), &record)
     }
 
+    /// Has `observe` see every event recorded from now on (under the log's lock, so in order);
+    /// false when the log has an observer already.
+    pub fn observe(&self, observe: Observe) -> bool {
+        self.inner.observer.set(Observer(observe)).is_ok()
+    }
+
     fn append(&self, writer: &mut Writer, record: &Record) -> Result<(), EventsError> {
+        if let Some(Observer(observe)) = self.inner.observer.get() {
+            observe(&record.event);
+        }
         let mut line = match record.to_line() {
             Ok(line) => line,
             Err(error) => return Err(self.failed(EventsError::Encode(error))),

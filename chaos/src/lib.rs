@@ -14,6 +14,7 @@
 //!   directory; `compare` of two runs.
 //! - `runner`: a whole run in its phases: set up, play (the timeline beside the players),
 //!   heal, store (the checks judged into the report).
+//! - `control`: the control API of `up --api`, Toxiproxy's over the run's fault proxies.
 //! - `printable`: text from a run directory escaped for a terminal.
 //! - `run_files`: run directories and their files, never written or read through a link.
 //! - `selftest` (feature `seeded-defects`): the checks proven against defects built into the cloud.
@@ -21,6 +22,7 @@
 
 pub mod backend;
 pub(crate) mod checks;
+pub mod control;
 pub mod events;
 pub(crate) mod network;
 pub mod plan;

@@ -38,10 +38,17 @@ fn run(cli: Cli) -> anyhow::Result<Outcome> {
         Command::Run {
             plan,
             out,
+            metrics,
             overrides,
             junit,
-        } => cli::run(&plan, out, overrides, junit.as_deref()),
-        Command::Up { plan, overrides } => cli::up(&plan, overrides),
+        } => cli::run(&plan, out, metrics, overrides, junit.as_deref()),
+        Command::Up {
+            plan,
+            out,
+            api,
+            metrics,
+            overrides,
+        } => cli::up(&plan, out, api, metrics, overrides),
         Command::Rerun {
             dir,
             junit,

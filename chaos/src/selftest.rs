@@ -411,6 +411,7 @@ pub fn run<'a>(
                             out: Some(out.join(case.to_string())),
                             seed: None,
                             images: Vec::new(),
+                            metrics: None,
                         })
                         .await?;
                         interrupted.fetch_or(finished.interrupted, Ordering::SeqCst);

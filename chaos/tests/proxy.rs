@@ -77,7 +77,7 @@ async fn latency_adds_at_least_the_delay() {
         "round trip {took:?}"
     );
 
-    proxy.clear(LinkFaultKind::Latency);
+    proxy.clear(LinkFaultKind::Latency, Ways::Both);
     proxy.set(
         LinkFault::Latency(Latency::new(delay, Duration::ZERO)),
         Ways::Down,
@@ -87,7 +87,7 @@ async fn latency_adds_at_least_the_delay() {
     round_trip(&mut client, b"half").await;
     assert!(sent.elapsed() >= delay, "round trip {:?}", sent.elapsed());
 
-    proxy.clear(LinkFaultKind::Latency);
+    proxy.clear(LinkFaultKind::Latency, Ways::Both);
     let sent = Instant::now();
     round_trip(&mut client, b"fast").await;
     assert!(sent.elapsed() < delay, "round trip {:?}", sent.elapsed());
@@ -150,7 +150,7 @@ async fn a_cut_holds_everything_and_its_removal_delivers_it() {
         "held, not connected upstream"
     );
 
-    proxy.clear(LinkFaultKind::Partition);
+    proxy.clear(LinkFaultKind::Partition, Ways::Both);
     let mut answer = [0u8; 6];
     timeout(Duration::from_secs(5), old.read_exact(&mut answer))
         .await

@@ -87,7 +87,7 @@ async fn a_drop_cut_loses_bytes_and_resets_only_the_connections_that_lost_some()
         "nothing comes back while the cut lasts"
     );
 
-    proxy.clear(LinkFaultKind::Partition);
+    proxy.clear(LinkFaultKind::Partition, Ways::Both);
     let error = next_read(&mut lossy).await.expect_err("a reset");
     assert_eq!(error.kind(), ErrorKind::ConnectionReset);
     assert_eq!(round_trip(&mut quiet, b"on").await.expect("echo"), b"on");
@@ -140,9 +140,42 @@ async fn a_timeout_closes_the_connection_after_its_time() {
 
     let after = Duration::from_millis(300);
     let set = Instant::now();
-    proxy.set(LinkFault::Timeout { after: Some(after) }, Ways::Both, None);
+    proxy.set(
+        LinkFault::Timeout {
+            after: Some(after),
+            reset: false,
+        },
+        Ways::Both,
+        None,
+    );
     assert_eq!(next_read(&mut client).await.expect("a clean end (FIN)"), 0);
     assert!(set.elapsed() >= after, "closed after {:?}", set.elapsed());
+    assert_eq!(proxy.stats().connections_faulted, 1);
+}
+
+#[tokio::test]
+async fn a_resetting_timeout_ends_the_connection_with_a_reset_after_its_time() {
+    // Toxiproxy's reset_peer, as the control API sets it.
+    let (upstream, _) = echo().await;
+    let proxy = proxy_to(upstream).await;
+    let mut client = connect(&proxy).await;
+    assert_eq!(round_trip(&mut client, b"hi").await.expect("echo"), b"hi");
+
+    let after = Duration::from_millis(300);
+    let set = Instant::now();
+    proxy.set(
+        LinkFault::Timeout {
+            after: Some(after),
+            reset: true,
+        },
+        Ways::Down,
+        None,
+    );
+    let error = next_read(&mut client)
+        .await
+        .expect_err("a reset, not a FIN");
+    assert_eq!(error.kind(), ErrorKind::ConnectionReset);
+    assert!(set.elapsed() >= after, "reset after {:?}", set.elapsed());
     assert_eq!(proxy.stats().connections_faulted, 1);
 }
 

@@ -5,6 +5,7 @@
 
 mod browser;
 mod committed;
+mod control_api;
 mod docker;
 mod docker_engine_lost;
 mod docker_services;

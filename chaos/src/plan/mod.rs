@@ -428,6 +428,44 @@ impl Plan {
         timeline::resolve(self, seed)
     }
 
+    /// One timeline entry given while the topology is up (the control API's service actions),
+    /// as a plan writes it without `at` (`{"kill": "node-1"}`): read as the plan reads its
+    /// entries, at offset `at`, and resolved with the services in `stopped` stopped now.
+    pub fn entry_now(
+        &self,
+        entry: &serde_json::Value,
+        at: Duration,
+        stopped: &BTreeSet<Service>,
+    ) -> Result<Step, PlanError> {
+        let invalid = |message: String| PlanError::Invalid {
+            line: 0,
+            key: "timeline[0]".into(),
+            message,
+        };
+        let serde_json::Value::Object(keys) = entry else {
+            return Err(invalid(
+                "an entry is an object: {\"kill\": \"node-1\"}".into(),
+            ));
+        };
+        if keys.contains_key("at") {
+            return Err(invalid(
+                "`at` is now: an entry given while up has none".into(),
+            ));
+        }
+        let mut entry = serde_yaml::to_value(keys).map_err(|e| invalid(e.to_string()))?;
+        entry["at"] = format!("{}ms", at.as_millis()).into();
+        let mut raw: serde_yaml::Value =
+            serde_yaml::from_str(&self.to_yaml()).map_err(|e| invalid(e.to_string()))?;
+        raw["timeline"] = serde_yaml::Value::Sequence(vec![entry]);
+        let src = serde_yaml::to_string(&raw).map_err(|e| invalid(e.to_string()))?;
+        let plan = validate::validate_recorded(raw::parse(&src)?, &src)?;
+        let mut timeline = timeline::resolve_from(&plan, self.seed, stopped)?;
+        timeline
+            .steps
+            .pop()
+            .ok_or_else(|| invalid("no action".into()))
+    }
+
     /// The kinds of service fault each service may meet (`random-node`: every node), so it
     /// can be made ready for them before it starts.
     pub fn service_faults(&self) -> BTreeMap<Service, BTreeSet<ActionKind>> {

@@ -5,13 +5,15 @@
 //! The draws use ChaCha8 seeded from the plan's seed and take `next_u64() % n`, both stable
 //! across library versions, so the same plan and seed always resolve to the same timeline.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::Duration;
 
 use anyplay_cloud::duration;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+
+use crate::proxy::Direction;
 
 use super::{
     Action, ActionKind, Link, LinkFault, Plan, PlanError, Service, ServiceFault, Target,
@@ -81,10 +83,11 @@ pub enum Act {
         ways: Ways,
         toxicity: Option<Toxicity>,
     },
-    /// The route's fault of this kind removed.
+    /// The route's fault of this kind removed from the ways its `Impair` set.
     Heal {
         route: Route,
         fault: LinkFault,
+        ways: Ways,
     },
     /// Packets from `from` to `to` (and back, with `Ways::Both`) dropped by the firewall of
     /// their hosts, until the `Mend`; `Up` is from → to.
@@ -166,7 +169,7 @@ impl fmt::Display for Act {
                 write!(f, "{} {route}", ActionKind::from(fault.kind()))?;
                 super::units::write_details(f, fault, *ways, toxicity.map(|t| t.share))
             }
-            Act::Heal { route, fault } => {
+            Act::Heal { route, fault, .. } => {
                 write!(f, "end the {} of {route}", ActionKind::from(fault.kind()))
             }
             Act::Cut { from, to, ways } => {
@@ -191,8 +194,9 @@ impl fmt::Display for Act {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Resource {
     Process(Service),
-    /// One kind of fault on a route (a latency and a bandwidth cap may stack).
-    Route(Route, ActionKind),
+    /// One kind of fault on one direction of a route (a latency and a bandwidth cap may
+    /// stack, and so may a latency up and one down).
+    Route(Route, ActionKind, Direction),
     /// One kind of fault on a service.
     Limit(Service, ActionKind),
     /// The firewall between two services (the lesser first).
@@ -239,13 +243,27 @@ impl TimedAct {
 }
 
 pub fn resolve(plan: &Plan, seed: u64) -> Result<Timeline, PlanError> {
+    resolve_from(plan, seed, &BTreeSet::new())
+}
+
+/// [`resolve`], with the services in `stopped` stopped at its start (the control API's
+/// actions, given while some may be).
+pub fn resolve_from(
+    plan: &Plan,
+    seed: u64,
+    stopped: &BTreeSet<Service>,
+) -> Result<Timeline, PlanError> {
     let mut order: Vec<usize> = (0..plan.timeline.len()).collect();
     order.sort_by_key(|&i| plan.timeline[i].at);
 
     let mut walk = Walk {
         plan,
         rng: ChaCha8Rng::seed_from_u64(seed),
-        running: plan.topology().into_iter().map(|s| (s, None)).collect(),
+        running: plan
+            .topology()
+            .into_iter()
+            .map(|s| (s, stopped.contains(&s).then_some(BEFORE)))
+            .collect(),
     };
     let mut steps: Vec<Step> = Vec::with_capacity(order.len());
     let mut held: Vec<(usize, Resource, Duration, Duration)> = Vec::new();
@@ -308,11 +326,15 @@ pub fn resolve(plan: &Plan, seed: u64) -> Result<Timeline, PlanError> {
 fn resource_name(resource: Resource) -> String {
     match resource {
         Resource::Process(s) => s.to_string(),
-        Resource::Route(r, kind) => format!("the {kind} of {r}"),
+        Resource::Route(r, kind, Direction::Upstream) => format!("the {kind} of {r} up"),
+        Resource::Route(r, kind, Direction::Downstream) => format!("the {kind} of {r} down"),
         Resource::Limit(s, kind) => format!("the {kind} of {s}"),
         Resource::Firewall(a, b) => format!("the firewall between {a} and {b}"),
     }
 }
+
+/// Who stopped a service stopped before the timeline starts (no entry of its own).
+const BEFORE: (usize, usize) = (usize::MAX, 0);
 
 /// The timeline walk: each service's state (with who last changed it) and the seeded draws.
 pub(super) struct Walk<'a> {
@@ -399,6 +421,7 @@ impl Walk<'_> {
                 let when = duration::seconds(at);
                 let verb = action.kind();
                 return Err(match self.running.get(service).copied().flatten() {
+                    Some(BEFORE) => format!("cannot {verb} {service} at {when}: it is stopped"),
                     Some((by, by_line)) => format!(
                         "cannot {verb} {service} at {when}: it is stopped (by timeline[{by}] on line {by_line})"
                     ),
@@ -649,6 +672,7 @@ mod tests {
                     peer: Peer::Postgres
                 },
                 fault: LinkFault::Partition(super::super::PartitionMode::Hold),
+                ways: Ways::Both,
             }
         );
     }
@@ -701,8 +725,40 @@ mod tests {
                     node: 1,
                     peer: Peer::Nats
                 },
-                fault: LinkFault::Bandwidth { kbps: 80 }
+                fault: LinkFault::Bandwidth { kbps: 80 },
+                ways: Ways::Both,
             }
+        );
+    }
+
+    #[test]
+    fn one_kind_may_hold_each_way_of_a_link_apart() {
+        let p = plan(
+            "  - { at: 10s, latency: [node-1, nats], ms: 9, direction: up, for: 5s }\n  - { at: 11s, latency: [nats, node-1], ms: 5, direction: down, for: 1s }\n",
+        )
+        .unwrap();
+        let t = p.resolve(1).unwrap();
+        assert_eq!(
+            t.steps[1].acts.last().unwrap().act,
+            Act::Heal {
+                route: Route {
+                    node: 1,
+                    peer: Peer::Nats
+                },
+                fault: LinkFault::Latency(crate::proxy::Latency::new(
+                    Duration::from_millis(5),
+                    Duration::ZERO
+                )),
+                ways: Ways::Down,
+            }
+        );
+        let (_, key, message) = refusal(
+            "  - { at: 10s, latency: [node-1, nats], ms: 9, direction: up, for: 5s }\n  - { at: 11s, latency: [nats, node-1], ms: 5, for: 1s }\n",
+        );
+        assert_eq!(key, "timeline[1].latency");
+        assert!(
+            message.contains("the latency of node-1<->nats up"),
+            "{message}"
         );
     }
 

@@ -1520,7 +1520,10 @@ mod tests {
         assert!(matches!(
             plan.timeline[0].action,
             Action::Link {
-                fault: LinkFault::Timeout { after: None },
+                fault: LinkFault::Timeout {
+                    after: None,
+                    reset: false
+                },
                 ..
             }
         ));

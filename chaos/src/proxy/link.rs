@@ -362,7 +362,7 @@ mod tests {
         let test = async {
             client.write_all(b"late").await.expect("write");
             nothing_arrives(&mut server, Duration::from_millis(100)).await;
-            faults.clear(LinkFaultKind::Latency);
+            faults.clear(LinkFaultKind::Latency, Ways::Both);
             assert_eq!(receive(&mut server, 4).await, b"late");
         };
         let link = run(
@@ -387,7 +387,7 @@ mod tests {
         let test = async {
             client.write_all(b"held").await.expect("write");
             nothing_arrives(&mut server, Duration::from_millis(100)).await;
-            faults.clear(LinkFaultKind::Partition);
+            faults.clear(LinkFaultKind::Partition, Ways::Both);
             assert_eq!(receive(&mut server, 4).await, b"held");
         };
         let link = run(
@@ -438,7 +438,7 @@ mod tests {
                 server.write_all(b"down").await.expect("write");
                 assert_eq!(receive(&mut client, 4).await, b"down", "{mode:?}");
                 nothing_arrives(&mut server, Duration::from_millis(100)).await;
-                faults.clear(LinkFaultKind::Partition);
+                faults.clear(LinkFaultKind::Partition, Ways::Both);
                 client.write_all(b"again").await.expect("write");
                 let expected: &[u8] = match mode {
                     PartitionMode::Hold => b"upagain",
@@ -470,7 +470,7 @@ mod tests {
                     .is_err(),
                 "not reset while the cut lasts"
             );
-            faults.clear(LinkFaultKind::Partition);
+            faults.clear(LinkFaultKind::Partition, Ways::Both);
             let ending = timeout(Duration::from_secs(2), connection.ended()).await;
             assert_eq!(ending.expect("ends at once"), Ending::Reset);
             assert!(
@@ -598,7 +598,7 @@ mod tests {
         drop(client);
         let test = async {
             tokio::time::sleep(Duration::from_millis(200)).await;
-            faults.clear(LinkFaultKind::Slicer);
+            faults.clear(LinkFaultKind::Slicer, Ways::Both);
             let cleared = Instant::now();
             let mut received = Vec::new();
             server.read_to_end(&mut received).await.expect("the rest");
@@ -659,7 +659,14 @@ mod tests {
     #[tokio::test]
     async fn a_timeout_without_an_end_holds_data_until_cleared() {
         let faults = Faults::new();
-        faults.set(LinkFault::Timeout { after: None }, Ways::Both, None);
+        faults.set(
+            LinkFault::Timeout {
+                after: None,
+                reset: false,
+            },
+            Ways::Both,
+            None,
+        );
         let connection = ConnectionFaults::new(&faults, 0);
         let counters = Counters::default();
         let (mut client, from) = duplex(64);
@@ -673,7 +680,7 @@ mod tests {
                     .is_err(),
                 "never closed"
             );
-            faults.clear(LinkFaultKind::Timeout);
+            faults.clear(LinkFaultKind::Timeout, Ways::Both);
             assert_eq!(receive(&mut server, 4).await, b"held");
         };
         let link = run(
@@ -693,7 +700,14 @@ mod tests {
         let connection = ConnectionFaults::new(&faults, 0);
         let after = Duration::from_millis(200);
         let set = Instant::now();
-        faults.set(LinkFault::Timeout { after: Some(after) }, Ways::Down, None);
+        faults.set(
+            LinkFault::Timeout {
+                after: Some(after),
+                reset: false,
+            },
+            Ways::Down,
+            None,
+        );
         let ending = timeout(Duration::from_secs(5), connection.ended()).await;
         assert_eq!(ending.expect("in time"), Ending::Close);
         assert!(set.elapsed() >= after, "closed after {:?}", set.elapsed());

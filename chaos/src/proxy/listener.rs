@@ -123,10 +123,10 @@ impl Proxy {
         self.faults.set(fault, ways, toxicity);
     }
 
-    /// Removes the fault of `kind`; what it held flows on (a drop-cut resets the connections that
-    /// lost bytes).
-    pub fn clear(&self, kind: LinkFaultKind) {
-        self.faults.clear(kind);
+    /// Removes the fault of `kind` from the directions `ways` covers; what it held flows on (a
+    /// drop-cut resets the connections that lost bytes).
+    pub fn clear(&self, kind: LinkFaultKind, ways: Ways) {
+        self.faults.clear(kind, ways);
     }
 
     pub fn is_set(&self, kind: LinkFaultKind) -> bool {

@@ -22,9 +22,10 @@ mod interrupt;
 mod load;
 mod players;
 mod samplers;
-mod timeline;
-mod topology;
+pub(crate) mod timeline;
+pub(crate) mod topology;
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +37,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::control::{self, Control};
 use crate::events::{Event, EventLog, RunMeta, EVENTS_FILE};
 use crate::plan::{ImageOverride, Plan, Service, Timeline};
 use crate::report::{self, markdown, LOAD_REPORT_FILE, PLAN_FILE};
@@ -75,6 +77,12 @@ pub enum RunError {
     Sockets(#[from] anyplay_load::run::budget::TooManySockets),
     #[error("the report: {0}")]
     Report(#[from] report::ReportError),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
     #[error(
         "{plan} has the supervisor run or reach what it names ({parts}); a run directory may \
          come from anywhere: read it, then rerun with --trust-plan to run it"
@@ -90,6 +98,8 @@ pub struct RunOptions {
     pub seed: Option<u64>,
     /// `--image SERVICE=IMAGE`, in order.
     pub images: Vec<ImageOverride>,
+    /// `--metrics ADDR`: the run's series served there while it runs.
+    pub metrics: Option<SocketAddr>,
 }
 
 /// How a run ended.
@@ -162,6 +172,7 @@ pub fn run(options: RunOptions) -> LocalBoxFuture<'static, Result<Finished, RunE
 }
 
 async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
+    let metrics = listen(options.metrics).await?;
     let (plan, dir) = prepare(options)?;
     let timeline = plan.resolve(plan.seed)?;
     // The plan's `abort`, watched over the load's seconds, cuts the run short as a signal does.
@@ -174,7 +185,7 @@ async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
         dir.display()
     );
     eprint!("{timeline}");
-    let mut stage = set_up(&plan, &dir, timeline.length() + plan.settle).await?;
+    let mut stage = set_up(&plan, &dir, timeline.length() + plan.settle, metrics).await?;
     let mut scenarios = match interrupt
         .or_stop(stage.load.warm_up(), "during the warm-up", &stage.log)
         .await
@@ -199,6 +210,18 @@ async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
     })
 }
 
+/// A listener on `addr` when given (`--api`, `--metrics`): bound before anything starts, so
+/// an address that is taken fails the run at once.
+async fn listen(addr: Option<SocketAddr>) -> Result<Option<tokio::net::TcpListener>, RunError> {
+    match addr {
+        Some(addr) => tokio::net::TcpListener::bind(addr)
+            .await
+            .map(Some)
+            .map_err(|source| RunError::Listen { addr, source }),
+        None => Ok(None),
+    }
+}
+
 /// What a run plays on: the history, the topology and its players, with the tasks that
 /// record what happens to them.
 struct Stage {
@@ -211,11 +234,33 @@ struct Stage {
     stop: watch::Sender<bool>,
     following: JoinHandle<()>,
     services: JoinHandle<()>,
+    /// `--metrics`' server, until the store.
+    metrics: Option<JoinHandle<()>>,
 }
 
-/// Set up: the history opened, the topology started and the players signed in for `length`.
-async fn set_up(plan: &Plan, dir: &Path, length: Duration) -> Result<Stage, RunError> {
+/// Set up: the history opened (its series served on `metrics`), the topology started and the
+/// players signed in for `length`.
+async fn set_up(
+    plan: &Plan,
+    dir: &Path,
+    length: Duration,
+    metrics: Option<tokio::net::TcpListener>,
+) -> Result<Stage, RunError> {
     let log = EventLog::create(&dir.join(EVENTS_FILE), Instant::now().into_std())?;
+    let metrics = metrics.map(|listener| {
+        let series = Arc::new(control::metrics::Metrics::new());
+        log.observe({
+            let series = series.clone();
+            Arc::new(move |event: &Event| series.observe(event))
+        });
+        if let Ok(addr) = listener.local_addr() {
+            eprintln!("  metrics: http://{addr}/metrics");
+        }
+        tokio::spawn(control::server::serve(
+            listener,
+            control::metrics::routes(series),
+        ))
+    });
     log.record(Event::RunStart(RunMeta::now(&plan.name, plan.seed)))?;
     log.record(Event::FriendLimits(topology::friend_limits(plan)))?;
     if plan.load.rate_limits {
@@ -260,12 +305,16 @@ async fn set_up(plan: &Plan, dir: &Path, length: Duration) -> Result<Stage, RunE
         stop,
         following,
         services,
+        metrics,
     })
 }
 
 impl Stage {
     /// After a failed warm-up: everything stopped, nothing judged.
     async fn abandon(self) {
+        if let Some(metrics) = &self.metrics {
+            metrics.abort();
+        }
         let _ = self.stop.send(true);
         let _ = self.load.finish(Vec::new()).await;
         self.topology.shutdown().await;
@@ -414,8 +463,12 @@ async fn store(
         stop,
         following,
         services,
+        metrics,
         ..
     } = stage;
+    if let Some(metrics) = metrics {
+        metrics.abort();
+    }
     let _ = stop.send(true);
     let _ = following.await;
     let load_report = load.finish(scenarios).await?;
@@ -540,55 +593,151 @@ async fn follow_services(
     }
 }
 
-/// `up`: the topology and the players only, held until Ctrl-C. Boxed, as `run`.
-pub fn up(options: RunOptions) -> LocalBoxFuture<'static, Result<(), RunError>> {
-    Box::pin(async move {
-        let (plan, dir) = prepare(options)?;
-        // `up` has no timeline to give up: a channel closed at once never aborts.
-        let mut interrupt = Interrupt::listen(watch::channel(None).1).map_err(RunError::Signals)?;
-        let (supervisor, _events) = Topology::supervisor(&plan, &dir).await?;
-        let topology = Topology::start(&plan, &dir, supervisor).await?;
-        for node in &topology.nodes {
-            println!(
-                "{}: api http://{} (players via http://{}), ops http://{}",
-                node.name, node.api, node.players, node.ops
-            );
+/// `up`: the topology and the players, held until Ctrl-C, with the control API on `api` when
+/// given; then healed, judged and reported as a `run`. Boxed, as `run`.
+pub fn up(
+    options: RunOptions,
+    api: Option<SocketAddr>,
+) -> LocalBoxFuture<'static, Result<Finished, RunError>> {
+    Box::pin(up_plan(options, api))
+}
+
+async fn up_plan(options: RunOptions, api: Option<SocketAddr>) -> Result<Finished, RunError> {
+    let listener = listen(api).await?;
+    let metrics = listen(options.metrics).await?;
+    let (plan, dir) = prepare(options)?;
+    // `up` has no timeline to give up: a channel closed at once never aborts.
+    let mut interrupt = Interrupt::listen(watch::channel(None).1).map_err(RunError::Signals)?;
+    eprintln!(
+        "anyplay-chaos: up {} (seed {}) in {}",
+        plan.name,
+        plan.seed,
+        dir.display()
+    );
+    // The players play for as long as the topology is held.
+    let mut stage = set_up(&plan, &dir, HELD, metrics).await?;
+    if let Some(url) = &stage.topology.postgres_url {
+        eprintln!("  postgres: {url}");
+    }
+    if let Some(url) = &stage.topology.nats_url {
+        eprintln!("  nats: {url}");
+    }
+    let scenarios = match interrupt
+        .or_stop(stage.load.warm_up(), "during the warm-up", &stage.log)
+        .await
+    {
+        Some(Ok(reports)) => reports,
+        Some(Err(e)) => {
+            stage.abandon().await;
+            return Err(e);
         }
-        if let Some(url) = &topology.postgres_url {
-            println!("postgres: {url}");
-        }
-        if let Some(url) = &topology.nats_url {
-            println!("nats: {url}");
-        }
-        // The players play for as long as the topology is held.
-        let log = EventLog::create(&dir.join(EVENTS_FILE), Instant::now().into_std())?;
-        let year = Duration::from_secs(365 * 24 * 3600);
-        let (mut load, facts) = start_players(&plan, year, &dir, &topology, &log).await?;
-        // Nothing is judged: the facts go nowhere.
-        drop(facts);
-        println!("logs: {}; Ctrl-C ends it", dir.join("logs").display());
-        match interrupt
-            .or_stop(load.warm_up(), "during the warm-up", &log)
-            .await
-        {
-            Some(Ok(_)) => {
-                if let Err(e) = load.play(Duration::ZERO).await {
-                    eprintln!("anyplay-chaos: the players could not start playing: {e}");
-                }
-            }
-            Some(Err(e)) => eprintln!("anyplay-chaos: the warm-up failed: {e}"),
-            None => {}
-        }
-        if let Some(signal) = interrupt.wait().await {
-            eprintln!("anyplay-chaos: {signal}: stopping");
-        } else {
-            eprintln!("anyplay-chaos: stopping");
-        }
-        load.stop_play();
-        let _ = load.finish(Vec::new()).await;
-        topology.shutdown().await;
-        Ok(())
+        None => Vec::new(),
+    };
+    if !interrupt.heard() {
+        let watching = Watching::start(&plan, &dir, &stage, watch::channel(None).0);
+        hold(&plan, &mut stage, &mut interrupt, &dir, listener).await;
+        heal(&mut stage, watching).await;
+    }
+    let report = store(stage, &dir, scenarios).await?;
+    Ok(Finished {
+        dir,
+        report,
+        interrupted: false,
     })
+}
+
+/// What the control API did becomes the recorded plan's timeline, so that `rerun` of the
+/// directory replays it; when a plan cannot hold it (two faults of a kind on one link at
+/// once), the plan stays as it was and the history says why.
+fn record_replay(control: &Control, dir: &Path, log: &EventLog) {
+    let Some(replay) = control.replay() else {
+        return;
+    };
+    let text = replay.to_yaml();
+    match Plan::from_yaml(&text) {
+        Ok(_) => {
+            let path = dir.join(PLAN_FILE);
+            if let Err(e) = crate::run_files::write(&path, text) {
+                note(
+                    log,
+                    format!("the API's changes could not be recorded in the plan: {e}"),
+                );
+            }
+        }
+        Err(e) => note(
+            log,
+            format!("the API's changes cannot be replayed as a plan's timeline: {e}"),
+        ),
+    }
+}
+
+/// How long `up` sets its players' rates to run: longer than anyone holds a topology.
+const HELD: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// `up`'s play: the players play and the control API (when `listener`) changes the faults
+/// until Ctrl-C; then what the API set is healed and the run settles, as after a timeline.
+async fn hold(
+    plan: &Plan,
+    stage: &mut Stage,
+    interrupt: &mut Interrupt,
+    dir: &Path,
+    listener: Option<tokio::net::TcpListener>,
+) {
+    let log = &stage.log;
+    stage.recorder.take_second();
+    note(
+        log,
+        format!(
+            "{} of {} players online",
+            stage.load.online()(),
+            plan.load.players
+        ),
+    );
+    if let Err(e) = stage.load.play(HELD).await {
+        note(log, format!("the players could not start playing: {e}"));
+    }
+    let _ = log.record(Event::TimelineStart);
+    let control = Arc::new(Control::new(
+        plan,
+        stage.topology.clone(),
+        log.clone(),
+        Instant::now(),
+    ));
+    let server = listener.map(|listener| {
+        if let Ok(addr) = listener.local_addr() {
+            eprintln!("  control API (Toxiproxy's): http://{addr}");
+        }
+        tokio::spawn(control::server::serve(
+            listener,
+            control::server::routes(control.clone()),
+        ))
+    });
+    eprintln!("anyplay-chaos: every player online; Ctrl-C ends the run");
+    match interrupt.wait().await {
+        Some(signal) => note(
+            log,
+            format!("{signal}: the run heals, settles and is judged"),
+        ),
+        None => note(log, "the run heals, settles and is judged".into()),
+    }
+    if let Some(server) = server {
+        server.abort();
+    }
+    // A second Ctrl-C ends it at once, as during a run.
+    if let Ok(again) = crate::supervisor::signals::termination_requested() {
+        tokio::spawn(stop_at_once_on(
+            again,
+            dir.to_owned(),
+            stage.topology.clone(),
+        ));
+    }
+    control.reset();
+    // A service action under way ends as it would on a timeline (its `for` runs out).
+    control.finish_actions().await;
+    record_replay(&control, dir, log);
+    note(log, format!("settling for {:?}", plan.settle));
+    tokio::time::sleep(plan.settle).await;
+    stage.load.stop_play();
 }
 
 /// `rerun DIR`: the plan and seed recorded in DIR, again, into a new directory. Boxed, as `run`.
@@ -620,6 +769,7 @@ pub fn rerun<'a>(
             out: None,
             seed: None,
             images: Vec::new(),
+            metrics: None,
         })
         .await
     })

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use futures_util::future::join_all;
 use indicatif::ProgressBar;
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use crate::events::{Event, EventLog};
@@ -24,38 +25,48 @@ pub async fn fire(
     join_all(timeline.steps.iter().map(|step| {
         let topology = topology.clone();
         async move {
-            let error = fire_step(step, zero, &topology, log).await;
-            if let Some(error) = &error {
+            if let Some(error) = fire_step(step, zero, &topology, log, None).await {
                 bar.println(format!(
                     "  {} {}: {error}",
                     step.action.kind(),
                     step.action.target_label()
                 ));
             }
-            let _ = log.record(Event::action_end(step, error));
             bar.inc(1);
         }
     }))
     .await;
 }
 
-/// The acts of one step; the first failure ends the step and is returned.
-async fn fire_step(
+/// One step, its `action_start` and `action_end` recorded; the first failure ends the step
+/// and is returned. `first` hears how its first act went (the control API answers with it).
+pub(crate) async fn fire_step(
     step: &Step,
     zero: Instant,
     topology: &Topology,
     log: &EventLog,
+    mut first: Option<oneshot::Sender<Result<(), String>>>,
 ) -> Option<String> {
     tokio::time::sleep_until(zero + step.at).await;
     let _ = log.record(Event::action_start(step));
+    let mut error = None;
     for act in &step.acts {
         match act.after {
             Some(gap) => tokio::time::sleep(gap).await,
             None => tokio::time::sleep_until(zero + act.at).await,
         }
-        if let Err(e) = topology.apply(act.act).await {
-            return Some(format!("{}: {e}", act.act));
+        let done = topology
+            .apply(act.act)
+            .await
+            .map_err(|e| format!("{}: {e}", act.act));
+        if let Some(first) = first.take() {
+            let _ = first.send(done.clone());
+        }
+        if let Err(e) = done {
+            error = Some(e);
+            break;
         }
     }
-    None
+    let _ = log.record(Event::action_end(step, error.clone()));
+    error
 }

@@ -623,6 +623,11 @@ impl Topology {
             .ok_or(ActError::NoService(service))
     }
 
+    /// Every fault proxy of the topology.
+    pub(crate) fn proxies(&self) -> &ProxySet {
+        &self.proxies
+    }
+
     fn route(&self, route: Route) -> Result<&Proxy, ActError> {
         let peer = match route.peer {
             Peer::Postgres => Endpoint::Postgres,
@@ -699,7 +704,7 @@ impl Topology {
                 ways,
                 toxicity,
             } => self.route(route)?.set(fault, ways, toxicity),
-            Act::Heal { route, fault } => self.route(route)?.clear(fault.kind()),
+            Act::Heal { route, fault, ways } => self.route(route)?.clear(fault.kind(), ways),
             Act::Cut { from, to, ways } => self.cut(from, to, ways)?,
             Act::Mend { from, to } => self.mend(from, to)?,
             Act::Squeeze { service, fault } => self.service(service)?.apply(fault).await?,

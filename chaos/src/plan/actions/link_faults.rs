@@ -10,7 +10,7 @@ use serde_yaml::Value;
 use super::{yaml_text, Keys, Reader};
 use crate::plan::timeline::{pairs_of, routes_of, Among, Hold, Resource, Walk};
 use crate::plan::{Act, Action, Link, LinkFault, PlanError, Target, TimedAct, Toxicity, Via, Ways};
-use crate::proxy::Latency;
+use crate::proxy::{Direction, Latency};
 
 pub(super) fn partition(r: &Reader<'_>) -> Result<Action, PlanError> {
     match r.word("via")?.unwrap_or_default() {
@@ -80,6 +80,7 @@ pub(super) fn timeout(r: &Reader<'_>) -> Result<Action, PlanError> {
         r,
         LinkFault::Timeout {
             after: (!after.is_zero()).then_some(after),
+            reset: false,
         },
     )
 }
@@ -230,7 +231,9 @@ pub(super) fn write(action: &Action, keys: &mut Keys) {
                 }
                 LinkFault::Bandwidth { kbps } => keys.set("kbps", kbps),
                 LinkFault::SlowClose { delay } => keys.duration("delay", delay),
-                LinkFault::Timeout { after } => keys.duration("after", after.unwrap_or_default()),
+                LinkFault::Timeout { after, .. } => {
+                    keys.duration("after", after.unwrap_or_default())
+                }
                 LinkFault::LimitData { bytes } => keys.set("bytes", bytes),
                 LinkFault::Slicer { bytes, delay } => {
                     keys.set("bytes", bytes);
@@ -302,11 +305,20 @@ pub(super) fn holds(action: &Action, at: Duration, count: u32) -> Vec<Hold> {
             link,
             fault,
             duration,
+            ways,
             ..
-        } => routes_of(link, count)
-            .into_iter()
-            .map(|r| (Resource::Route(r, fault.kind().into()), at, at + duration))
-            .collect(),
+        } => {
+            // One way's fault of a kind beside the other way's: the proxy holds each apart.
+            let directions = [Direction::Upstream, Direction::Downstream];
+            let kind = fault.kind().into();
+            let mut holds = Vec::new();
+            for route in routes_of(link, count) {
+                for direction in directions.into_iter().filter(|d| ways.covers(*d)) {
+                    holds.push((Resource::Route(route, kind, direction), at, at + duration));
+                }
+            }
+            holds
+        }
         Action::Firewall { link, duration, .. } => pairs_of(link, count)
             .into_iter()
             .map(|(a, b)| (Resource::Firewall(a.min(b), a.max(b)), at, at + duration))
@@ -338,7 +350,7 @@ pub(super) fn expand(
                 ways,
                 toxicity,
             },
-            |route| Act::Heal { route, fault },
+            |route| Act::Heal { route, fault, ways },
         ),
         Action::Firewall {
             link,

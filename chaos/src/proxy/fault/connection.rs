@@ -23,7 +23,7 @@ pub(crate) struct ConnectionFaults<'a> {
 /// How a fault ends a connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ending {
-    /// RST on both sides: its stream has a hole.
+    /// RST on both sides: its stream has a hole, or a reset_peer timeout ran out.
     Reset,
     /// A normal close (FIN) on both sides: limit_data or timeout.
     Close,
@@ -87,7 +87,10 @@ impl<'a> ConnectionFaults<'a> {
             let timeout = up.timeout.or(down.timeout);
             let deadline = timeout.and_then(|timeout| timeout.deadline(self.opened));
             if deadline.is_some_and(|deadline| deadline <= Instant::now()) {
-                return Ending::Close;
+                return match timeout {
+                    Some(timeout) if timeout.reset => Ending::Reset,
+                    _ => Ending::Close,
+                };
             }
             tokio::select! {
                 _ = sleep_or_change(&mut settings, deadline) => {}

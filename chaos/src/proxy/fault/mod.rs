@@ -118,7 +118,8 @@ impl std::fmt::Display for PartitionMode {
     }
 }
 
-/// A lasting fault on a link. A proxy has at most one of each kind; setting a kind again replaces it.
+/// A lasting fault on a link. A proxy has at most one of each kind per direction; setting a kind
+/// again replaces it on the directions it covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LinkFault {
     Partition(PartitionMode),
@@ -133,9 +134,11 @@ pub enum LinkFault {
         delay: Duration,
     },
     /// Data stops (held, not read); the connection is closed `after` the fault reached it (`None`:
-    /// never, and clearing the fault lets the held data flow).
+    /// never, and clearing the fault lets the held data flow); with `reset`, by an RST on both
+    /// sides (Toxiproxy's reset_peer), else by a FIN.
     Timeout {
         after: Option<Duration>,
+        reset: bool,
     },
     /// Each connection is closed (both sides, FIN) right after exactly `bytes` have passed in the
     /// covered direction(s), counted from when the fault reached it.
@@ -160,10 +163,14 @@ impl std::fmt::Display for LinkFault {
             }
             LinkFault::Bandwidth { kbps } => write!(f, "{kbps} kbps"),
             LinkFault::SlowClose { delay } => write!(f, "closes {} late", format(*delay)),
-            LinkFault::Timeout { after: Some(after) } => {
-                write!(f, "closed after {}", format(*after))
+            LinkFault::Timeout {
+                after: Some(after),
+                reset,
+            } => {
+                let how = if *reset { "reset" } else { "closed" };
+                write!(f, "{how} after {}", format(*after))
             }
-            LinkFault::Timeout { after: None } => f.write_str("never closed"),
+            LinkFault::Timeout { after: None, .. } => f.write_str("never closed"),
             LinkFault::LimitData { bytes } => write!(f, "{bytes} bytes"),
             LinkFault::Slicer { bytes, delay } => {
                 write!(f, "{bytes}-byte pieces {} apart", format(*delay))
@@ -234,9 +241,9 @@ impl Faults {
             .send_modify(|settings| settings.set(fault, ways, toxicity));
     }
 
-    pub(crate) fn clear(&self, kind: LinkFaultKind) {
+    pub(crate) fn clear(&self, kind: LinkFaultKind, ways: Ways) {
         self.settings
-            .send_if_modified(|settings| settings.clear(kind));
+            .send_if_modified(|settings| settings.clear(kind, ways));
     }
 
     pub(crate) fn heal(&self) {

@@ -1,5 +1,6 @@
-//! What is set on a proxy: a slot per fault kind with its ways, its toxicity and when it was set,
-//! and the view of it from one direction of one connection ([`OnLink`]).
+//! What is set on a proxy: a slot per fault kind and direction with its toxicity and when it was
+//! set (a direction's slot is set and cleared on its own, as Toxiproxy's upstream and downstream
+//! toxics are), and the view of it from one direction of one connection ([`OnLink`]).
 
 use std::time::Duration;
 
@@ -15,7 +16,6 @@ use super::{Direction, LinkFault, LinkFaultKind, PartitionMode, Toxicity, Ways};
 #[derive(Debug, Clone, Copy)]
 struct Active {
     fault: LinkFault,
-    ways: Ways,
     toxicity: Option<Toxicity>,
     since: Instant,
     /// Tells a fault from an earlier one of its kind (limit_data counts afresh).
@@ -31,7 +31,8 @@ impl Active {
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Settings {
-    slots: [Option<Active>; LinkFaultKind::ALL.len()],
+    /// By kind, then direction (upstream, downstream).
+    slots: [[Option<Active>; 2]; LinkFaultKind::ALL.len()],
     generations: u64,
 }
 
@@ -58,47 +59,72 @@ impl OnLink {
 impl Settings {
     pub(crate) fn set(&mut self, fault: LinkFault, ways: Ways, toxicity: Option<Toxicity>) {
         self.generations += 1;
-        self.slots[fault.kind().index()] = Some(Active {
+        let active = Active {
             fault,
-            ways,
             toxicity,
             since: Instant::now(),
             generation: self.generations,
-        });
+        };
+        for slot in self.slots_of(fault.kind(), ways) {
+            *slot = Some(active);
+        }
     }
 
-    /// Returns whether anything changed.
-    pub(crate) fn clear(&mut self, kind: LinkFaultKind) -> bool {
-        self.slots[kind.index()].take().is_some()
+    /// Removes the fault of `kind` from the directions `ways` covers; returns whether anything
+    /// changed.
+    pub(crate) fn clear(&mut self, kind: LinkFaultKind, ways: Ways) -> bool {
+        let mut any = false;
+        for slot in self.slots_of(kind, ways) {
+            any |= slot.take().is_some();
+        }
+        any
     }
 
     /// Returns whether anything changed.
     pub(crate) fn heal(&mut self) -> bool {
-        let any = self.slots.iter().any(Option::is_some);
+        let any = self.slots.iter().flatten().any(Option::is_some);
         self.slots = Default::default();
         any
     }
 
     pub(crate) fn is_set(&self, kind: LinkFaultKind) -> bool {
-        self.slots[kind.index()].is_some()
+        self.slots[kind.index()].iter().any(Option::is_some)
+    }
+
+    fn slots_of(
+        &mut self,
+        kind: LinkFaultKind,
+        ways: Ways,
+    ) -> impl Iterator<Item = &mut Option<Active>> {
+        let directions = [Direction::Upstream, Direction::Downstream];
+        self.slots[kind.index()]
+            .iter_mut()
+            .zip(directions)
+            .filter(move |(_, direction)| ways.covers(*direction))
+            .map(|(slot, _)| slot)
     }
 
     pub(crate) fn on_link(&self, direction: Direction, serial: u64) -> OnLink {
         let mut on = OnLink::default();
+        let index = match direction {
+            Direction::Upstream => 0,
+            Direction::Downstream => 1,
+        };
         let reaching = self
             .slots
             .iter()
-            .flatten()
-            .filter(|active| active.ways.covers(direction) && active.reaches(serial));
+            .filter_map(|slots| slots[index].as_ref())
+            .filter(|active| active.reaches(serial));
         for active in reaching {
             match active.fault {
                 LinkFault::Partition(mode) => on.cut = Some(mode),
                 LinkFault::Latency(latency) => on.latency = Some(latency),
                 LinkFault::Bandwidth { kbps } => on.kbps = Some(kbps.max(1)),
                 LinkFault::SlowClose { delay } => on.slow_close = Some(delay),
-                LinkFault::Timeout { after } => {
+                LinkFault::Timeout { after, reset } => {
                     on.timeout = Some(Timeout {
                         after,
+                        reset,
                         since: active.since,
                     });
                 }
@@ -121,10 +147,20 @@ impl Settings {
 
     /// The partition a new connection meets: one way is enough to stop a handshake.
     pub(crate) fn cut_on_connect(&self, serial: u64) -> Option<PartitionMode> {
-        let active = self.slots[LinkFaultKind::Partition.index()].filter(|a| a.reaches(serial))?;
-        match active.fault {
-            LinkFault::Partition(mode) => Some(mode),
-            _ => None,
+        let modes: Vec<PartitionMode> = self.slots[LinkFaultKind::Partition.index()]
+            .iter()
+            .flatten()
+            .filter(|a| a.reaches(serial))
+            .filter_map(|a| match a.fault {
+                LinkFault::Partition(mode) => Some(mode),
+                _ => None,
+            })
+            .collect();
+        // Either way's drop refuses the connection; else either way's hold holds it.
+        if modes.contains(&PartitionMode::Drop) {
+            Some(PartitionMode::Drop)
+        } else {
+            modes.first().copied()
         }
     }
 }
@@ -187,9 +223,16 @@ mod tests {
         assert_eq!(second.map(|limit| limit.bytes), Some(7));
         assert_ne!(first.map(|l| l.generation), second.map(|l| l.generation));
 
-        settings.set(LinkFault::Timeout { after: None }, Ways::Both, None);
-        assert!(settings.clear(LinkFaultKind::Timeout));
-        assert!(!settings.clear(LinkFaultKind::Timeout));
+        settings.set(
+            LinkFault::Timeout {
+                after: None,
+                reset: false,
+            },
+            Ways::Both,
+            None,
+        );
+        assert!(settings.clear(LinkFaultKind::Timeout, Ways::Both));
+        assert!(!settings.clear(LinkFaultKind::Timeout, Ways::Both));
         assert!(settings.is_set(LinkFaultKind::LimitData));
         assert!(settings.heal());
         assert!(!settings.heal());
@@ -197,6 +240,27 @@ mod tests {
             settings.on_link(Direction::Downstream, 0),
             OnLink::default()
         );
+    }
+
+    #[test]
+    fn each_direction_of_a_kind_is_set_and_cleared_on_its_own() {
+        let mut settings = Settings::default();
+        let latency =
+            |ms| LinkFault::Latency(Latency::new(Duration::from_millis(ms), Duration::ZERO));
+        settings.set(latency(10), Ways::Up, None);
+        settings.set(latency(20), Ways::Down, None);
+        let delay = |direction| settings.on_link(direction, 0).latency.map(|l| l.delay);
+        assert_eq!(delay(Direction::Upstream), Some(Duration::from_millis(10)));
+        assert_eq!(
+            delay(Direction::Downstream),
+            Some(Duration::from_millis(20))
+        );
+        assert!(settings.clear(LinkFaultKind::Latency, Ways::Up));
+        assert_eq!(settings.on_link(Direction::Upstream, 0).latency, None);
+        assert!(settings.is_set(LinkFaultKind::Latency));
+        settings.set(LinkFault::Partition(PartitionMode::Hold), Ways::Up, None);
+        settings.set(LinkFault::Partition(PartitionMode::Drop), Ways::Down, None);
+        assert_eq!(settings.cut_on_connect(0), Some(PartitionMode::Drop));
     }
 
     #[test]

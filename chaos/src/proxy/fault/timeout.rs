@@ -9,6 +9,8 @@ use tokio::time::Instant;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Timeout {
     pub(crate) after: Option<Duration>,
+    /// Closed with an RST, not a FIN.
+    pub(crate) reset: bool,
     /// When the fault was set.
     pub(crate) since: Instant,
 }
@@ -29,6 +31,7 @@ mod tests {
         let since = Instant::now();
         let timeout = Timeout {
             after: Some(Duration::from_secs(2)),
+            reset: false,
             since,
         };
         let earlier = since.checked_sub(Duration::from_secs(5)).unwrap_or(since);
@@ -41,7 +44,11 @@ mod tests {
             timeout.deadline(later),
             Some(later + Duration::from_secs(2))
         );
-        let forever = Timeout { after: None, since };
+        let forever = Timeout {
+            after: None,
+            reset: false,
+            since,
+        };
         assert_eq!(forever.deadline(later), None);
     }
 }

@@ -1,0 +1,343 @@
+//! `up --api` (issue 33): Toxiproxy's own Node client (npm `toxiproxy-node-client`, installed
+//! by deploy/test.sh into deploy/toxiproxy-client) and Python client (PyPI `toxiproxy-python`,
+//! in deploy/python/.venv) drive the faults of a running topology while players play, `--metrics` (checked with Prometheus' own OpenMetrics parser, from
+//! PyPI) follows the players through a `drop`, then anyplay's service actions and the
+//! refusals; after Ctrl-C the run
+//! is judged and reported as a `run`, and every change it made is a timeline action of the
+//! history and a row of the faults table.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{a_run_turn, chaos, reduced_plan_with, report, scratch, workspace};
+
+/// A loopback port nothing listens on now.
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// `METHOD path` with `body` on `api`, as plain HTTP/1.1: the status and the body.
+fn request(api: &str, method: &str, path: &str, headers: &str, body: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(api).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {api}\r\nConnection: close\r\n{headers}\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+    (status, body.to_owned())
+}
+
+/// anyplay's own part of the API: service actions as plan entries, and what is refused.
+fn service_actions_and_refusals(api: &str) {
+    let act = |entry: &str| request(api, "POST", "/anyplay/actions", "", entry);
+    let (status, body) = act(r#"{"kill": "node-1"}"#);
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (answer["action"].as_str(), answer["target"].as_str()),
+        (Some("kill"), Some("node-1"))
+    );
+    let (status, body) = act(r#"{"kill": "node-1"}"#);
+    assert_eq!(status, 400, "killed already: {body}");
+    assert!(body.contains("it is stopped"), "{body}");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(act(r#"{"start": "node-1"}"#).0, 200);
+    let (status, body) = act(r#"{"latency": ["node-1", "nats"], "ms": 5, "for": "2s"}"#);
+    assert_eq!(status, 400, "a link fault goes through the toxics: {body}");
+    assert_eq!(act(r#"{"kill": "node-9"}"#).0, 400);
+    assert_eq!(act(r#"{"kill": "node-1", "at": "3s"}"#).0, 400);
+    assert_eq!(act(r#"{"kill": "node-1""#).0, 400);
+
+    // Toxiproxy's own refusals of what it does not serve.
+    let browser = "User-Agent: Mozilla/5.0\r\n";
+    assert_eq!(request(api, "GET", "/proxies", browser, "").0, 403);
+    let huge = format!(
+        r#"{{"type": "latency", "name": "{}"}}"#,
+        "x".repeat(100_000)
+    );
+    assert_eq!(
+        request(api, "POST", "/proxies/node-1-nats/toxics", "", &huge).0,
+        413
+    );
+    let made_up = r#"{"name": "elsewhere", "listen": "127.0.0.1:0", "upstream": "10.0.0.1:22"}"#;
+    assert_eq!(request(api, "POST", "/proxies", "", made_up).0, 400);
+    assert_eq!(
+        request(api, "POST", "/populate", "", r#"[{"name": "elsewhere"}]"#).0,
+        400
+    );
+    let moved = r#"[{"name": "node-1-nats", "upstream": "10.0.0.1:4222"}]"#;
+    assert_eq!(request(api, "POST", "/populate", "", moved).0, 400);
+    let (status, body) = request(api, "POST", "/populate", "", r#"[{"name": "node-1-nats"}]"#);
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        request(api, "DELETE", "/proxies/node-1-nats/toxics/none", "", "").0,
+        404
+    );
+    let elsewhere = r#"{"enabled": true, "upstream": "10.0.0.1:22"}"#;
+    assert_eq!(
+        request(api, "POST", "/proxies/node-1-nats", "", elsewhere).0,
+        400
+    );
+    assert_eq!(
+        request(api, "DELETE", "/proxies/node-1-nats", "", "").0,
+        204
+    );
+}
+
+/// One scrape of `--metrics`, parsed by Prometheus' own OpenMetrics parser: its samples.
+fn scrape(metrics: &str) -> Vec<(String, Value, f64)> {
+    let (status, text) = request(metrics, "GET", "/metrics", "", "");
+    assert_eq!(status, 200, "{text}");
+    let python = workspace().join("deploy/python/.venv/bin/python");
+    let mut parser = Command::new(python)
+        .arg(workspace().join("deploy/python/openmetrics_parse.py"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the OpenMetrics parser runs");
+    std::io::Write::write_all(&mut parser.stdin.take().unwrap(), text.as_bytes()).unwrap();
+    let parsed = parser.wait_with_output().unwrap();
+    assert!(
+        parsed.status.success(),
+        "not OpenMetrics: {}\n{text}",
+        String::from_utf8_lossy(&parsed.stderr)
+    );
+    serde_json::from_slice(&parsed.stdout).unwrap()
+}
+
+fn sample(samples: &[(String, Value, f64)], name: &str) -> f64 {
+    samples
+        .iter()
+        .find(|(n, _, _)| n == name)
+        .map(|(_, _, value)| *value)
+        .unwrap_or_else(|| panic!("no {name} in {samples:?}"))
+}
+
+/// `--metrics` while players play: a `drop` takes the players online down, and they come back.
+fn players_online_moves_with_a_drop(api: &str, metrics: &str) {
+    let before = scrape(metrics);
+    let online = sample(&before, "anyplay_players_online");
+    assert!(online > 0.0, "{before:?}");
+    assert!(sample(&before, "anyplay_calls_total") > 0.0);
+    // The client's toxics are over, each counted active and then not.
+    let latency = before.iter().find(|(name, labels, _)| {
+        name == "anyplay_faults_active"
+            && labels["action"] == "latency"
+            && labels["target"] == "node-1<->players"
+    });
+    assert_eq!(latency.map(|(_, _, value)| *value), Some(0.0), "{before:?}");
+
+    let (status, body) = request(
+        api,
+        "POST",
+        "/anyplay/actions",
+        "",
+        r#"{"drop": "players"}"#,
+    );
+    assert_eq!(status, 200, "{body}");
+    let mut seen = Vec::new();
+    let until = Instant::now() + Duration::from_secs(8);
+    while Instant::now() < until {
+        seen.push(sample(&scrape(metrics), "anyplay_players_online"));
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let lowest = seen.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(
+        lowest < online,
+        "players online {online} before the drop, then {seen:?}"
+    );
+    assert!(
+        seen.last().copied().unwrap_or_default() > lowest,
+        "back after the drop: {seen:?}"
+    );
+}
+
+/// The supervisor, killed if the test ends early (its children die with it).
+struct Held(Option<Child>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Waits until the supervisor says every player is online (its timeline started).
+fn until_playing(supervisor: &mut Child, out: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let events = std::fs::read_to_string(out.join("events.jsonl")).unwrap_or_default();
+        if events.contains(r#""kind":"timeline_start""#) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never playing:\n{events}");
+        assert!(
+            supervisor.try_wait().unwrap().is_none(),
+            "the supervisor ended early"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
+    let client = workspace().join("deploy/toxiproxy-client");
+    assert!(
+        client.join("node_modules/toxiproxy-node-client").is_dir(),
+        "Toxiproxy's client is not installed: npm ci --prefix deploy/toxiproxy-client (deploy/test.sh does)"
+    );
+    assert!(
+        workspace()
+            .join("deploy/python/.venv/bin/python")
+            .is_file(),
+        "Toxiproxy's Python client and the OpenMetrics parser are not installed (deploy/test.sh installs them)"
+    );
+    let _turn = a_run_turn();
+    let dir = scratch("control-api");
+    let plan = reduced_plan_with("network-faults", &dir, 60, "10s", |plan| {
+        plan["timeline"] = serde_yaml::Value::Sequence(Vec::new());
+    });
+    let out = dir.join("out");
+    let api = format!("127.0.0.1:{}", free_port());
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let supervisor = chaos(&[
+        "up",
+        plan.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--api",
+        &api,
+        "--metrics",
+        &metrics,
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut held = Held(Some(supervisor));
+    until_playing(held.0.as_mut().unwrap(), &out);
+
+    // First, while the players are spread over both nodes: a kill must hit some (failover).
+    service_actions_and_refusals(&api);
+    let driven = Command::new("node")
+        .arg(client.join("drive.js"))
+        .arg(format!("http://{api}"))
+        .output()
+        .expect("node runs");
+    if driven.status.success() {
+        players_online_moves_with_a_drop(&api, &metrics);
+    }
+    let (host, port) = api.split_once(':').unwrap();
+    let python = Command::new(workspace().join("deploy/python/.venv/bin/python"))
+        .arg(workspace().join("deploy/python/toxiproxy_drive.py"))
+        .args([host, port])
+        .output()
+        .expect("python runs");
+    let clients_passed = driven.status.success() && python.status.success();
+    let supervisor = held.0.take().unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(supervisor.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let output = supervisor.wait_with_output().unwrap();
+    for (name, client) in [("Node", &driven), ("Python", &python)] {
+        assert!(
+            clients_passed,
+            "Toxiproxy's {name} client ({}):\n{}\n{}",
+            client.status,
+            String::from_utf8_lossy(&client.stdout),
+            String::from_utf8_lossy(&client.stderr)
+        );
+    }
+    crate::support::assert_passed(&output, "up after Ctrl-C");
+
+    // Every change is a timeline action with its start and end.
+    let events = std::fs::read_to_string(out.join("events.jsonl")).unwrap();
+    let actions: Vec<Value> = events
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|e| e["kind"] == "action_start" || e["kind"] == "action_end")
+        .collect();
+    let started = |action: &str, target: &str| {
+        actions
+            .iter()
+            .filter(|e| {
+                e["kind"] == "action_start" && e["action"] == action && e["target"] == target
+            })
+            .count()
+    };
+    // latency both ways, then the downstream one again after its update; the reset's one.
+    assert_eq!(started("latency", "node-1<->players"), 3, "{actions:#?}");
+    assert_eq!(started("latency", "node-1<->postgres"), 1);
+    assert_eq!(started("bandwidth", "node-2<->players"), 1);
+    // timeout, then reset_peer (a timeout that ends by RST).
+    assert_eq!(started("timeout", "node-2<->players"), 1);
+    assert_eq!(started("timeout", "node-1<->players"), 1);
+    assert_eq!(started("partition", "node-2<->nats"), 1);
+    assert_eq!(started("partition", "node-2<->players"), 1);
+    // The Python client's.
+    assert_eq!(started("slicer", "node-1<->players"), 1);
+    assert_eq!(started("slow_close", "node-1<->postgres"), 1);
+    assert_eq!(started("limit_data", "node-2<->players"), 1);
+    assert_eq!(started("partition", "node-1<->nats"), 1);
+    assert_eq!(started("drop", "players"), 1);
+    assert_eq!(started("kill", "node-1"), 1);
+    assert_eq!(started("start", "node-1"), 1);
+    let ends = actions.iter().filter(|e| e["kind"] == "action_end").count();
+    assert_eq!(ends * 2, actions.len(), "every start has its end");
+
+    // The report lists each change as a fault.
+    let report = report(&out);
+    let faults = report["faults"].as_array().unwrap();
+    assert_eq!(faults.len(), 16, "{faults:#?}");
+    assert_eq!(report["verdict"], "pass");
+
+    // The recorded plan's timeline is what the API did, for `rerun` to replay; it resolves.
+    let recorded = anyplay_chaos::plan::Plan::load_from_run(&out.join("plan.yaml"))
+        .expect("the recorded plan with the API's changes is valid");
+    let kinds: Vec<String> = recorded
+        .timeline
+        .iter()
+        .map(|entry| entry.action.kind().to_string())
+        .collect();
+    // latency ×4 (down, up, down again after its update, postgres), bandwidth, timeout ×2
+    // (one was reset_peer), partition ×3, slicer, slow_close, limit_data, drop, kill, start.
+    assert_eq!(kinds.len(), 16, "{kinds:?}");
+    for kind in [
+        "latency",
+        "bandwidth",
+        "timeout",
+        "partition",
+        "slicer",
+        "slow_close",
+        "limit_data",
+        "drop",
+        "kill",
+        "start",
+    ] {
+        assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
