@@ -133,50 +133,42 @@ async fn limit_data_closes_both_sides_right_after_exactly_the_limit() {
 
 #[tokio::test]
 async fn a_timeout_closes_the_connection_after_its_time() {
-    let (upstream, _) = echo().await;
-    let proxy = proxy_to(upstream).await;
-    let mut client = connect(&proxy).await;
-    assert_eq!(round_trip(&mut client, b"hi").await.expect("echo"), b"hi");
-
-    let after = Duration::from_millis(300);
-    let set = Instant::now();
-    proxy.set(
-        LinkFault::Timeout {
-            after: Some(after),
-            reset: false,
-        },
-        Ways::Both,
-        None,
-    );
-    assert_eq!(next_read(&mut client).await.expect("a clean end (FIN)"), 0);
-    assert!(set.elapsed() >= after, "closed after {:?}", set.elapsed());
+    let (read, elapsed, proxy) = timed_out(false, Ways::Both).await;
+    assert_eq!(read.expect("a clean end (FIN)"), 0);
+    assert!(elapsed >= TIMEOUT, "closed after {elapsed:?}");
     assert_eq!(proxy.stats().connections_faulted, 1);
 }
 
 #[tokio::test]
 async fn a_resetting_timeout_ends_the_connection_with_a_reset_after_its_time() {
     // Toxiproxy's reset_peer, as the control API sets it.
+    let (read, elapsed, proxy) = timed_out(true, Ways::Down).await;
+    let error = read.expect_err("a reset, not a FIN");
+    assert_eq!(error.kind(), ErrorKind::ConnectionReset);
+    assert!(elapsed >= TIMEOUT, "reset after {elapsed:?}");
+    assert_eq!(proxy.stats().connections_faulted, 1);
+}
+
+const TIMEOUT: Duration = Duration::from_millis(300);
+
+/// A connection that has echoed once, then a timeout of [`TIMEOUT`] set on `ways` (ending by
+/// reset when `reset`): the client's next read, how long after the fault it came, the proxy.
+async fn timed_out(reset: bool, ways: Ways) -> (std::io::Result<usize>, Duration, Proxy) {
     let (upstream, _) = echo().await;
     let proxy = proxy_to(upstream).await;
     let mut client = connect(&proxy).await;
     assert_eq!(round_trip(&mut client, b"hi").await.expect("echo"), b"hi");
-
-    let after = Duration::from_millis(300);
     let set = Instant::now();
     proxy.set(
         LinkFault::Timeout {
-            after: Some(after),
-            reset: true,
+            after: Some(TIMEOUT),
+            reset,
         },
-        Ways::Down,
+        ways,
         None,
     );
-    let error = next_read(&mut client)
-        .await
-        .expect_err("a reset, not a FIN");
-    assert_eq!(error.kind(), ErrorKind::ConnectionReset);
-    assert!(set.elapsed() >= after, "reset after {:?}", set.elapsed());
-    assert_eq!(proxy.stats().connections_faulted, 1);
+    let read = next_read(&mut client).await;
+    (read, set.elapsed(), proxy)
 }
 
 /// Opens `count` connections one after another and returns the serials a drop-cut refused.

@@ -185,18 +185,8 @@ async fn run_plan(options: RunOptions) -> Result<Finished, RunError> {
         dir.display()
     );
     eprint!("{timeline}");
-    let mut stage = set_up(&plan, &dir, timeline.length() + plan.settle, metrics).await?;
-    let mut scenarios = match interrupt
-        .or_stop(stage.load.warm_up(), "during the warm-up", &stage.log)
-        .await
-    {
-        Some(Ok(reports)) => reports,
-        Some(Err(e)) => {
-            stage.abandon().await;
-            return Err(e);
-        }
-        None => Vec::new(),
-    };
+    let stage = set_up(&plan, &dir, timeline.length() + plan.settle, metrics).await?;
+    let (mut stage, mut scenarios) = warm_up(stage, &mut interrupt).await?;
     if !interrupt.heard() {
         let watching = Watching::start(&plan, &dir, &stage, give_up);
         scenarios.extend(play(&plan, &timeline, &mut stage, &mut interrupt, &dir).await);
@@ -307,6 +297,25 @@ async fn set_up(
         services,
         metrics,
     })
+}
+
+/// The warm-up, cut short by an interrupt (no reports then); after a failed one everything
+/// is stopped and nothing judged.
+async fn warm_up(
+    mut stage: Stage,
+    interrupt: &mut Interrupt,
+) -> Result<(Stage, Vec<ScenarioReport>), RunError> {
+    let warmed = interrupt
+        .or_stop(stage.load.warm_up(), "during the warm-up", &stage.log)
+        .await;
+    match warmed {
+        Some(Ok(reports)) => Ok((stage, reports)),
+        Some(Err(e)) => {
+            stage.abandon().await;
+            Err(e)
+        }
+        None => Ok((stage, Vec::new())),
+    }
 }
 
 impl Stage {
@@ -615,24 +624,14 @@ async fn up_plan(options: RunOptions, api: Option<SocketAddr>) -> Result<Finishe
         dir.display()
     );
     // The players play for as long as the topology is held.
-    let mut stage = set_up(&plan, &dir, HELD, metrics).await?;
+    let stage = set_up(&plan, &dir, HELD, metrics).await?;
     if let Some(url) = &stage.topology.postgres_url {
         eprintln!("  postgres: {url}");
     }
     if let Some(url) = &stage.topology.nats_url {
         eprintln!("  nats: {url}");
     }
-    let scenarios = match interrupt
-        .or_stop(stage.load.warm_up(), "during the warm-up", &stage.log)
-        .await
-    {
-        Some(Ok(reports)) => reports,
-        Some(Err(e)) => {
-            stage.abandon().await;
-            return Err(e);
-        }
-        None => Vec::new(),
-    };
+    let (mut stage, scenarios) = warm_up(stage, &mut interrupt).await?;
     if !interrupt.heard() {
         let watching = Watching::start(&plan, &dir, &stage, watch::channel(None).0);
         hold(&plan, &mut stage, &mut interrupt, &dir, listener).await;
