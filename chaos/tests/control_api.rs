@@ -4,7 +4,8 @@
 //! PyPI) follows the players through a `drop`, then anyplay's service actions and the
 //! refusals; after Ctrl-C the run
 //! is judged and reported as a `run`, and every change it made is a timeline action of the
-//! history and a row of the faults table.
+//! history and a row of the faults table. `run --metrics` follows the players through its
+//! timeline's `drop` the same way.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -339,5 +340,61 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     ] {
         assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `run --metrics`: while a plan's timeline fires its `drop`, the scrape shows the players
+/// online fall and come back, and the run ends judged as without the flag.
+#[test]
+fn run_metrics_follow_the_players_through_the_timelines_drop() {
+    assert!(
+        workspace().join("deploy/python/.venv/bin/python").is_file(),
+        "the OpenMetrics parser is not installed (deploy/test.sh installs it)"
+    );
+    let _turn = a_run_turn();
+    let dir = scratch("run-metrics");
+    let plan = reduced_plan_with("network-faults", &dir, 60, "10s", |plan| {
+        plan["timeline"] = serde_yaml::from_str("[{at: 6s, drop: players}]").unwrap();
+    });
+    let out = dir.join("out");
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let supervisor = chaos(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--metrics",
+        &metrics,
+    ])
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut held = Held(Some(supervisor));
+    until_playing(held.0.as_mut().unwrap(), &out);
+    // The series counts each second as it ends.
+    let deadline = Instant::now() + Duration::from_secs(4);
+    let online = loop {
+        let online = sample(&scrape(&metrics), "anyplay_players_online");
+        if online > 0.0 || Instant::now() > deadline {
+            break online;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(online > 0.0, "nobody online once the timeline started");
+    let mut seen = Vec::new();
+    let until = Instant::now() + Duration::from_secs(14);
+    while Instant::now() < until {
+        seen.push(sample(&scrape(&metrics), "anyplay_players_online"));
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let lowest = seen.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(lowest < online, "{online} online, then {seen:?}");
+    assert!(
+        seen.last().copied().unwrap_or_default() > lowest,
+        "back after the drop: {seen:?}"
+    );
+    let output = held.0.take().unwrap().wait_with_output().unwrap();
+    crate::support::assert_passed(&output, "run --metrics");
     let _ = std::fs::remove_dir_all(&dir);
 }
