@@ -340,6 +340,25 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     ] {
         assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
     }
+    // What `rerun` fires is what the API did: the recorded timeline resolves to the same
+    // actions on the same targets as the history's `action_start` lines.
+    let timeline = recorded.resolve(recorded.seed).expect("it resolves");
+    let mut replayed: Vec<(String, String)> = timeline
+        .steps
+        .iter()
+        .map(|step| (step.action.kind().to_string(), step.action.target_label()))
+        .collect();
+    let mut done: Vec<(String, String)> = actions
+        .iter()
+        .filter(|e| e["kind"] == "action_start")
+        .map(|e| {
+            let text = |key: &str| e[key].as_str().unwrap_or_default().to_owned();
+            (text("action"), text("target"))
+        })
+        .collect();
+    replayed.sort();
+    done.sort();
+    assert_eq!(replayed, done);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
