@@ -184,13 +184,25 @@ impl Drop for Held {
     }
 }
 
-/// Waits until the supervisor says every player is online (its timeline started).
-fn until_playing(supervisor: &mut Child, out: &Path) {
+/// `anyplay-chaos COMMAND PLAN --out OUT EXTRA…`, once it says every player is online (its
+/// timeline started).
+fn playing(command: &str, plan: &Path, out: &Path, extra: &[&str]) -> Held {
+    let mut supervisor = chaos(&[
+        command,
+        plan.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .args(extra)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
     let deadline = Instant::now() + Duration::from_secs(180);
     loop {
         let events = std::fs::read_to_string(out.join("events.jsonl")).unwrap_or_default();
         if events.contains(r#""kind":"timeline_start""#) {
-            return;
+            return Held(Some(supervisor));
         }
         assert!(Instant::now() < deadline, "never playing:\n{events}");
         assert!(
@@ -222,22 +234,7 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     let out = dir.join("out");
     let api = format!("127.0.0.1:{}", free_port());
     let metrics = format!("127.0.0.1:{}", free_port());
-    let supervisor = chaos(&[
-        "up",
-        plan.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--api",
-        &api,
-        "--metrics",
-        &metrics,
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let mut held = Held(Some(supervisor));
-    until_playing(held.0.as_mut().unwrap(), &out);
+    let mut held = playing("up", &plan, &out, &["--api", &api, "--metrics", &metrics]);
 
     // First, while the players are spread over both nodes: a kill must hit some (failover).
     service_actions_and_refusals(&api);
@@ -377,20 +374,7 @@ fn run_metrics_follow_the_players_through_the_timelines_drop() {
     });
     let out = dir.join("out");
     let metrics = format!("127.0.0.1:{}", free_port());
-    let supervisor = chaos(&[
-        "run",
-        plan.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--metrics",
-        &metrics,
-    ])
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .unwrap();
-    let mut held = Held(Some(supervisor));
-    until_playing(held.0.as_mut().unwrap(), &out);
+    let mut held = playing("run", &plan, &out, &["--metrics", &metrics]);
     // The series counts each second as it ends.
     let deadline = Instant::now() + Duration::from_secs(4);
     let online = loop {

@@ -259,11 +259,8 @@ async fn an_oversized_client_message_closes_with_1009(topology: Topology) {
 #[tokio::test]
 async fn text_that_is_not_utf8_closes_with_1007() {
     let cloud = TestCloud::start(Topology::Single, &[]).await;
-    let ann = cloud.signup("ann").await;
+    let (ann, mut ws) = welcomed_raw(&cloud, "ann").await;
     let node = cloud.node(0);
-    let mut ws = RawSocket::open(node, &ann.access, None).await;
-    let welcome = ws.frame().await.expect("a welcome");
-    assert!(String::from_utf8_lossy(&welcome.payload).contains("welcome"));
     ws.send(0x1, b"valid text is ignored").await;
     ws.send(0x1, &[b'o', b'k', 0xff, 0xfe, b'!']).await;
     assert_eq!(ws.close_code().await, Some(1007));
@@ -278,11 +275,7 @@ async fn text_that_is_not_utf8_closes_with_1007() {
 #[tokio::test]
 async fn a_fragmented_message_closes_with_1009_once_it_passes_4_kib() {
     let cloud = TestCloud::start(Topology::Single, &[]).await;
-    let ann = cloud.signup("ann").await;
-    let node = cloud.node(0);
-    let mut ws = RawSocket::open(node, &ann.access, None).await;
-    let welcome = ws.frame().await.expect("a welcome");
-    assert!(String::from_utf8_lossy(&welcome.payload).contains("welcome"));
+    let (_ann, mut ws) = welcomed_raw(&cloud, "ann").await;
     let piece = [b'x'; 100];
     ws.send_frame(0x1, &piece, false).await;
     // 4,200 bytes in all, no last fragment.
@@ -298,10 +291,8 @@ async fn a_fragmented_message_closes_with_1009_once_it_passes_4_kib() {
 #[tokio::test]
 async fn a_ping_flood_that_never_reads_its_pongs_grows_no_node() {
     let cloud = TestCloud::start(Topology::Single, &[]).await;
-    let ann = cloud.signup("ann").await;
+    let (_ann, mut ws) = welcomed_raw(&cloud, "ann").await;
     let node = cloud.node(0);
-    let mut ws = RawSocket::open(node, &ann.access, None).await;
-    ws.frame().await.expect("a welcome");
     let before = resident_kib(node.pid());
     let batch = masked_frame(0x9, &[b'p'; 125], true).repeat(1000);
     let mut sent = 0;
@@ -320,6 +311,15 @@ async fn a_ping_flood_that_never_reads_its_pongs_grows_no_node() {
     let bob = cloud.signup("bob").await;
     let (_events, welcome) = cloud.connect(&bob).await;
     assert_eq!(welcome["type"], "welcome");
+}
+
+/// A new player `handle` and its raw event socket on node 0, past its welcome.
+async fn welcomed_raw(cloud: &TestCloud, handle: &str) -> (Player, RawSocket) {
+    let player = cloud.signup(handle).await;
+    let mut ws = RawSocket::open(cloud.node(0), &player.access, None).await;
+    let welcome = ws.frame().await.expect("a welcome");
+    assert!(String::from_utf8_lossy(&welcome.payload).contains("welcome"));
+    (player, ws)
 }
 
 /// A process's resident memory, from /proc.
