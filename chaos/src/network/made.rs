@@ -4,7 +4,10 @@
 
 use std::fs::OpenOptions;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
 
 use super::command::run;
 use super::NetworkError;
@@ -14,6 +17,8 @@ use crate::backend::owner::Owner;
 const RECORDS: &str = "/run/anyplay-chaos/net";
 const OWNER: &str = "owner";
 const MADE: &str = "made";
+/// A file beside the runs' directories, locked while one run sweeps.
+const SWEEP_LOCK: &str = ".sweep.lock";
 
 /// One thing a run made, as its record line reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,12 +160,34 @@ fn undo_dir(dir: &Path) -> Vec<Thing> {
     undone
 }
 
+/// Holds the records' sweep lock until dropped; a file of the supervisor's own, not followed
+/// through a link.
+fn lock(root: &Path) -> std::io::Result<Flock<std::fs::File>> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(root.join(SWEEP_LOCK))?;
+    Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| e.into())
+}
+
 /// Undoes what runs whose supervisor is provably dead made; returns what went.
 pub fn sweep() -> Vec<Thing> {
     sweep_in(Path::new(RECORDS))
 }
 
 fn sweep_in(root: &Path) -> Vec<Thing> {
+    // One sweep at a time: two runs starting together would otherwise each undo part of the
+    // same dead run's record, and neither could say what that run left.
+    let _sweeping = match lock(root) {
+        Ok(lock) => lock,
+        Err(e) => {
+            tracing::debug!("no records to sweep in {}: {e}", root.display());
+            return Vec::new();
+        }
+    };
     let Ok(runs) = std::fs::read_dir(root) else {
         return Vec::new();
     };
