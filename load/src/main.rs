@@ -15,6 +15,9 @@ use anyplay_load::settings::{self, AgentArgs, AgentsSettings, Args, Command, Mod
 use anyplay_load::target::inprocess::InProcess;
 use anyplay_load::{agents, Target};
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args = Args::parse();
     tracing_subscriber::fmt()
@@ -28,6 +31,10 @@ fn main() -> ExitCode {
         Some(Command::Client(client)) => return ride(client),
         None => {}
     }
+    let threads = args
+        .threads
+        .map(usize::from)
+        .or((!args.url.is_empty()).then_some(1));
     let spread = args.clone();
     let settings = match Settings::from_args(args) {
         Ok(settings) => settings,
@@ -49,7 +56,7 @@ fn main() -> ExitCode {
             Err(e) => tracing::warn!("could not raise the open-files limit: {e}"),
         }
     }
-    let Some(runtime) = runtime() else {
+    let Some(runtime) = runtime(threads) else {
         return ExitCode::FAILURE;
     };
     match runtime.block_on(play(settings, agents)) {
@@ -76,13 +83,17 @@ fn refused(e: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// The runtime, after taking the whole open-files limit: thousands of players need thousands of
-/// sockets.
-fn runtime() -> Option<tokio::runtime::Runtime> {
+/// The runtime of `threads` workers (every core when not given), after taking the whole
+/// open-files limit: thousands of players need thousands of sockets.
+fn runtime(threads: Option<usize>) -> Option<tokio::runtime::Runtime> {
     if let Err(e) = budget::open_file_limit() {
         tracing::warn!("could not raise the open-files limit: {e}");
     }
-    match tokio::runtime::Runtime::new() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = threads {
+        builder.worker_threads(threads);
+    }
+    match builder.enable_all().build() {
         Ok(runtime) => Some(runtime),
         Err(e) => {
             eprintln!("anyplay-load: starting the runtime: {e}");
@@ -93,7 +104,8 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
 
 /// `anyplay-load client`: plays, then exits 0 when nothing broke, 1 naming what did.
 fn ride(args: anyplay_load::settings::ClientArgs) -> ExitCode {
-    let Some(runtime) = runtime() else {
+    // One player: one thread.
+    let Some(runtime) = runtime(Some(1)) else {
         return ExitCode::FAILURE;
     };
     let out = args.out.clone();
@@ -115,7 +127,7 @@ fn ride(args: anyplay_load::settings::ClientArgs) -> ExitCode {
 
 /// `anyplay-load agent`: serves runs until killed.
 fn serve(args: AgentArgs) -> ExitCode {
-    let Some(runtime) = runtime() else {
+    let Some(runtime) = runtime(None) else {
         return ExitCode::FAILURE;
     };
     match runtime.block_on(agents::agent::serve(args)) {

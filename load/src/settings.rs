@@ -206,6 +206,12 @@ pub struct Args {
     /// Operations running at once; past it, scheduled operations are skipped, not queued.
     #[arg(long, default_value_t = 1000)]
     pub max_in_flight: usize,
+    /// Threads that play the players: by default one against a cloud given by `--url` (no
+    /// wake-ups across threads: less CPU per login, results/bench), and every core
+    /// when the cloud runs in this process and shares them. The report's `sched_lag_ms` tells
+    /// when one is not enough.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub threads: Option<u16>,
     /// Keep the cloud's rate limits (in process they are lifted by default).
     #[arg(long)]
     pub default_limits: bool,
