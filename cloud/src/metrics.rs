@@ -1,6 +1,8 @@
 //! The node's Prometheus metrics. One registry per node (not a global), so that
 //! several nodes inside one process (the load harness) keep their own figures.
 
+use std::time::{Duration, Instant};
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -22,6 +24,48 @@ pub struct RouteOnly {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CloseLabels {
     pub code: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StepLabels {
+    pub step: &'static str,
+}
+
+/// Times the steps from an event socket's upgrade to its welcome, each apart and all together
+/// (`welcome`), so a reconnect storm shows which step the cluster spends its time in.
+pub struct WelcomeClock<'a> {
+    steps: &'a Family<StepLabels, Histogram>,
+    started: Instant,
+    lap: Instant,
+}
+
+impl<'a> WelcomeClock<'a> {
+    pub fn start(steps: &'a Family<StepLabels, Histogram>) -> Self {
+        let now = Instant::now();
+        WelcomeClock {
+            steps,
+            started: now,
+            lap: now,
+        }
+    }
+
+    /// The step that ends now: `turn`, `token`, `register`, `replace` or `announce`.
+    pub fn step(&mut self, step: &'static str) {
+        let now = Instant::now();
+        self.observe(step, now - self.lap);
+        self.lap = now;
+    }
+
+    /// The welcome is going out: the whole time since the upgrade.
+    pub fn welcomed(self) {
+        self.observe("welcome", self.started.elapsed());
+    }
+
+    fn observe(&self, step: &'static str, took: Duration) {
+        self.steps
+            .get_or_create(&StepLabels { step })
+            .observe(took.as_secs_f64());
+    }
 }
 
 /// Figures about the store's connections; shared with the store, which fills them.
@@ -78,6 +122,7 @@ pub struct Metrics {
     pub http_seconds: Family<RouteOnly, Histogram>,
     pub connections_open: Gauge,
     pub connections_closed: Family<CloseLabels, Counter>,
+    pub welcome_steps: Family<StepLabels, Histogram>,
     pub events_sent: Counter,
     pub presence_fanout: Counter,
     pub slow_consumers: Counter,
@@ -110,6 +155,7 @@ impl Default for Metrics {
             http_seconds,
             connections_open: Gauge::default(),
             connections_closed: Family::default(),
+            welcome_steps: Family::new_with_constructor(|| Histogram::new(latency_buckets())),
             events_sent: Counter::default(),
             presence_fanout: Counter::default(),
             slow_consumers: Counter::default(),
@@ -139,6 +185,11 @@ impl Default for Metrics {
             "event_connections_closed",
             "Event WebSockets closed by the server, by close code",
             m.connections_closed.clone(),
+        );
+        r.register(
+            "welcome_step_seconds",
+            "From an event socket's upgrade to its welcome, by step: turn (other sockets of the account first), token (registered on this node, the token read again), register (the connection's record), replace (the old node's close), announce (friends told), welcome (all of it)",
+            m.welcome_steps.clone(),
         );
         r.register(
             "events_sent",

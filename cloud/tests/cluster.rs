@@ -40,6 +40,24 @@ async fn a_connection_on_node_b_replaces_one_on_node_a_with_4001() {
     assert_eq!(w2["node"], b.id.as_str());
     assert_ne!(w1["connection_id"], w2["connection_id"]);
     assert_eq!(first.closed().await, End::Close(4001));
+    // Each welcome's steps are timed; only B's had an old connection to close.
+    let steps = |step: &str| format!("anyplay_welcome_step_seconds_count{{step=\"{step}\"}}");
+    for (node, welcomes, replaced) in [(a, 2.0, 0.0), (b, 1.0, 1.0)] {
+        for step in ["turn", "token", "register", "welcome"] {
+            assert_eq!(
+                node.metric(&steps(step)).await,
+                welcomes,
+                "{} {step}",
+                node.id
+            );
+        }
+        assert_eq!(
+            node.metric(&steps("replace")).await,
+            replaced,
+            "{}",
+            node.id
+        );
+    }
 
     // A forgets the old connection as its socket ends; B lists the new one.
     let deadline = Instant::now() + SOON;

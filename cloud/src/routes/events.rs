@@ -23,7 +23,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::events::connection::{self, Ended, MAX_CLIENT_MESSAGE};
 use crate::events::CloseCode;
 use crate::http::SendBuffer;
-use crate::metrics::CloseLabels;
+use crate::metrics::{CloseLabels, WelcomeClock};
 use crate::presence;
 use crate::state::AppState;
 use crate::store::{cluster_now_ms, now_ms, rfc3339, ConnectionRecord};
@@ -106,8 +106,10 @@ async fn serve(
     let node = state.config.node_id.clone();
     let connection_id = new_connection_id();
     let since = now_ms();
+    let mut clock = WelcomeClock::start(&state.metrics.welcome_steps);
     // Sockets of one account opening at once take turns until their records are stored.
     let turn = state.hub.turn(account_id).await;
+    clock.step("turn");
     // Local first: an older connection here is closed (4001) before our welcome.
     let mailbox = state
         .hub
@@ -129,6 +131,7 @@ async fn serve(
                 .close_account(account_id, Some(&connection_id), CloseCode::SignedOut);
         }
     }
+    clock.step("token");
     let registered = match state
         .store
         .register_connection(account_id, &connection_id, &node, state.config.lease_expiry)
@@ -142,6 +145,7 @@ async fn serve(
         }
     };
     drop(turn);
+    clock.step("register");
     let mut came_online = registered.previous.is_none();
     let previous = registered.previous.filter(|p| p.node != node);
     #[cfg(feature = "seeded-defects")]
@@ -165,6 +169,7 @@ async fn serve(
         // connection and welcoming it, after friends heard the account leave: whether they
         // heard it come back is unknown, so they hear it now (once more is harmless).
         came_online |= answer != RemoteClose::Done;
+        clock.step("replace");
     }
     state.hub.established(account_id, &connection_id);
     state.metrics.connections_open.inc();
@@ -183,7 +188,9 @@ async fn serve(
         if let Err(e) = presence::announce(&state, account_id).await {
             tracing::warn!(account_id, error = %e, "could not announce going online");
         }
+        clock.step("announce");
     }
+    clock.welcomed();
 
     let (ended, sent) = connection::run(
         socket,

@@ -186,6 +186,8 @@ impl TestNode {
     }
 
     /// The value of a metric (its first sample) in `/metrics`; 0 when absent.
+    /// A series' value, 0 when absent: `name` alone takes its first series whatever its
+    /// labels, `name{labels}` that one series.
     pub async fn metric(&self, name: &str) -> f64 {
         let (s, text) = self.ops_get("/metrics").await;
         assert_eq!(s, StatusCode::OK, "{text}");
@@ -193,7 +195,11 @@ impl TestNode {
             .filter(|l| !l.starts_with('#'))
             .find_map(|l| {
                 let (key, value) = l.rsplit_once(' ')?;
-                let key = key.split('{').next()?;
+                let key = if name.contains('{') {
+                    key
+                } else {
+                    key.split('{').next()?
+                };
                 (key == name).then(|| value.parse().ok()).flatten()
             })
             .unwrap_or(0.0)
