@@ -218,7 +218,7 @@ impl Shaper {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::proxy::fault::connection::Ending;
     use crate::proxy::fault::{Faults, LinkFault, LinkFaultKind, PartitionMode, Ways};
@@ -298,8 +298,40 @@ mod tests {
         }
     }
 
-    fn pattern(len: usize) -> Vec<u8> {
+    pub(in crate::proxy) fn pattern(len: usize) -> Vec<u8> {
         (0..len).map(|i| (i % 251) as u8).collect()
+    }
+
+    /// Both links of a connection between a client's and a server's (read, write) ends.
+    pub(in crate::proxy) async fn both_ways<CR, CW, SR, SW>(
+        (client_read, client_write): (CR, CW),
+        (server_read, server_write): (SR, SW),
+        connection: &ConnectionFaults<'_>,
+        counters: &Counters,
+    ) -> io::Result<()>
+    where
+        CR: AsyncRead + Socket + Unpin,
+        CW: AsyncWrite + Socket + Unpin,
+        SR: AsyncRead + Socket + Unpin,
+        SW: AsyncWrite + Socket + Unpin,
+    {
+        let up = run(
+            Direction::Upstream,
+            client_read,
+            server_write,
+            STRAIGHT_CHUNK,
+            connection,
+            counters,
+        );
+        let down = run(
+            Direction::Downstream,
+            server_read,
+            client_write,
+            STRAIGHT_CHUNK,
+            connection,
+            counters,
+        );
+        tokio::try_join!(up, down).map(drop)
     }
 
     #[tokio::test]
@@ -437,29 +469,12 @@ mod tests {
             let counters = Counters::default();
             let (mut client, proxy_client) = duplex(64);
             let (proxy_server, mut server) = duplex(64);
-            let (client_read, client_write) = split(proxy_client);
-            let (server_read, server_write) = split(proxy_server);
-            let links = async {
-                tokio::try_join!(
-                    run(
-                        Direction::Upstream,
-                        client_read,
-                        server_write,
-                        STRAIGHT_CHUNK,
-                        &connection,
-                        &counters
-                    ),
-                    run(
-                        Direction::Downstream,
-                        server_read,
-                        client_write,
-                        STRAIGHT_CHUNK,
-                        &connection,
-                        &counters
-                    ),
-                )
-                .map(drop)
-            };
+            let links = both_ways(
+                split(proxy_client),
+                split(proxy_server),
+                &connection,
+                &counters,
+            );
             faults.set(LinkFault::Partition(mode), Ways::Up, None);
             let test = async {
                 client.write_all(b"up").await.expect("write");

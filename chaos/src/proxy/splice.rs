@@ -112,7 +112,8 @@ mod tests {
     use super::*;
     use crate::proxy::fault::connection::ConnectionFaults;
     use crate::proxy::fault::{Faults, LinkFault, LinkFaultKind, PartitionMode, Ways};
-    use crate::proxy::link::{self, STRAIGHT_CHUNK};
+    use crate::proxy::link::tests::{both_ways, pattern};
+    use crate::proxy::link::STRAIGHT_CHUNK;
     use std::time::Duration;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
@@ -124,10 +125,6 @@ mod tests {
         let at = listener.local_addr().expect("address");
         let (near, far) = tokio::join!(TcpStream::connect(at), listener.accept());
         (near.expect("connect"), far.expect("accept").0)
-    }
-
-    fn pattern(len: usize) -> Vec<u8> {
-        (0..len).map(|i| (i % 251) as u8).collect()
     }
 
     /// Writes `bytes` in large writes, so the link's reads fill its buffers, then sends a FIN.
@@ -172,24 +169,22 @@ mod tests {
 
     #[tokio::test]
     async fn a_fault_set_mid_stream_takes_over_without_losing_or_reordering_a_byte() {
-        let (sender, mut proxy_in) = pair().await;
-        let (mut proxy_out, mut receiver) = pair().await;
+        let (sender, mut proxy_client) = pair().await;
+        let (mut proxy_server, receiver) = pair().await;
         let faults = Faults::new();
         let connection = ConnectionFaults::new(&faults, 0);
         let counters = Counters::default();
         let total = 64 << 20;
         let sent = pattern(total);
-        let (from, _) = proxy_in.split();
-        let (_, to) = proxy_out.split();
-        let link = link::run(
-            Direction::Upstream,
-            from,
-            to,
-            STRAIGHT_CHUNK,
+        let links = both_ways(
+            proxy_client.split(),
+            proxy_server.split(),
             &connection,
             &counters,
         );
         let test = async {
+            // Dropped at the end, which ends the way back.
+            let mut receiver = receiver;
             let mut received = vec![0; 8 << 20];
             receiver.read_exact(&mut received).await.expect("read");
             // Well past the first chunks: the link splices by now.
@@ -206,7 +201,7 @@ mod tests {
             receiver.read_to_end(&mut received).await.expect("the rest");
             received
         };
-        let (linked, _sender, received) = tokio::join!(link, send(sender, sent.clone()), test);
+        let (linked, _sender, received) = tokio::join!(links, send(sender, sent.clone()), test);
         linked.expect("link");
         assert_eq!(received.len(), total);
         assert!(received == sent, "every byte, in order");
@@ -221,28 +216,12 @@ mod tests {
         let connection = ConnectionFaults::new(&faults, 0);
         let counters = Counters::default();
         let sent = pattern(4 << 20);
-        let (client_read, client_write) = proxy_client.split();
-        let (server_read, server_write) = proxy_server.split();
-        let links = async {
-            tokio::try_join!(
-                link::run(
-                    Direction::Upstream,
-                    client_read,
-                    server_write,
-                    STRAIGHT_CHUNK,
-                    &connection,
-                    &counters
-                ),
-                link::run(
-                    Direction::Downstream,
-                    server_read,
-                    client_write,
-                    STRAIGHT_CHUNK,
-                    &connection,
-                    &counters
-                ),
-            )
-        };
+        let links = both_ways(
+            proxy_client.split(),
+            proxy_server.split(),
+            &connection,
+            &counters,
+        );
         let client = async {
             let mut sender = send(sender, sent.clone()).await;
             let mut answer = Vec::new();
