@@ -42,11 +42,12 @@ impl Buffers {
     }
 
     /// The largest read at once with no fault set: a bounded link holds no more than its
-    /// buffers in hand either.
-    fn largest_read(self) -> usize {
-        match self {
-            Buffers::Autotuned => link::STRAIGHT_CHUNK,
-            Buffers::Bounded(bytes) => bytes as usize,
+    /// buffers in hand either, on the way it bounds (the node's events, downstream); the
+    /// player's own bytes upstream go through autotuned buffers and read as on any link.
+    fn largest_read(self, direction: Direction) -> usize {
+        match (self, direction) {
+            (Buffers::Bounded(bytes), Direction::Downstream) => bytes as usize,
+            _ => link::STRAIGHT_CHUNK,
         }
     }
 }
@@ -109,7 +110,7 @@ pub(crate) async fn serve(
                     Direction::Upstream,
                     client_read,
                     server_write,
-                    buffers.largest_read(),
+                    buffers.largest_read(Direction::Upstream),
                     &faults,
                     &counters
                 ),
@@ -117,7 +118,7 @@ pub(crate) async fn serve(
                     Direction::Downstream,
                     server_read,
                     client_write,
-                    buffers.largest_read(),
+                    buffers.largest_read(Direction::Downstream),
                     &faults,
                     &counters
                 ),

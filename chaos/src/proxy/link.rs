@@ -1,7 +1,8 @@
 //! One direction of a proxied connection (toxiproxy's link): chunks read from one side are written
 //! to the other through the faults. While no fault reaches the direction, one loop reads and
-//! writes; from the first fault on, a reader and a writer joined by a queue, so a delayed chunk
-//! does not stop the next ones from being read and timed from their own arrival.
+//! writes (a bulk stream between sockets moves through a kernel pipe instead, `splice`); from the
+//! first fault on, a reader and a writer joined by a queue, so a delayed chunk does not stop the
+//! next ones from being read and timed from their own arrival.
 
 use std::io;
 
@@ -14,6 +15,7 @@ use super::fault::bandwidth::{self, Bucket};
 use super::fault::connection::{ConnectionFaults, LinkFaults};
 use super::fault::slicer::Slices;
 use super::fault::{latency, slow_close};
+use super::splice::{Pipe, Socket, Spliced};
 
 /// Largest chunk read at once.
 const CHUNK: usize = 16 * 1024;
@@ -47,8 +49,8 @@ pub(crate) async fn run<R, W>(
     counters: &Counters,
 ) -> io::Result<()>
 where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
+    R: AsyncRead + Socket + Unpin,
+    W: AsyncWrite + Socket + Unpin,
 {
     if straight(direction, &mut from, &mut to, largest, faults, counters).await? {
         return Ok(());
@@ -94,9 +96,10 @@ where
 }
 
 /// Copies `from` to `to` in this very task while no fault reaches this direction: no queue, no
-/// chunk allocated per read, no hop to a writer. Returns true when `from` ended (and `to` was
-/// shut down), false as soon as a fault reaches the direction: what was read is written by
-/// then, and the faulted path takes over from the next byte.
+/// chunk allocated per read, no hop to a writer; once a read fills the largest buffer (a bulk
+/// stream) between two TCP sockets, through a pipe in the kernel instead. Returns true when
+/// `from` ended (and `to` was shut down), false as soon as a fault reaches the direction: what
+/// was read is written by then, and the faulted path takes over from the next byte.
 async fn straight<R, W>(
     direction: Direction,
     from: &mut R,
@@ -106,28 +109,46 @@ async fn straight<R, W>(
     counters: &Counters,
 ) -> io::Result<bool>
 where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
+    R: AsyncRead + Socket + Unpin,
+    W: AsyncWrite + Socket + Unpin,
 {
     let mut link = faults.link(direction);
     let mut buf = vec![0; STRAIGHT_FIRST];
-    while link.is_clear() {
+    loop {
+        if !link.is_clear() {
+            return Ok(false);
+        }
         let read = tokio::select! {
             biased;
             _ = link.sleep_or_change(None) => continue,
             read = from.read(&mut buf) => read?,
         };
         if read == 0 {
-            to.shutdown().await?;
-            return Ok(true);
+            break;
         }
         to.write_all(&buf[..read]).await?;
         counters.forwarded(direction, read);
-        if read == buf.len() && buf.len() < largest {
+        if read < buf.len() {
+            continue;
+        }
+        if buf.len() < largest {
             buf.resize((buf.len() * 2).min(largest), 0);
+        } else if let (Some(tcp_from), Some(tcp_to)) = (from.tcp(), to.tcp()) {
+            // Game messages never get here, so a storm's thousands of connections cost no pipes.
+            match Pipe::new(largest) {
+                Ok(pipe) => match pipe
+                    .forward(direction, tcp_from, tcp_to, &mut link, counters)
+                    .await?
+                {
+                    Spliced::Ended => break,
+                    Spliced::Faulted => return Ok(false),
+                },
+                Err(error) => tracing::debug!(%error, "proxy: no pipe, copying through memory"),
+            }
         }
     }
-    Ok(false)
+    to.shutdown().await?;
+    Ok(true)
 }
 
 /// Cuts chunks into pieces and times them for the byte-level faults (bandwidth, slicer,
@@ -197,7 +218,7 @@ impl Shaper {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::proxy::fault::connection::Ending;
     use crate::proxy::fault::{Faults, LinkFault, LinkFaultKind, PartitionMode, Ways};
@@ -206,8 +227,15 @@ mod tests {
     use std::pin::Pin;
     use std::task::{Context, Poll};
     use std::time::Duration;
-    use tokio::io::{duplex, split, DuplexStream};
+    use tokio::io::{duplex, split, DuplexStream, ReadHalf, WriteHalf};
     use tokio::time::{timeout, timeout_at};
+
+    // In-memory ends copy through user space.
+    impl Socket for DuplexStream {}
+    impl Socket for ReadHalf<DuplexStream> {}
+    impl Socket for WriteHalf<DuplexStream> {}
+    impl Socket for &[u8] {}
+    impl Socket for Recorder {}
 
     /// Runs `link` alongside `test`, which must finish first.
     async fn alongside<T>(
@@ -270,8 +298,40 @@ mod tests {
         }
     }
 
-    fn pattern(len: usize) -> Vec<u8> {
+    pub(in crate::proxy) fn pattern(len: usize) -> Vec<u8> {
         (0..len).map(|i| (i % 251) as u8).collect()
+    }
+
+    /// Both links of a connection between a client's and a server's (read, write) ends.
+    pub(in crate::proxy) async fn both_ways<CR, CW, SR, SW>(
+        (client_read, client_write): (CR, CW),
+        (server_read, server_write): (SR, SW),
+        connection: &ConnectionFaults<'_>,
+        counters: &Counters,
+    ) -> io::Result<()>
+    where
+        CR: AsyncRead + Socket + Unpin,
+        CW: AsyncWrite + Socket + Unpin,
+        SR: AsyncRead + Socket + Unpin,
+        SW: AsyncWrite + Socket + Unpin,
+    {
+        let up = run(
+            Direction::Upstream,
+            client_read,
+            server_write,
+            STRAIGHT_CHUNK,
+            connection,
+            counters,
+        );
+        let down = run(
+            Direction::Downstream,
+            server_read,
+            client_write,
+            STRAIGHT_CHUNK,
+            connection,
+            counters,
+        );
+        tokio::try_join!(up, down).map(drop)
     }
 
     #[tokio::test]
@@ -409,29 +469,12 @@ mod tests {
             let counters = Counters::default();
             let (mut client, proxy_client) = duplex(64);
             let (proxy_server, mut server) = duplex(64);
-            let (client_read, client_write) = split(proxy_client);
-            let (server_read, server_write) = split(proxy_server);
-            let links = async {
-                tokio::try_join!(
-                    run(
-                        Direction::Upstream,
-                        client_read,
-                        server_write,
-                        STRAIGHT_CHUNK,
-                        &connection,
-                        &counters
-                    ),
-                    run(
-                        Direction::Downstream,
-                        server_read,
-                        client_write,
-                        STRAIGHT_CHUNK,
-                        &connection,
-                        &counters
-                    ),
-                )
-                .map(drop)
-            };
+            let links = both_ways(
+                split(proxy_client),
+                split(proxy_server),
+                &connection,
+                &counters,
+            );
             faults.set(LinkFault::Partition(mode), Ways::Up, None);
             let test = async {
                 client.write_all(b"up").await.expect("write");

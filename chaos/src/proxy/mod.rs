@@ -4,6 +4,7 @@
 //! - `listener`: the proxy and its controls.
 //! - `connection`: one proxied connection (hold, connect, two links, reset).
 //! - `link`: one direction of a connection, through the faults.
+//! - `splice`: a bulk stream with no fault, moved between sockets inside the kernel.
 //! - [`fault`]: the faults, one file each: partition (hold or drop), latency, bandwidth, slow_close,
 //!   timeout, limit_data and slicer, each set per direction and on a share of the connections;
 //!   and reset, which closes every open connection at once.
@@ -17,6 +18,7 @@ mod link;
 mod listener;
 mod name;
 mod set;
+mod splice;
 
 use std::net::SocketAddr;
 
