@@ -311,6 +311,20 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     let faults = report["faults"].as_array().unwrap();
     assert_eq!(faults.len(), 16, "{faults:#?}");
     assert_eq!(report["verdict"], "pass");
+    // Each toxic as Toxiproxy names it: the reset_peer is not shown as the timeout it is on
+    // the proxy.
+    let toxic_of = |kind: &str| faults.iter().find(|f| f["toxic"]["type"] == kind);
+    let reset_peer = toxic_of("reset_peer").expect("the reset_peer in the faults");
+    assert_eq!(reset_peer["action"], "timeout");
+    assert_eq!(reset_peer["toxic"]["name"], "reset_peer_upstream");
+    assert_eq!(reset_peer["toxic"]["attributes"]["timeout"], 500);
+    assert_eq!(toxic_of("timeout").unwrap()["toxic"]["toxicity"], 0.5);
+    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(
+        summary.contains("| reset_peer ")
+            && summary.contains("reset_peer_upstream: upstream, timeout=500"),
+        "{summary}"
+    );
 
     // The recorded plan's timeline is what the API did, for `rerun` to replay; it resolves.
     let recorded = anyplay_chaos::plan::Plan::load_from_run(&out.join("plan.yaml"))
@@ -337,6 +351,19 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     ] {
         assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
     }
+    // The reset_peer replays as a timeout that resets, the timeout as one that closes.
+    let closes: Vec<bool> = recorded
+        .timeline
+        .iter()
+        .filter_map(|entry| match entry.action {
+            anyplay_chaos::plan::Action::Link {
+                fault: anyplay_chaos::plan::LinkFault::Timeout { reset, .. },
+                ..
+            } => Some(reset),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(closes, [false, true], "the timeout, then the reset_peer");
     // What `rerun` fires is what the API did: the recorded timeline resolves to the same
     // actions on the same targets as the history's `action_start` lines.
     let timeline = recorded.resolve(recorded.seed).expect("it resolves");

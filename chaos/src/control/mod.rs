@@ -293,7 +293,7 @@ impl Control {
             (None, false) => {
                 let at = self.at();
                 proxy.set(DISABLED, Ways::Both, None);
-                self.record_start(ActionKind::Partition, &target, at);
+                self.record_start(ActionKind::Partition, &target, at, None);
                 held.disabled = Some(at);
             }
             (Some(at), true) => {
@@ -425,7 +425,8 @@ impl Control {
         let fault = toxic.fault;
         proxy.set(fault, toxic.ways, toxicity);
         let at = self.at();
-        self.record_start(fault.kind().into(), &target(proxy.name()), at);
+        let target = target(proxy.name());
+        self.record_start(fault.kind().into(), &target, at, Some(toxic.json()));
         at
     }
 
@@ -442,13 +443,14 @@ impl Control {
         self.zero.elapsed().as_secs_f64()
     }
 
-    fn record_start(&self, action: ActionKind, target: &str, at: f64) {
+    fn record_start(&self, action: ActionKind, target: &str, at: f64, toxic: Option<ToxicJson>) {
         let _ = self.log.record(Event::ActionStart {
             action,
             target: target.to_owned(),
             at,
             via: None,
             to: None,
+            toxic,
         });
     }
 

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::proxy::{Latency, LinkFault, Ways};
@@ -57,8 +57,8 @@ pub struct ProxyJson {
     pub toxics: Vec<ToxicJson>,
 }
 
-/// A toxic as Toxiproxy shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A toxic as Toxiproxy shows it (and as the history records it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToxicJson {
     pub name: String,
     #[serde(rename = "type")]
@@ -66,6 +66,22 @@ pub struct ToxicJson {
     pub stream: String,
     pub toxicity: f32,
     pub attributes: Value,
+}
+
+impl ToxicJson {
+    /// `reset_peer_downstream: downstream, timeout=500, toxicity 0.5` (toxicity when below 1).
+    pub fn details(&self) -> String {
+        let mut text = format!("{}: {}", self.name, self.stream);
+        if let Value::Object(attributes) = &self.attributes {
+            for (key, value) in attributes {
+                text.push_str(&format!(", {key}={value}"));
+            }
+        }
+        if self.toxicity < 1.0 {
+            text.push_str(&format!(", toxicity {}", self.toxicity));
+        }
+        text
+    }
 }
 
 /// Toxiproxy's toxic types, each with its attribute names (all whole numbers).

@@ -70,19 +70,43 @@ pub(super) fn slow_close(r: &Reader<'_>) -> Result<Action, PlanError> {
     through_the_proxy(r, LinkFault::SlowClose { delay })
 }
 
+/// `close: reset` ends each connection with a TCP RST instead of a FIN (Toxiproxy's
+/// reset_peer); `after: 0s` is then a reset at once, as reset_peer's `timeout: 0`, where with a
+/// FIN it is never.
 pub(super) fn timeout(r: &Reader<'_>) -> Result<Action, PlanError> {
     let after = r.needed(
         "after",
         r.duration("after")?,
         "when connections close; 0s: never",
     )?;
+    let reset = r.word::<Close>("close")?.unwrap_or_default() == Close::Reset;
     through_the_proxy(
         r,
         LinkFault::Timeout {
-            after: (!after.is_zero()).then_some(after),
-            reset: false,
+            after: (reset || !after.is_zero()).then_some(after),
+            reset,
         },
     )
+}
+
+/// How a `timeout` closes its connections.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Close {
+    #[default]
+    Fin,
+    Reset,
+}
+
+impl std::str::FromStr for Close {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "fin" => Ok(Close::Fin),
+            "reset" => Ok(Close::Reset),
+            _ => Err(format!("unknown close `{s}` (fin or reset)")),
+        }
+    }
 }
 
 pub(super) fn limit_data(r: &Reader<'_>) -> Result<Action, PlanError> {
@@ -231,8 +255,11 @@ pub(super) fn write(action: &Action, keys: &mut Keys) {
                 }
                 LinkFault::Bandwidth { kbps } => keys.set("kbps", kbps),
                 LinkFault::SlowClose { delay } => keys.duration("delay", delay),
-                LinkFault::Timeout { after, .. } => {
-                    keys.duration("after", after.unwrap_or_default())
+                LinkFault::Timeout { after, reset } => {
+                    keys.duration("after", after.unwrap_or_default());
+                    if reset {
+                        keys.set("close", "reset");
+                    }
                 }
                 LinkFault::LimitData { bytes } => keys.set("bytes", bytes),
                 LinkFault::Slicer { bytes, delay } => {

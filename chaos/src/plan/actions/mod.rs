@@ -144,7 +144,7 @@ pub(crate) const SPECS: [Spec; 19] = [
         kind: ActionKind::Timeout,
         name: "timeout",
         aim: Aim::Link,
-        parameters: on_a_link!("after"),
+        parameters: on_a_link!("after", "close"),
         read: link_faults::timeout,
     },
     Spec {
@@ -192,7 +192,7 @@ pub(crate) const SPECS: [Spec; 19] = [
 ];
 
 /// Every parameter key, in the order an entry is written back after its action.
-const PARAMETERS: [&str; 15] = [
+const PARAMETERS: [&str; 16] = [
     "gap",
     "to",
     "for",
@@ -206,6 +206,7 @@ const PARAMETERS: [&str; 15] = [
     "bytes",
     "delay",
     "after",
+    "close",
     "limit",
     "offset",
 ];
