@@ -1,6 +1,7 @@
 //! `up --api` (issue 33): Toxiproxy's own Node client (npm `toxiproxy-node-client`, installed
-//! by deploy/test.sh into deploy/toxiproxy-client) and Python client (PyPI `toxiproxy-python`,
-//! in deploy/python/.venv) drive the faults of a running topology while players play, `--metrics` (checked with Prometheus' own OpenMetrics parser, from
+//! by deploy/test.sh into deploy/toxiproxy-client), Python client (PyPI `toxiproxy-python`,
+//! in deploy/python/.venv) and Rust client (crates.io `toxiproxy_rust`, deploy/toxiproxy-rust,
+//! built by deploy/test.sh) drive the faults of a running topology while players play, `--metrics` (checked with Prometheus' own OpenMetrics parser, from
 //! PyPI) follows the players through a `drop`, then anyplay's service actions and the
 //! refusals; after Ctrl-C the run
 //! is judged and reported as a `run`, and every change it made is a timeline action of the
@@ -226,6 +227,12 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
             .is_file(),
         "Toxiproxy's Python client and the OpenMetrics parser are not installed (deploy/test.sh installs them)"
     );
+    let rust_client = workspace().join("target/toxiproxy-rust/debug/anyplay-toxiproxy-rust");
+    assert!(
+        rust_client.is_file(),
+        "Toxiproxy's Rust client is not built: cargo build --manifest-path \
+         deploy/toxiproxy-rust/Cargo.toml --target-dir target/toxiproxy-rust (deploy/test.sh does)"
+    );
     let _turn = a_run_turn();
     let dir = scratch("control-api");
     let plan = reduced_plan_with("network-faults", &dir, 60, "10s", |plan| {
@@ -252,7 +259,12 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
         .args([host, port])
         .output()
         .expect("python runs");
-    let clients_passed = driven.status.success() && python.status.success();
+    let rust = Command::new(&rust_client)
+        .arg(&api)
+        .output()
+        .expect("the Rust client runs");
+    let clients_passed =
+        driven.status.success() && python.status.success() && rust.status.success();
     let supervisor = held.0.take().unwrap();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(supervisor.id() as i32),
@@ -260,7 +272,7 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     )
     .unwrap();
     let output = supervisor.wait_with_output().unwrap();
-    for (name, client) in [("Node", &driven), ("Python", &python)] {
+    for (name, client) in [("Node", &driven), ("Python", &python), ("Rust", &rust)] {
         assert!(
             clients_passed,
             "Toxiproxy's {name} client ({}):\n{}\n{}",
@@ -289,17 +301,21 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     // latency both ways, then the downstream one again after its update; the reset's one.
     assert_eq!(started("latency", "node-1<->players"), 3, "{actions:#?}");
     assert_eq!(started("latency", "node-1<->postgres"), 1);
-    assert_eq!(started("bandwidth", "node-2<->players"), 1);
+    assert_eq!(started("bandwidth", "node-2<->players"), 2);
     // timeout, then reset_peer (a timeout that ends by RST).
     assert_eq!(started("timeout", "node-2<->players"), 1);
     assert_eq!(started("timeout", "node-1<->players"), 1);
-    assert_eq!(started("partition", "node-2<->nats"), 1);
+    assert_eq!(started("partition", "node-2<->nats"), 2);
     assert_eq!(started("partition", "node-2<->players"), 1);
     // The Python client's.
     assert_eq!(started("slicer", "node-1<->players"), 1);
     assert_eq!(started("slow_close", "node-1<->postgres"), 1);
     assert_eq!(started("limit_data", "node-2<->players"), 1);
     assert_eq!(started("partition", "node-1<->nats"), 1);
+    // The Rust client's (bandwidth and partition above).
+    assert_eq!(started("latency", "node-2<->players"), 1);
+    assert_eq!(started("slicer", "node-2<->players"), 1);
+    assert_eq!(started("timeout", "node-1<->postgres"), 1);
     assert_eq!(started("drop", "players"), 1);
     assert_eq!(started("kill", "node-1"), 1);
     assert_eq!(started("start", "node-1"), 1);
@@ -309,7 +325,7 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     // The report lists each change as a fault.
     let report = report(&out);
     let faults = report["faults"].as_array().unwrap();
-    assert_eq!(faults.len(), 16, "{faults:#?}");
+    assert_eq!(faults.len(), 21, "{faults:#?}");
     assert_eq!(report["verdict"], "pass");
     // Each toxic as Toxiproxy names it: the reset_peer is not shown as the timeout it is on
     // the proxy.
@@ -335,8 +351,9 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
         .map(|entry| entry.action.kind().to_string())
         .collect();
     // latency ×4 (down, up, down again after its update, postgres), bandwidth, timeout ×2
-    // (one was reset_peer), partition ×3, slicer, slow_close, limit_data, drop, kill, start.
-    assert_eq!(kinds.len(), 16, "{kinds:?}");
+    // (one was reset_peer), partition ×3, slicer, slow_close, limit_data, drop, kill, start;
+    // the Rust client's latency, slicer, timeout, partition and bandwidth.
+    assert_eq!(kinds.len(), 21, "{kinds:?}");
     for kind in [
         "latency",
         "bandwidth",
@@ -363,7 +380,11 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
             _ => None,
         })
         .collect();
-    assert_eq!(closes, [false, true], "the timeout, then the reset_peer");
+    assert_eq!(
+        closes,
+        [false, true, false],
+        "the timeout, the reset_peer, Rust's timeout"
+    );
     // What `rerun` fires is what the API did: the recorded timeline resolves to the same
     // actions on the same targets as the history's `action_start` lines.
     let timeline = recorded.resolve(recorded.seed).expect("it resolves");
