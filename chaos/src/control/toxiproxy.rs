@@ -218,12 +218,17 @@ impl Attributes {
                 after: Some(ms(a)),
                 reset: true,
             },
-            // Pieces of the average size: the proxy's slicer does not vary them.
-            ToxicType::Slicer => LinkFault::Slicer {
-                bytes: usize::try_from(a.max(1))
-                    .map_err(|_| ApiError::bad_request("slicer `average_size` is too big"))?,
-                delay: Duration::from_micros(c),
-            },
+            ToxicType::Slicer => {
+                let size = |n: u64, field: &str| {
+                    usize::try_from(n)
+                        .map_err(|_| ApiError::bad_request(format!("slicer `{field}` is too big")))
+                };
+                LinkFault::Slicer {
+                    bytes: size(a.max(1), "average_size")?,
+                    variation: size(b, "size_variation")?,
+                    delay: Duration::from_micros(c),
+                }
+            }
             ToxicType::LimitData => LinkFault::LimitData { bytes: a },
         };
         Ok(fault)
@@ -310,6 +315,7 @@ mod tests {
             slicer.fault().unwrap(),
             LinkFault::Slicer {
                 bytes: 64,
+                variation: 8,
                 delay: Duration::from_micros(1500)
             }
         );

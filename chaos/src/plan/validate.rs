@@ -1505,6 +1505,7 @@ mod tests {
             "{ at: 1s, timeout: [node-1, nats], after: 2s, close: reset, for: 10s }",
             "{ at: 1s, limit_data: [players, node-1], bytes: 4096, for: 5s }",
             "{ at: 1s, slicer: [players, node-1], bytes: 8, delay: 1ms, for: 5s }",
+            "{ at: 1s, slicer: [players, node-1], bytes: 64, variation: 16, for: 5s }",
             "{ at: 1s, cpu: node-1, limit: 0.2, for: 5s }",
             "{ at: 1s, cpu: postgres, limit: 2.5, for: 5s }",
             "{ at: 1s, memory: node-1, limit: 150MB, for: 5s }",
@@ -1595,6 +1596,11 @@ mod tests {
                 "{ at: 1s, slicer: [players, node-1], bytes: 0, for: 5s }",
                 "bytes",
                 "at least 1",
+            ),
+            (
+                "{ at: 1s, slicer: [players, node-1], bytes: 8, variation: -2, for: 5s }",
+                "variation",
+                "at least 0",
             ),
             (
                 "{ at: 1s, limit_data: [players, node-1], bytes: 10, toxicity: 1.5, for: 5s }",

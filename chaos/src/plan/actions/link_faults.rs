@@ -114,10 +114,27 @@ pub(super) fn limit_data(r: &Reader<'_>) -> Result<Action, PlanError> {
     through_the_proxy(r, LinkFault::LimitData { bytes })
 }
 
+/// `variation`: each piece `bytes` ± that much, drawn (Toxiproxy's `size_variation`).
 pub(super) fn slicer(r: &Reader<'_>) -> Result<Action, PlanError> {
     let bytes = r.positive("bytes", "the size of a piece")?;
+    let variation = match r.integer("variation")? {
+        None => 0,
+        Some(n) => usize::try_from(n).map_err(|_| {
+            r.err(
+                "variation",
+                format!("`variation` is a whole number of bytes, at least 0, not {n}"),
+            )
+        })?,
+    };
     let delay = r.duration("delay")?.unwrap_or_default();
-    through_the_proxy(r, LinkFault::Slicer { bytes, delay })
+    through_the_proxy(
+        r,
+        LinkFault::Slicer {
+            bytes,
+            variation,
+            delay,
+        },
+    )
 }
 
 fn through_the_proxy(r: &Reader<'_>, fault: LinkFault) -> Result<Action, PlanError> {
@@ -262,8 +279,15 @@ pub(super) fn write(action: &Action, keys: &mut Keys) {
                     }
                 }
                 LinkFault::LimitData { bytes } => keys.set("bytes", bytes),
-                LinkFault::Slicer { bytes, delay } => {
+                LinkFault::Slicer {
+                    bytes,
+                    variation,
+                    delay,
+                } => {
                     keys.set("bytes", bytes);
+                    if variation > 0 {
+                        keys.set("variation", variation);
+                    }
                     keys.duration("delay", delay);
                 }
             }

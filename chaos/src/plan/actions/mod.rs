@@ -158,7 +158,7 @@ pub(crate) const SPECS: [Spec; 19] = [
         kind: ActionKind::Slicer,
         name: "slicer",
         aim: Aim::Link,
-        parameters: on_a_link!("bytes", "delay"),
+        parameters: on_a_link!("bytes", "variation", "delay"),
         read: link_faults::slicer,
     },
     Spec {
@@ -192,7 +192,7 @@ pub(crate) const SPECS: [Spec; 19] = [
 ];
 
 /// Every parameter key, in the order an entry is written back after its action.
-const PARAMETERS: [&str; 16] = [
+const PARAMETERS: [&str; 17] = [
     "gap",
     "to",
     "for",
@@ -204,6 +204,7 @@ const PARAMETERS: [&str; 16] = [
     "toxicity",
     "kbps",
     "bytes",
+    "variation",
     "delay",
     "after",
     "close",
