@@ -98,10 +98,70 @@ fn service_actions_and_refusals(api: &str) {
         request(api, "POST", "/proxies/node-1-nats", "", elsewhere).0,
         400
     );
+    deleted_proxy_is_gone_until_given_again(api);
+}
+
+/// `DELETE /proxies/{name}` as in Toxiproxy: the proxy is gone (404, not listed, not brought
+/// back by a reset) and its address refuses connections; `POST /proxies` at its addresses
+/// makes it again, and so does `POST /populate`.
+fn deleted_proxy_is_gone_until_given_again(api: &str) {
+    use std::io::Read;
+    let (_, listed) = request(api, "GET", "/proxies/node-1-nats", "", "");
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    let gone = |what: &str| {
+        assert_eq!(
+            request(api, "GET", "/proxies/node-1-nats", "", "").0,
+            404,
+            "{what}"
+        );
+        let (_, all) = request(api, "GET", "/proxies", "", "");
+        assert!(!all.contains("node-1-nats"), "{what}: {all}");
+    };
     assert_eq!(
         request(api, "DELETE", "/proxies/node-1-nats", "", "").0,
         204
     );
+    gone("deleted");
+    assert_eq!(
+        request(api, "DELETE", "/proxies/node-1-nats", "", "").0,
+        404
+    );
+    let toxic = r#"{"type": "latency"}"#;
+    let path = "/proxies/node-1-nats/toxics";
+    assert_eq!(request(api, "POST", path, "", toxic).0, 404);
+    let listen = listed["listen"].as_str().unwrap();
+    let mut probe = std::net::TcpStream::connect(listen).unwrap();
+    probe
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    match probe.read(&mut [0u8; 16]) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("a deleted proxy let a connection through: {other:?}"),
+    }
+    assert_eq!(request(api, "POST", "/reset", "", "").0, 204);
+    gone("after a reset");
+
+    let again = serde_json::json!({
+        "name": "node-1-nats",
+        "listen": listed["listen"],
+        "upstream": listed["upstream"],
+    })
+    .to_string();
+    let (status, body) = request(api, "POST", "/proxies", "", &again);
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["enabled"],
+        true
+    );
+    assert_eq!(request(api, "POST", "/proxies", "", &again).0, 409);
+    assert_eq!(
+        request(api, "DELETE", "/proxies/node-1-nats", "", "").0,
+        204
+    );
+    let (status, body) = request(api, "POST", "/populate", "", &format!("[{again}]"));
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(request(api, "GET", "/proxies/node-1-nats", "", "").0, 200);
 }
 
 /// One scrape of `--metrics`, parsed by Prometheus' own OpenMetrics parser: its samples.
@@ -311,7 +371,8 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     assert_eq!(started("slicer", "node-1<->players"), 1);
     assert_eq!(started("slow_close", "node-1<->postgres"), 1);
     assert_eq!(started("limit_data", "node-2<->players"), 1);
-    assert_eq!(started("partition", "node-1<->nats"), 1);
+    // Deleted twice (each a partition until given again), then the Python client's down.
+    assert_eq!(started("partition", "node-1<->nats"), 3);
     // The Rust client's (bandwidth and partition above).
     assert_eq!(started("latency", "node-2<->players"), 1);
     assert_eq!(started("slicer", "node-2<->players"), 1);
@@ -325,7 +386,7 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     // The report lists each change as a fault.
     let report = report(&out);
     let faults = report["faults"].as_array().unwrap();
-    assert_eq!(faults.len(), 21, "{faults:#?}");
+    assert_eq!(faults.len(), 23, "{faults:#?}");
     assert_eq!(report["verdict"], "pass");
     // Each toxic as Toxiproxy names it: the reset_peer is not shown as the timeout it is on
     // the proxy.
@@ -351,9 +412,9 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
         .map(|entry| entry.action.kind().to_string())
         .collect();
     // latency ×4 (down, up, down again after its update, postgres), bandwidth, timeout ×2
-    // (one was reset_peer), partition ×3, slicer, slow_close, limit_data, drop, kill, start;
-    // the Rust client's latency, slicer, timeout, partition and bandwidth.
-    assert_eq!(kinds.len(), 21, "{kinds:?}");
+    // (one was reset_peer), partition ×5 (two deletes), slicer, slow_close, limit_data, drop,
+    // kill, start; the Rust client's latency, slicer, timeout, partition and bandwidth.
+    assert_eq!(kinds.len(), 23, "{kinds:?}");
     for kind in [
         "latency",
         "bandwidth",
