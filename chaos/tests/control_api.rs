@@ -80,7 +80,12 @@ fn service_actions_and_refusals(api: &str) {
         413
     );
     let made_up = r#"{"name": "elsewhere", "listen": "127.0.0.1:0", "upstream": "10.0.0.1:22"}"#;
-    assert_eq!(request(api, "POST", "/proxies", "", made_up).0, 400);
+    let (status, body) = request(api, "POST", "/proxies", "", made_up);
+    assert_eq!(status, 400);
+    assert!(
+        body.contains("is none of the topology's services"),
+        "{body}"
+    );
     assert_eq!(
         request(api, "POST", "/populate", "", r#"[{"name": "elsewhere"}]"#).0,
         400
@@ -155,6 +160,11 @@ fn deleted_proxy_is_gone_until_given_again(api: &str) {
         true
     );
     assert_eq!(request(api, "POST", "/proxies", "", &again).0, 409);
+    // Another proxy to the same service is refused, naming those that reach it.
+    let another = again.replace("\"node-1-nats\"", "\"my-nats\"");
+    let (status, body) = request(api, "POST", "/proxies", "", &another);
+    assert_eq!(status, 400);
+    assert!(body.contains("is reached through node-1-nats"), "{body}");
     assert_eq!(
         request(api, "DELETE", "/proxies/node-1-nats", "", "").0,
         204

@@ -209,7 +209,7 @@ impl Control {
             }
         }
         let name = body.get("name").and_then(Value::as_str).unwrap_or_default();
-        let index = self.link(name).map_err(|_| self.not_a_link(name))?;
+        let index = self.link(name).map_err(|_| self.not_a_link(name, body))?;
         let mut state = self.lock();
         if !state[index].deleted {
             return Err(ApiError::conflict("proxy already exists"));
@@ -220,13 +220,35 @@ impl Control {
         Ok(self.json(index, &state[index]))
     }
 
-    fn not_a_link(&self, name: &str) -> ApiError {
+    /// Why a proxy named `name` cannot be made: none is the topology's, and each forwards only
+    /// to the topology's own services (those that reach the `upstream` asked for, if any do).
+    fn not_a_link(&self, name: &str, body: &Value) -> ApiError {
         let names: Vec<String> = self.links.iter().map(|link| proxy_name(*link)).collect();
-        ApiError::bad_request(format!(
+        let mut error = format!(
             "proxies are the topology's links and cannot be created: `{}` is none of {}",
             crate::printable::line(name),
             names.join(", ")
-        ))
+        );
+        if let Some(upstream) = body.get("upstream").and_then(Value::as_str) {
+            let reaching: Vec<String> = (0..self.links.len())
+                .map(|index| self.proxy_at(index))
+                .filter(|proxy| proxy.upstream().to_string() == upstream)
+                .map(|proxy| proxy_name(proxy.name()))
+                .collect();
+            let upstream = crate::printable::line(upstream);
+            error += &if reaching.is_empty() {
+                format!(
+                    "; upstream {upstream} is none of the topology's services, the only ones \
+                     its proxies forward to"
+                )
+            } else {
+                format!(
+                    "; upstream {upstream} is reached through {}",
+                    reaching.join(", ")
+                )
+            };
+        }
+        ApiError::bad_request(error)
     }
 
     /// `POST /populate`: each proxy named must be one of the topology's, at its addresses;
@@ -242,7 +264,7 @@ impl Control {
                 .get("name")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            let index = self.link(name).map_err(|_| self.not_a_link(name))?;
+            let index = self.link(name).map_err(|_| self.not_a_link(name, entry))?;
             self.same_addresses(index, entry)?;
             wanted.push((index, enabled(entry, true)?));
         }
