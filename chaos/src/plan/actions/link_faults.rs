@@ -79,7 +79,14 @@ pub(super) fn timeout(r: &Reader<'_>) -> Result<Action, PlanError> {
         r.duration("after")?,
         "when connections close; 0s: never",
     )?;
-    let reset = r.word::<Close>("close")?.unwrap_or_default() == Close::Reset;
+    let reset = match r.text("close")? {
+        None | Some("fin") => false,
+        Some("reset") => true,
+        Some(other) => {
+            let message = format!("unknown close `{other}` (fin or reset)");
+            return Err(r.err("close", message));
+        }
+    };
     through_the_proxy(
         r,
         LinkFault::Timeout {
@@ -87,26 +94,6 @@ pub(super) fn timeout(r: &Reader<'_>) -> Result<Action, PlanError> {
             reset,
         },
     )
-}
-
-/// How a `timeout` closes its connections.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-enum Close {
-    #[default]
-    Fin,
-    Reset,
-}
-
-impl std::str::FromStr for Close {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "fin" => Ok(Close::Fin),
-            "reset" => Ok(Close::Reset),
-            _ => Err(format!("unknown close `{s}` (fin or reset)")),
-        }
-    }
 }
 
 pub(super) fn limit_data(r: &Reader<'_>) -> Result<Action, PlanError> {
