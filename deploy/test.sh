@@ -89,10 +89,6 @@ stop_selftest() { kill "$selftest_pid" 2>/dev/null || true; wait "$selftest_pid"
 
 # One profile for tests and binaries, so everything is compiled once.
 nice -n 10 cargo build --release --workspace --all-targets --locked || { stop_selftest; exit 1; }
-# Toxiproxy's Rust client for the control API's test: a project of its own, in the dev
-# profile without debug info (half the release build's time; it only sends a few requests).
-nice -n 10 cargo build --locked --manifest-path deploy/toxiproxy-rust/Cargo.toml \
-    --target-dir target/toxiproxy-rust || { stop_selftest; exit 1; }
 
 prepared=0
 wait "$prepare_pid" || prepared=$?
@@ -103,6 +99,11 @@ if ((prepared)); then
     stop_selftest
     exit "$prepared"
 fi
+# Toxiproxy's Rust client for the control API's test: a project of its own, in the dev
+# profile without debug info (half the release build's time; it only sends a few requests),
+# once the packages are in (it links OpenSSL).
+nice -n 10 cargo build --locked --manifest-path deploy/toxiproxy-rust/Cargo.toml \
+    --target-dir target/toxiproxy-rust || { stop_selftest; exit 1; }
 # The node image follows the binary just built.
 deploy/images/build.sh || { stop_selftest; exit 1; }
 
