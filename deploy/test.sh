@@ -28,6 +28,8 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 # ... and with Toxiproxy's Python client, and checks `--metrics` with Prometheus' own
 # OpenMetrics parser (PyPI, in a venv).
 /usr/bin/python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+# ... and with Toxiproxy's Rust client (crates.io, reqwest 0.11 on OpenSSL), built below.
+pkg-config --exists openssl 2>/dev/null || missing+=(pkg-config libssl-dev)
 # The report's browser test.
 command -v chromium >/dev/null 2>&1 || missing+=(chromium fonts-dejavu-core)
 if ((${#missing[@]})) && [[ $(id -u) -ne 0 ]]; then
@@ -97,6 +99,11 @@ if ((prepared)); then
     stop_selftest
     exit "$prepared"
 fi
+# Toxiproxy's Rust client for the control API's test: a project of its own, in the dev
+# profile without debug info (half the release build's time; it only sends a few requests),
+# once the packages are in (it links OpenSSL).
+nice -n 10 cargo build --locked --manifest-path deploy/toxiproxy-rust/Cargo.toml \
+    --target-dir target/toxiproxy-rust || { stop_selftest; exit 1; }
 # The node image follows the binary just built.
 deploy/images/build.sh || { stop_selftest; exit 1; }
 

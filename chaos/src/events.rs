@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use anyplay_load::measure::provenance;
 use serde::{Deserialize, Serialize};
 
+use crate::control::toxiproxy::ToxicJson;
 use crate::plan::{Action, ActionKind, HostKind, Service, Step, Via};
 use crate::sync::lock;
 
@@ -83,6 +84,10 @@ pub enum Event {
         /// The version an `upgrade` moves its nodes to.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         to: Option<String>,
+        /// The toxic a change through the control API set, as Toxiproxy shows it: a reader
+        /// tells a `reset_peer` from a `timeout`, and one toxic from another on a link.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        toxic: Option<ToxicJson>,
     },
     /// The action is complete (a lasting fault: healed); `error` when it could not be done.
     ActionEnd {
@@ -325,6 +330,7 @@ impl Event {
                 Action::Upgrade { to, .. } => Some(to.to_string()),
                 _ => None,
             },
+            toxic: None,
         }
     }
 
@@ -743,6 +749,7 @@ mod tests {
                 at: 30.0,
                 via: None,
                 to: None,
+                toxic: None,
             },
         };
         assert_eq!(

@@ -1,6 +1,7 @@
 //! `up --api` (issue 33): Toxiproxy's own Node client (npm `toxiproxy-node-client`, installed
-//! by deploy/test.sh into deploy/toxiproxy-client) and Python client (PyPI `toxiproxy-python`,
-//! in deploy/python/.venv) drive the faults of a running topology while players play, `--metrics` (checked with Prometheus' own OpenMetrics parser, from
+//! by deploy/test.sh into deploy/toxiproxy-client), Python client (PyPI `toxiproxy-python`,
+//! in deploy/python/.venv) and Rust client (crates.io `toxiproxy_rust`, deploy/toxiproxy-rust,
+//! built by deploy/test.sh) drive the faults of a running topology while players play, `--metrics` (checked with Prometheus' own OpenMetrics parser, from
 //! PyPI) follows the players through a `drop`, then anyplay's service actions and the
 //! refusals; after Ctrl-C the run
 //! is judged and reported as a `run`, and every change it made is a timeline action of the
@@ -79,7 +80,12 @@ fn service_actions_and_refusals(api: &str) {
         413
     );
     let made_up = r#"{"name": "elsewhere", "listen": "127.0.0.1:0", "upstream": "10.0.0.1:22"}"#;
-    assert_eq!(request(api, "POST", "/proxies", "", made_up).0, 400);
+    let (status, body) = request(api, "POST", "/proxies", "", made_up);
+    assert_eq!(status, 400);
+    assert!(
+        body.contains("is none of the topology's services"),
+        "{body}"
+    );
     assert_eq!(
         request(api, "POST", "/populate", "", r#"[{"name": "elsewhere"}]"#).0,
         400
@@ -97,10 +103,75 @@ fn service_actions_and_refusals(api: &str) {
         request(api, "POST", "/proxies/node-1-nats", "", elsewhere).0,
         400
     );
+    deleted_proxy_is_gone_until_given_again(api);
+}
+
+/// `DELETE /proxies/{name}` as in Toxiproxy: the proxy is gone (404, not listed, not brought
+/// back by a reset) and its address refuses connections; `POST /proxies` at its addresses
+/// makes it again, and so does `POST /populate`.
+fn deleted_proxy_is_gone_until_given_again(api: &str) {
+    use std::io::Read;
+    let (_, listed) = request(api, "GET", "/proxies/node-1-nats", "", "");
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    let gone = |what: &str| {
+        assert_eq!(
+            request(api, "GET", "/proxies/node-1-nats", "", "").0,
+            404,
+            "{what}"
+        );
+        let (_, all) = request(api, "GET", "/proxies", "", "");
+        assert!(!all.contains("node-1-nats"), "{what}: {all}");
+    };
     assert_eq!(
         request(api, "DELETE", "/proxies/node-1-nats", "", "").0,
         204
     );
+    gone("deleted");
+    assert_eq!(
+        request(api, "DELETE", "/proxies/node-1-nats", "", "").0,
+        404
+    );
+    let toxic = r#"{"type": "latency"}"#;
+    let path = "/proxies/node-1-nats/toxics";
+    assert_eq!(request(api, "POST", path, "", toxic).0, 404);
+    let listen = listed["listen"].as_str().unwrap();
+    let mut probe = std::net::TcpStream::connect(listen).unwrap();
+    probe
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    match probe.read(&mut [0u8; 16]) {
+        Ok(0) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+        other => panic!("a deleted proxy let a connection through: {other:?}"),
+    }
+    assert_eq!(request(api, "POST", "/reset", "", "").0, 204);
+    gone("after a reset");
+
+    let again = serde_json::json!({
+        "name": "node-1-nats",
+        "listen": listed["listen"],
+        "upstream": listed["upstream"],
+    })
+    .to_string();
+    let (status, body) = request(api, "POST", "/proxies", "", &again);
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["enabled"],
+        true
+    );
+    assert_eq!(request(api, "POST", "/proxies", "", &again).0, 409);
+    // Another proxy to the same service is refused, naming those that reach it.
+    let another = again.replace("\"node-1-nats\"", "\"my-nats\"");
+    let (status, body) = request(api, "POST", "/proxies", "", &another);
+    assert_eq!(status, 400);
+    assert!(body.contains("is reached through node-1-nats"), "{body}");
+    assert_eq!(
+        request(api, "DELETE", "/proxies/node-1-nats", "", "").0,
+        204
+    );
+    let (status, body) = request(api, "POST", "/populate", "", &format!("[{again}]"));
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(request(api, "GET", "/proxies/node-1-nats", "", "").0, 200);
 }
 
 /// One scrape of `--metrics`, parsed by Prometheus' own OpenMetrics parser: its samples.
@@ -226,6 +297,12 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
             .is_file(),
         "Toxiproxy's Python client and the OpenMetrics parser are not installed (deploy/test.sh installs them)"
     );
+    let rust_client = workspace().join("target/toxiproxy-rust/debug/anyplay-toxiproxy-rust");
+    assert!(
+        rust_client.is_file(),
+        "Toxiproxy's Rust client is not built: cargo build --manifest-path \
+         deploy/toxiproxy-rust/Cargo.toml --target-dir target/toxiproxy-rust (deploy/test.sh does)"
+    );
     let _turn = a_run_turn();
     let dir = scratch("control-api");
     let plan = reduced_plan_with("network-faults", &dir, 60, "10s", |plan| {
@@ -252,7 +329,12 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
         .args([host, port])
         .output()
         .expect("python runs");
-    let clients_passed = driven.status.success() && python.status.success();
+    let rust = Command::new(&rust_client)
+        .arg(&api)
+        .output()
+        .expect("the Rust client runs");
+    let clients_passed =
+        driven.status.success() && python.status.success() && rust.status.success();
     let supervisor = held.0.take().unwrap();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(supervisor.id() as i32),
@@ -260,7 +342,7 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     )
     .unwrap();
     let output = supervisor.wait_with_output().unwrap();
-    for (name, client) in [("Node", &driven), ("Python", &python)] {
+    for (name, client) in [("Node", &driven), ("Python", &python), ("Rust", &rust)] {
         assert!(
             clients_passed,
             "Toxiproxy's {name} client ({}):\n{}\n{}",
@@ -289,17 +371,22 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     // latency both ways, then the downstream one again after its update; the reset's one.
     assert_eq!(started("latency", "node-1<->players"), 3, "{actions:#?}");
     assert_eq!(started("latency", "node-1<->postgres"), 1);
-    assert_eq!(started("bandwidth", "node-2<->players"), 1);
+    assert_eq!(started("bandwidth", "node-2<->players"), 2);
     // timeout, then reset_peer (a timeout that ends by RST).
     assert_eq!(started("timeout", "node-2<->players"), 1);
     assert_eq!(started("timeout", "node-1<->players"), 1);
-    assert_eq!(started("partition", "node-2<->nats"), 1);
+    assert_eq!(started("partition", "node-2<->nats"), 2);
     assert_eq!(started("partition", "node-2<->players"), 1);
     // The Python client's.
     assert_eq!(started("slicer", "node-1<->players"), 1);
     assert_eq!(started("slow_close", "node-1<->postgres"), 1);
     assert_eq!(started("limit_data", "node-2<->players"), 1);
-    assert_eq!(started("partition", "node-1<->nats"), 1);
+    // Deleted twice (each a partition until given again), then the Python client's down.
+    assert_eq!(started("partition", "node-1<->nats"), 3);
+    // The Rust client's (bandwidth and partition above).
+    assert_eq!(started("latency", "node-2<->players"), 1);
+    assert_eq!(started("slicer", "node-2<->players"), 1);
+    assert_eq!(started("timeout", "node-1<->postgres"), 1);
     assert_eq!(started("drop", "players"), 1);
     assert_eq!(started("kill", "node-1"), 1);
     assert_eq!(started("start", "node-1"), 1);
@@ -309,8 +396,22 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     // The report lists each change as a fault.
     let report = report(&out);
     let faults = report["faults"].as_array().unwrap();
-    assert_eq!(faults.len(), 16, "{faults:#?}");
+    assert_eq!(faults.len(), 23, "{faults:#?}");
     assert_eq!(report["verdict"], "pass");
+    // Each toxic as Toxiproxy names it: the reset_peer is not shown as the timeout it is on
+    // the proxy.
+    let toxic_of = |kind: &str| faults.iter().find(|f| f["toxic"]["type"] == kind);
+    let reset_peer = toxic_of("reset_peer").expect("the reset_peer in the faults");
+    assert_eq!(reset_peer["action"], "timeout");
+    assert_eq!(reset_peer["toxic"]["name"], "reset_peer_upstream");
+    assert_eq!(reset_peer["toxic"]["attributes"]["timeout"], 500);
+    assert_eq!(toxic_of("timeout").unwrap()["toxic"]["toxicity"], 0.5);
+    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(
+        summary.contains("| reset_peer ")
+            && summary.contains("reset_peer_upstream: upstream, timeout=500"),
+        "{summary}"
+    );
 
     // The recorded plan's timeline is what the API did, for `rerun` to replay; it resolves.
     let recorded = anyplay_chaos::plan::Plan::load_from_run(&out.join("plan.yaml"))
@@ -321,8 +422,9 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
         .map(|entry| entry.action.kind().to_string())
         .collect();
     // latency ×4 (down, up, down again after its update, postgres), bandwidth, timeout ×2
-    // (one was reset_peer), partition ×3, slicer, slow_close, limit_data, drop, kill, start.
-    assert_eq!(kinds.len(), 16, "{kinds:?}");
+    // (one was reset_peer), partition ×5 (two deletes), slicer, slow_close, limit_data, drop,
+    // kill, start; the Rust client's latency, slicer, timeout, partition and bandwidth.
+    assert_eq!(kinds.len(), 23, "{kinds:?}");
     for kind in [
         "latency",
         "bandwidth",
@@ -337,6 +439,23 @@ fn toxiproxys_client_drives_a_running_up_and_the_run_is_judged_after_ctrl_c() {
     ] {
         assert!(kinds.iter().any(|k| k == kind), "{kind} in {kinds:?}");
     }
+    // The reset_peer replays as a timeout that resets, the timeout as one that closes.
+    let closes: Vec<bool> = recorded
+        .timeline
+        .iter()
+        .filter_map(|entry| match entry.action {
+            anyplay_chaos::plan::Action::Link {
+                fault: anyplay_chaos::plan::LinkFault::Timeout { reset, .. },
+                ..
+            } => Some(reset),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        closes,
+        [false, true, false],
+        "the timeout, the reset_peer, Rust's timeout"
+    );
     // What `rerun` fires is what the API did: the recorded timeline resolves to the same
     // actions on the same targets as the history's `action_start` lines.
     let timeline = recorded.resolve(recorded.seed).expect("it resolves");

@@ -10,6 +10,7 @@ use serde::{Serialize, Serializer};
 
 use super::losses::{self, Change};
 use super::outages;
+use crate::control::toxiproxy::ToxicJson;
 use crate::events::{Event, History, PlayerFact};
 use crate::plan::{ActionKind, Service, Via};
 
@@ -27,6 +28,8 @@ pub struct Fault {
     pub via: Option<Via>,
     /// The version an `upgrade` moved its nodes to.
     pub to: Option<String>,
+    /// The toxic a change through the control API set.
+    pub toxic: Option<ToxicJson>,
 }
 
 impl Fault {
@@ -51,6 +54,7 @@ pub fn faults(history: &History) -> Vec<Fault> {
                 at,
                 via,
                 to,
+                toxic,
             } => faults.push((
                 Fault {
                     action: *action,
@@ -58,6 +62,7 @@ pub fn faults(history: &History) -> Vec<Fault> {
                     at: *at,
                     via: *via,
                     to: to.clone(),
+                    toxic: toxic.clone(),
                     start: t,
                     end: history.end(),
                 },
@@ -349,6 +354,9 @@ pub struct FaultRow {
     /// The version an `upgrade` moved its nodes to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub to: Option<String>,
+    /// The toxic a change through the control API set, as Toxiproxy shows it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub toxic: Option<ToxicJson>,
     pub at: f64,
     pub players_hit: u64,
     pub back_s: BackSeconds,
@@ -375,6 +383,7 @@ pub fn table(history: &History, grace: f64) -> Vec<FaultRow> {
                 action: fault.action,
                 target: fault.target.clone(),
                 to: fault.to.clone(),
+                toxic: fault.toxic.clone(),
                 at: fault.at,
                 players_hit: hits.len() as u64,
                 // Players that left for good are hit, but not expected back.
@@ -387,6 +396,22 @@ pub fn table(history: &History, grace: f64) -> Vec<FaultRow> {
             }
         })
         .collect()
+}
+
+/// An action as the tables show it: its name (a toxic's type as Toxiproxy names it, so a
+/// `reset_peer` is not shown as the `timeout` it is on the proxy) and its target with what tells
+/// it from another there (an upgrade's version; a toxic's name, stream, attributes, toxicity).
+pub fn shown(
+    action: ActionKind,
+    target: &str,
+    to: Option<&str>,
+    toxic: Option<&ToxicJson>,
+) -> (String, String) {
+    match (to, toxic) {
+        (_, Some(toxic)) => (toxic.kind.clone(), format!("{target} {}", toxic.details())),
+        (Some(version), None) => (action.to_string(), format!("{target} to {version}")),
+        (None, None) => (action.to_string(), target.to_owned()),
+    }
 }
 
 /// HTTP errors in the load ticks whose second, `(t-1, t]`, overlaps `(from, until)`.
@@ -452,6 +477,7 @@ mod tests {
             at,
             via: None,
             to: None,
+            toxic: None,
         }
     }
 
@@ -479,6 +505,7 @@ mod tests {
             end: 20.0,
             via,
             to: None,
+            toxic: None,
         };
         assert_eq!(cut(None).window(5.0), Some((10.0, 20.0)));
         assert_eq!(cut(Some(Via::Firewall)).window(5.0), Some((10.0, 30.0)));
@@ -605,5 +632,62 @@ mod tests {
         .collect();
         let rows = table(&history, 20.0);
         assert_eq!((rows[0].errors, rows[1].errors), (3, 40));
+    }
+
+    /// Two toxics the proxy holds as timeouts, a reset_peer made through the API and a plan's
+    /// timeout, are two rows told apart: each by what it was.
+    #[test]
+    fn a_toxic_is_shown_as_toxiproxy_names_it_and_a_plans_fault_by_its_kind() {
+        let reset_peer = ToxicJson {
+            name: "reset_peer_upstream".into(),
+            kind: "reset_peer".into(),
+            stream: "upstream".into(),
+            toxicity: 0.5,
+            attributes: serde_json::json!({"timeout": 500}),
+        };
+        let toxic = Event::ActionStart {
+            action: ActionKind::Timeout,
+            target: "node-1<->players".into(),
+            at: 3.0,
+            via: None,
+            to: None,
+            toxic: Some(reset_peer.clone()),
+        };
+        let history: History = [
+            (3.0, toxic),
+            (5.0, end(ActionKind::Timeout, "node-1<->players", 3.0)),
+            (8.0, start(ActionKind::Timeout, "node-1<->players", 8.0)),
+            (9.0, end(ActionKind::Timeout, "node-1<->players", 8.0)),
+        ]
+        .into_iter()
+        .collect();
+        let rows = table(&history, 5.0);
+        let shown_row = |row: &FaultRow| {
+            shown(
+                row.action,
+                &row.target,
+                row.to.as_deref(),
+                row.toxic.as_ref(),
+            )
+        };
+        assert_eq!(rows[0].toxic.as_ref(), Some(&reset_peer));
+        assert_eq!(
+            shown_row(&rows[0]),
+            (
+                "reset_peer".to_owned(),
+                "node-1<->players reset_peer_upstream: upstream, timeout=500, toxicity 0.5"
+                    .to_owned()
+            )
+        );
+        assert_eq!(
+            shown_row(&rows[1]),
+            ("timeout".to_owned(), "node-1<->players".to_owned())
+        );
+        let json = serde_json::to_value(&rows[0]).unwrap();
+        assert_eq!(json["toxic"]["type"], "reset_peer");
+        assert!(serde_json::to_value(&rows[1])
+            .unwrap()
+            .get("toxic")
+            .is_none());
     }
 }

@@ -105,6 +105,7 @@ mod tests {
                     at: t,
                     via: None,
                     to: None,
+                    toxic: None,
                 },
             ),
             (

@@ -203,6 +203,7 @@ mod tests {
             end: 15.0,
             via: None,
             to: None,
+            toxic: None,
         }
     }
 

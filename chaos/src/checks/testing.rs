@@ -55,6 +55,7 @@ pub fn action(t: f64, end: f64, action: ActionKind, target: &str) -> Vec<At> {
                 at: t,
                 via: None,
                 to: None,
+                toxic: None,
             },
         ),
         (

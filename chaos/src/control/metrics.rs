@@ -232,6 +232,7 @@ mod tests {
             at: 1.0,
             via: None,
             to: None,
+            toxic: None,
         });
         metrics.observe(&Event::CheckSample {
             round: 1,

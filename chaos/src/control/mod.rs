@@ -61,6 +61,8 @@ pub struct Control {
 struct Held {
     /// The `at` of the partition that disables it, while it is disabled.
     disabled: Option<f64>,
+    /// Deleted: gone from the API (404) and disabled, until populated or created again.
+    deleted: bool,
     /// In the order they were added, as Toxiproxy lists them.
     toxics: Vec<Toxic>,
 }
@@ -136,11 +138,19 @@ impl Control {
         crate::sync::lock(&self.state)
     }
 
-    /// The index of the proxy named `name`; only the topology's names match.
-    fn find(&self, name: &str) -> Result<usize, ApiError> {
+    /// The index of the link whose proxy is named `name`, deleted or not.
+    fn link(&self, name: &str) -> Result<usize, ApiError> {
         self.links
             .iter()
             .position(|link| proxy_name(*link) == name)
+            .ok_or_else(ApiError::proxy_not_found)
+    }
+
+    /// The index of the proxy named `name`, while it is not deleted.
+    fn find(&self, state: &[Held], name: &str) -> Result<usize, ApiError> {
+        self.link(name)
+            .ok()
+            .filter(|&index| !state[index].deleted)
             .ok_or_else(ApiError::proxy_not_found)
     }
 
@@ -167,6 +177,7 @@ impl Control {
     pub fn proxies(&self) -> serde_json::Map<String, Value> {
         let state = self.lock();
         (0..self.links.len())
+            .filter(|&i| !state[i].deleted)
             .map(|i| {
                 let json = self.json(i, &state[i]);
                 (json.name.clone(), to_value(&json))
@@ -176,33 +187,73 @@ impl Control {
 
     /// `GET /proxies/{name}`.
     pub fn proxy(&self, name: &str) -> Result<ProxyJson, ApiError> {
-        let index = self.find(name)?;
-        Ok(self.json(index, &self.lock()[index]))
+        let state = self.lock();
+        let index = self.find(&state, name)?;
+        Ok(self.json(index, &state[index]))
     }
 
-    /// `POST /proxies`: the topology's proxies exist already (409, as Toxiproxy answers for a
-    /// name it has); others cannot be made, since every proxy is a link of the topology.
-    pub fn create(&self, body: &Value) -> ApiError {
+    /// `POST /proxies`: a proxy that exists is a 409, as Toxiproxy answers; a deleted one
+    /// comes back when given at its link's addresses, enabled unless it says; no other can be
+    /// made, since every proxy is a link of the topology and forwards nowhere else.
+    pub fn create(&self, body: &Value) -> Result<ProxyJson, ApiError> {
+        for field in ["name", "upstream"] {
+            if body
+                .get(field)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .is_empty()
+            {
+                return Err(ApiError::bad_request(format!(
+                    "missing required field: {field}"
+                )));
+            }
+        }
         let name = body.get("name").and_then(Value::as_str).unwrap_or_default();
-        if name.is_empty() {
-            return ApiError::bad_request("missing required field: name");
+        let index = self.link(name).map_err(|_| self.not_a_link(name, body))?;
+        let mut state = self.lock();
+        if !state[index].deleted {
+            return Err(ApiError::conflict("proxy already exists"));
         }
-        if self.find(name).is_ok() {
-            return ApiError::conflict("proxy already exists");
-        }
-        ApiError::bad_request(format!(
-            "proxies are the topology's links and cannot be created: {}",
-            self.names().join(", ")
-        ))
+        self.same_addresses(index, body)?;
+        let enabled = enabled(body, true)?;
+        self.restore(index, &mut state[index], enabled);
+        Ok(self.json(index, &state[index]))
     }
 
-    fn names(&self) -> Vec<String> {
-        self.links.iter().map(|link| proxy_name(*link)).collect()
+    /// Why a proxy named `name` cannot be made: none is the topology's, and each forwards only
+    /// to the topology's own services (those that reach the `upstream` asked for, if any do).
+    fn not_a_link(&self, name: &str, body: &Value) -> ApiError {
+        let names: Vec<String> = self.links.iter().map(|link| proxy_name(*link)).collect();
+        let mut error = format!(
+            "proxies are the topology's links and cannot be created: `{}` is none of {}",
+            crate::printable::line(name),
+            names.join(", ")
+        );
+        if let Some(upstream) = body.get("upstream").and_then(Value::as_str) {
+            let reaching: Vec<String> = (0..self.links.len())
+                .map(|index| self.proxy_at(index))
+                .filter(|proxy| proxy.upstream().to_string() == upstream)
+                .map(|proxy| proxy_name(proxy.name()))
+                .collect();
+            let upstream = crate::printable::line(upstream);
+            error += &if reaching.is_empty() {
+                format!(
+                    "; upstream {upstream} is none of the topology's services, the only ones \
+                     its proxies forward to"
+                )
+            } else {
+                format!(
+                    "; upstream {upstream} is reached through {}",
+                    reaching.join(", ")
+                )
+            };
+        }
+        ApiError::bad_request(error)
     }
 
     /// `POST /populate`: each proxy named must be one of the topology's, at its addresses;
-    /// each is enabled or disabled as it says (enabled by default). Nothing changes when one
-    /// is refused.
+    /// each is enabled or disabled as it says (enabled by default), a deleted one made again.
+    /// Nothing changes when one is refused.
     pub fn populate(&self, body: &Value) -> Result<Vec<ProxyJson>, ApiError> {
         let list = body
             .as_array()
@@ -213,19 +264,13 @@ impl Control {
                 .get("name")
                 .and_then(Value::as_str)
                 .unwrap_or_default();
-            let index = self.find(name).map_err(|_| {
-                ApiError::bad_request(format!(
-                    "proxies are the topology's links and cannot be created: `{}` is none of {}",
-                    crate::printable::line(name),
-                    self.names().join(", ")
-                ))
-            })?;
+            let index = self.link(name).map_err(|_| self.not_a_link(name, entry))?;
             self.same_addresses(index, entry)?;
             wanted.push((index, enabled(entry, true)?));
         }
         let mut state = self.lock();
         for &(index, enabled) in &wanted {
-            self.enable(index, &mut state[index], enabled);
+            self.restore(index, &mut state[index], enabled);
         }
         Ok(wanted
             .iter()
@@ -235,9 +280,9 @@ impl Control {
 
     /// `POST|PATCH /proxies/{name}`: `enabled: false` is a partition, `true` its end.
     pub fn update(&self, name: &str, body: &Value) -> Result<ProxyJson, ApiError> {
-        let index = self.find(name)?;
-        self.same_addresses(index, body)?;
         let mut state = self.lock();
+        let index = self.find(&state, name)?;
+        self.same_addresses(index, body)?;
         let enabled = enabled(body, state[index].disabled.is_none())?;
         self.enable(index, &mut state[index], enabled);
         Ok(self.json(index, &state[index]))
@@ -262,28 +307,54 @@ impl Control {
         Ok(())
     }
 
-    /// `DELETE /proxies/{name}`: the proxy is a link of the topology and stays; what the API
-    /// set on it goes (its toxics, and a disabled one is enabled).
+    /// `DELETE /proxies/{name}`: as Toxiproxy's, the proxy is gone (404 from then on, and
+    /// `POST /reset` does not bring it back), its toxics with it, and nothing passes: new
+    /// connections are refused as by a disabled proxy. Its link is the topology's, so it is
+    /// cut rather than unmade, until `POST /populate` or `POST /proxies` gives it again.
     pub fn delete(&self, name: &str) -> Result<(), ApiError> {
-        let index = self.find(name)?;
         let mut state = self.lock();
-        self.clear(index, &mut state[index]);
+        let index = self.find(&state, name)?;
+        let held = &mut state[index];
+        self.remove_toxics(index, held);
+        self.enable(index, held, false);
+        held.deleted = true;
         Ok(())
     }
 
-    /// `POST /reset`: every proxy enabled and every toxic removed.
+    /// `POST /reset`: every proxy enabled and every toxic removed; deleted ones stay deleted.
     pub fn reset(&self) {
         let mut state = self.lock();
         for (index, held) in state.iter_mut().enumerate() {
+            if !held.deleted {
+                self.clear(index, held);
+            }
+        }
+    }
+
+    /// At the run's end: every proxy back, enabled, without toxics.
+    pub fn heal(&self) {
+        let mut state = self.lock();
+        for (index, held) in state.iter_mut().enumerate() {
+            held.deleted = false;
             self.clear(index, held);
         }
     }
 
     fn clear(&self, index: usize, held: &mut Held) {
         self.enable(index, held, true);
+        self.remove_toxics(index, held);
+    }
+
+    fn remove_toxics(&self, index: usize, held: &mut Held) {
         for toxic in std::mem::take(&mut held.toxics) {
             self.remove(index, &toxic);
         }
+    }
+
+    /// A deleted proxy made again (or one that exists, left), enabled or not.
+    fn restore(&self, index: usize, held: &mut Held, enabled: bool) {
+        held.deleted = false;
+        self.enable(index, held, enabled);
     }
 
     fn enable(&self, index: usize, held: &mut Held, enabled: bool) {
@@ -293,7 +364,7 @@ impl Control {
             (None, false) => {
                 let at = self.at();
                 proxy.set(DISABLED, Ways::Both, None);
-                self.record_start(ActionKind::Partition, &target, at);
+                self.record_start(ActionKind::Partition, &target, at, None);
                 held.disabled = Some(at);
             }
             (Some(at), true) => {
@@ -308,14 +379,15 @@ impl Control {
 
     /// `GET /proxies/{name}/toxics`.
     pub fn toxics(&self, name: &str) -> Result<Vec<ToxicJson>, ApiError> {
-        let index = self.find(name)?;
-        Ok(self.lock()[index].toxics.iter().map(Toxic::json).collect())
+        let state = self.lock();
+        let index = self.find(&state, name)?;
+        Ok(state[index].toxics.iter().map(Toxic::json).collect())
     }
 
     /// `GET /proxies/{name}/toxics/{toxic}`.
     pub fn toxic(&self, name: &str, toxic: &str) -> Result<ToxicJson, ApiError> {
-        let index = self.find(name)?;
         let state = self.lock();
+        let index = self.find(&state, name)?;
         let found = state[index].toxics.iter().find(|t| t.name == toxic);
         found.map(Toxic::json).ok_or_else(ApiError::toxic_not_found)
     }
@@ -324,7 +396,6 @@ impl Control {
     /// the proxy has, or for a fault the proxy holds already on that direction (one of a kind
     /// per direction: `timeout` and `reset_peer` share one).
     pub fn add(&self, name: &str, body: &Value) -> Result<ToxicJson, ApiError> {
-        let index = self.find(name)?;
         let text = |key: &str| -> Result<Option<&str>, ApiError> {
             match body.get(key) {
                 None | Some(Value::Null) => Ok(None),
@@ -346,6 +417,7 @@ impl Control {
         let attributes = Attributes::read(kind, body.get("attributes"), None)?;
         let toxicity = toxiproxy::parse_toxicity(body.get("toxicity"), 1.0)?;
         let mut state = self.lock();
+        let index = self.find(&state, name)?;
         let held = &mut state[index];
         if held.toxics.iter().any(|t| t.name == toxic_name) {
             return Err(ApiError::conflict("toxic already exists"));
@@ -377,8 +449,8 @@ impl Control {
     /// `POST|PATCH /proxies/{name}/toxics/{toxic}`: new attributes (those not given stay) and
     /// toxicity; in the history the old toxic ends and the new one starts.
     pub fn change(&self, name: &str, toxic: &str, body: &Value) -> Result<ToxicJson, ApiError> {
-        let index = self.find(name)?;
         let mut state = self.lock();
+        let index = self.find(&state, name)?;
         let held = &mut state[index];
         let found = held
             .toxics
@@ -402,8 +474,8 @@ impl Control {
 
     /// `DELETE /proxies/{name}/toxics/{toxic}`.
     pub fn remove_toxic(&self, name: &str, toxic: &str) -> Result<(), ApiError> {
-        let index = self.find(name)?;
         let mut state = self.lock();
+        let index = self.find(&state, name)?;
         let held = &mut state[index];
         let at = held
             .toxics
@@ -425,7 +497,8 @@ impl Control {
         let fault = toxic.fault;
         proxy.set(fault, toxic.ways, toxicity);
         let at = self.at();
-        self.record_start(fault.kind().into(), &target(proxy.name()), at);
+        let target = target(proxy.name());
+        self.record_start(fault.kind().into(), &target, at, Some(toxic.json()));
         at
     }
 
@@ -442,13 +515,14 @@ impl Control {
         self.zero.elapsed().as_secs_f64()
     }
 
-    fn record_start(&self, action: ActionKind, target: &str, at: f64) {
+    fn record_start(&self, action: ActionKind, target: &str, at: f64, toxic: Option<ToxicJson>) {
         let _ = self.log.record(Event::ActionStart {
             action,
             target: target.to_owned(),
             at,
             via: None,
             to: None,
+            toxic,
         });
     }
 

@@ -11,7 +11,7 @@ impl Control {
     /// The plan with what the API did as its timeline, so that `rerun` of the run directory
     /// replays it; `None` when nothing was done. A change a plan cannot say is left out: a
     /// toxic that hit no connection (toxicity 0) or did nothing (a latency, slow_close or
-    /// limit_data of 0); a reset_peer replays as a timeout (a plan's closes by FIN).
+    /// limit_data of 0). A reset_peer replays as a `timeout` with `close: reset`.
     pub fn replay(&self) -> Option<Plan> {
         let mut timeline = crate::sync::lock(&self.done).clone();
         if timeline.is_empty() {
@@ -42,14 +42,6 @@ impl Control {
         if !does_something || toxicity <= 0.0 {
             return;
         }
-        let fault = match fault {
-            // A plan's timeout closes by FIN: reset_peer replays as one.
-            LinkFault::Timeout { after, .. } => LinkFault::Timeout {
-                after,
-                reset: false,
-            },
-            other => other,
-        };
         let (node, peer) = ends(self.links[index]);
         // Start and end in whole milliseconds, as a plan writes them, so that a fault that
         // follows another (after an update) does not overlap it.

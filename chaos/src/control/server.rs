@@ -104,11 +104,9 @@ async fn proxies(State(control): Shared) -> Json<Value> {
     Json(Value::Object(control.proxies()))
 }
 
-async fn create(State(control): Shared, bytes: Bytes) -> ApiError {
-    match body(&bytes) {
-        Ok(body) => control.create(&body),
-        Err(error) => error,
-    }
+async fn create(State(control): Shared, bytes: Bytes) -> Result<Response, ApiError> {
+    let proxy = control.create(&body(&bytes)?)?;
+    Ok((StatusCode::CREATED, Json(proxy)).into_response())
 }
 
 async fn populate(State(control): Shared, bytes: Bytes) -> Result<Response, ApiError> {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::proxy::{Latency, LinkFault, Ways};
@@ -57,8 +57,8 @@ pub struct ProxyJson {
     pub toxics: Vec<ToxicJson>,
 }
 
-/// A toxic as Toxiproxy shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A toxic as Toxiproxy shows it (and as the history records it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToxicJson {
     pub name: String,
     #[serde(rename = "type")]
@@ -66,6 +66,22 @@ pub struct ToxicJson {
     pub stream: String,
     pub toxicity: f32,
     pub attributes: Value,
+}
+
+impl ToxicJson {
+    /// `reset_peer_downstream: downstream, timeout=500, toxicity 0.5` (toxicity when below 1).
+    pub fn details(&self) -> String {
+        let mut text = format!("{}: {}", self.name, self.stream);
+        if let Value::Object(attributes) = &self.attributes {
+            for (key, value) in attributes {
+                text.push_str(&format!(", {key}={value}"));
+            }
+        }
+        if self.toxicity < 1.0 {
+            text.push_str(&format!(", toxicity {}", self.toxicity));
+        }
+        text
+    }
 }
 
 /// Toxiproxy's toxic types, each with its attribute names (all whole numbers).
@@ -202,12 +218,17 @@ impl Attributes {
                 after: Some(ms(a)),
                 reset: true,
             },
-            // Pieces of the average size: the proxy's slicer does not vary them.
-            ToxicType::Slicer => LinkFault::Slicer {
-                bytes: usize::try_from(a.max(1))
-                    .map_err(|_| ApiError::bad_request("slicer `average_size` is too big"))?,
-                delay: Duration::from_micros(c),
-            },
+            ToxicType::Slicer => {
+                let size = |n: u64, field: &str| {
+                    usize::try_from(n)
+                        .map_err(|_| ApiError::bad_request(format!("slicer `{field}` is too big")))
+                };
+                LinkFault::Slicer {
+                    bytes: size(a.max(1), "average_size")?,
+                    variation: size(b, "size_variation")?,
+                    delay: Duration::from_micros(c),
+                }
+            }
             ToxicType::LimitData => LinkFault::LimitData { bytes: a },
         };
         Ok(fault)
@@ -294,6 +315,7 @@ mod tests {
             slicer.fault().unwrap(),
             LinkFault::Slicer {
                 bytes: 64,
+                variation: 8,
                 delay: Duration::from_micros(1500)
             }
         );

@@ -1502,8 +1502,10 @@ mod tests {
             "{ at: 1s, slow_close: [players, node-1], delay: 2s, for: 5s }",
             "{ at: 1s, timeout: [players, node-1], after: 5s, for: 10s, toxicity: 0.3 }",
             "{ at: 1s, timeout: [node-1, nats], after: 0s, for: 10s }",
+            "{ at: 1s, timeout: [node-1, nats], after: 2s, close: reset, for: 10s }",
             "{ at: 1s, limit_data: [players, node-1], bytes: 4096, for: 5s }",
             "{ at: 1s, slicer: [players, node-1], bytes: 8, delay: 1ms, for: 5s }",
+            "{ at: 1s, slicer: [players, node-1], bytes: 64, variation: 16, for: 5s }",
             "{ at: 1s, cpu: node-1, limit: 0.2, for: 5s }",
             "{ at: 1s, cpu: postgres, limit: 2.5, for: 5s }",
             "{ at: 1s, memory: node-1, limit: 150MB, for: 5s }",
@@ -1527,6 +1529,24 @@ mod tests {
                 ..
             }
         ));
+        // With an RST, `after: 0s` resets at once, as Toxiproxy's reset_peer with `timeout: 0`.
+        let plan = entry("{ at: 1s, timeout: [node-1, nats], after: 0s, close: reset, for: 10s }")
+            .unwrap();
+        assert!(matches!(
+            plan.timeline[0].action,
+            Action::Link {
+                fault: LinkFault::Timeout {
+                    after: Some(Duration::ZERO),
+                    reset: true
+                },
+                ..
+            }
+        ));
+        assert!(
+            plan.to_yaml().contains("close: reset"),
+            "{}",
+            plan.to_yaml()
+        );
     }
 
     #[test]
@@ -1578,6 +1598,11 @@ mod tests {
                 "at least 1",
             ),
             (
+                "{ at: 1s, slicer: [players, node-1], bytes: 8, variation: -2, for: 5s }",
+                "variation",
+                "at least 0",
+            ),
+            (
                 "{ at: 1s, limit_data: [players, node-1], bytes: 10, toxicity: 1.5, for: 5s }",
                 "toxicity",
                 "at most 1",
@@ -1591,6 +1616,16 @@ mod tests {
                 "{ at: 1s, timeout: [players, node-1], for: 5s }",
                 "after",
                 "needs `after`",
+            ),
+            (
+                "{ at: 1s, timeout: [players, node-1], after: 1s, close: rst, for: 5s }",
+                "close",
+                "fin or reset",
+            ),
+            (
+                "{ at: 1s, latency: [players, node-1], ms: 5, close: reset, for: 5s }",
+                "close",
+                "does not go with `latency`",
             ),
             (
                 "{ at: 1s, clock: node-1, offset: 0s, for: 5s }",

@@ -193,7 +193,7 @@ impl Shaper {
             len = len.min(bandwidth::piece(kbps));
         }
         if let Some(slice) = on.slice {
-            len = len.min(slice.bytes);
+            len = len.min(self.slices.size(slice));
         }
         if let Some(limit) = on.limit {
             len = link.take(limit, len);
@@ -595,7 +595,15 @@ pub(super) mod tests {
     async fn the_slicer_writes_pieces_of_its_size_with_its_delay_between() {
         let faults = Faults::new();
         let delay = Duration::from_millis(10);
-        faults.set(LinkFault::Slicer { bytes: 64, delay }, Ways::Both, None);
+        faults.set(
+            LinkFault::Slicer {
+                bytes: 64,
+                variation: 0,
+                delay,
+            },
+            Ways::Both,
+            None,
+        );
         let connection = ConnectionFaults::new(&faults, 0);
         let counters = Counters::default();
         let sent = pattern(1_000);
@@ -630,7 +638,15 @@ pub(super) mod tests {
     async fn a_cleared_slicer_lets_the_rest_go_at_once() {
         let faults = Faults::new();
         let delay = Duration::from_millis(1);
-        faults.set(LinkFault::Slicer { bytes: 8, delay }, Ways::Both, None);
+        faults.set(
+            LinkFault::Slicer {
+                bytes: 8,
+                variation: 0,
+                delay,
+            },
+            Ways::Both,
+            None,
+        );
         let connection = ConnectionFaults::new(&faults, 0);
         let counters = Counters::default();
         let total = 40_000;
@@ -680,6 +696,7 @@ pub(super) mod tests {
         faults.set(
             LinkFault::Slicer {
                 bytes: 300,
+                variation: 0,
                 delay: Duration::ZERO,
             },
             Ways::Both,

@@ -16,7 +16,7 @@ mod scale;
 
 use std::fmt::Write as _;
 
-use crate::checks::fault_table::{self, fmt_num};
+use crate::checks::fault_table::{self, fmt_num, shown};
 use crate::events::{Event, History, Tick};
 use crate::plan::ActionKind;
 use crate::report::json::{Report, Verdict};
@@ -239,10 +239,13 @@ fn markers(history: &History) -> Vec<Marker> {
                 }
                 _ => None,
             });
-            let label = match &fault.to {
-                Some(version) => format!("{} {} to {version}", fault.action, fault.target),
-                None => format!("{} {}", fault.action, fault.target),
-            };
+            let (action, target) = shown(
+                fault.action,
+                &fault.target,
+                fault.to.as_deref(),
+                fault.toxic.as_ref(),
+            );
+            let label = format!("{action} {target}");
             let mut detail = format!(
                 "{label}: at {}s on the timeline; ran from {}s to {}s of the run",
                 fmt_num(fault.at),
@@ -391,6 +394,7 @@ mod tests {
                     at: 1.0,
                     via: None,
                     to: None,
+                    toxic: None,
                 },
             ),
             (
@@ -530,6 +534,7 @@ mod tests {
                     at: 1.0,
                     via: None,
                     to: None,
+                    toxic: None,
                 },
             ),
             (

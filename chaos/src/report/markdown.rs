@@ -1,7 +1,7 @@
 //! `summary.md`: the checks table and the faults table as aligned Markdown, readable in a
 //! terminal as is; the same tables end a run on stdout.
 
-use crate::checks::fault_table::fmt_num;
+use crate::checks::fault_table::{fmt_num, shown};
 use crate::report::json::{Report, Verdict};
 
 /// The whole summary: a title, the run's identity, then the tables.
@@ -80,13 +80,11 @@ pub(crate) fn fault_row(f: &crate::checks::fault_table::FaultRow) -> Vec<String>
         (_, Some(s)) => format!("{}s", fmt_num(s)),
         (_, None) => "never".to_owned(),
     };
+    let (action, target) = shown(f.action, &f.target, f.to.as_deref(), f.toxic.as_ref());
     vec![
         format!("{}s", fmt_num(f.at)),
-        f.action.to_string(),
-        match &f.to {
-            Some(version) => format!("{} to {version}", f.target),
-            None => f.target.clone(),
-        },
+        action,
+        target,
         f.players_hit.to_string(),
         back(b.p50),
         back(b.p90),
@@ -184,6 +182,7 @@ mod tests {
                     at: 1.0,
                     via: None,
                     to: None,
+                    toxic: None,
                 },
             ),
             h::on(0.5, 1, "node-1"),

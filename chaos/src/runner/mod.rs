@@ -730,7 +730,7 @@ async fn hold(
             stage.topology.clone(),
         ));
     }
-    control.reset();
+    control.heal();
     // A service action under way ends as it would on a timeline (its `for` runs out).
     control.finish_actions().await;
     record_replay(&control, dir, log);

@@ -70,17 +70,28 @@ pub(super) fn slow_close(r: &Reader<'_>) -> Result<Action, PlanError> {
     through_the_proxy(r, LinkFault::SlowClose { delay })
 }
 
+/// `close: reset` ends each connection with a TCP RST instead of a FIN (Toxiproxy's
+/// reset_peer); `after: 0s` is then a reset at once, as reset_peer's `timeout: 0`, where with a
+/// FIN it is never.
 pub(super) fn timeout(r: &Reader<'_>) -> Result<Action, PlanError> {
     let after = r.needed(
         "after",
         r.duration("after")?,
         "when connections close; 0s: never",
     )?;
+    let reset = match r.text("close")? {
+        None | Some("fin") => false,
+        Some("reset") => true,
+        Some(other) => {
+            let message = format!("unknown close `{other}` (fin or reset)");
+            return Err(r.err("close", message));
+        }
+    };
     through_the_proxy(
         r,
         LinkFault::Timeout {
-            after: (!after.is_zero()).then_some(after),
-            reset: false,
+            after: (reset || !after.is_zero()).then_some(after),
+            reset,
         },
     )
 }
@@ -90,10 +101,27 @@ pub(super) fn limit_data(r: &Reader<'_>) -> Result<Action, PlanError> {
     through_the_proxy(r, LinkFault::LimitData { bytes })
 }
 
+/// `variation`: each piece `bytes` ± that much, drawn (Toxiproxy's `size_variation`).
 pub(super) fn slicer(r: &Reader<'_>) -> Result<Action, PlanError> {
     let bytes = r.positive("bytes", "the size of a piece")?;
+    let variation = match r.integer("variation")? {
+        None => 0,
+        Some(n) => usize::try_from(n).map_err(|_| {
+            r.err(
+                "variation",
+                format!("`variation` is a whole number of bytes, at least 0, not {n}"),
+            )
+        })?,
+    };
     let delay = r.duration("delay")?.unwrap_or_default();
-    through_the_proxy(r, LinkFault::Slicer { bytes, delay })
+    through_the_proxy(
+        r,
+        LinkFault::Slicer {
+            bytes,
+            variation,
+            delay,
+        },
+    )
 }
 
 fn through_the_proxy(r: &Reader<'_>, fault: LinkFault) -> Result<Action, PlanError> {
@@ -231,12 +259,22 @@ pub(super) fn write(action: &Action, keys: &mut Keys) {
                 }
                 LinkFault::Bandwidth { kbps } => keys.set("kbps", kbps),
                 LinkFault::SlowClose { delay } => keys.duration("delay", delay),
-                LinkFault::Timeout { after, .. } => {
-                    keys.duration("after", after.unwrap_or_default())
+                LinkFault::Timeout { after, reset } => {
+                    keys.duration("after", after.unwrap_or_default());
+                    if reset {
+                        keys.set("close", "reset");
+                    }
                 }
                 LinkFault::LimitData { bytes } => keys.set("bytes", bytes),
-                LinkFault::Slicer { bytes, delay } => {
+                LinkFault::Slicer {
+                    bytes,
+                    variation,
+                    delay,
+                } => {
                     keys.set("bytes", bytes);
+                    if variation > 0 {
+                        keys.set("variation", variation);
+                    }
                     keys.duration("delay", delay);
                 }
             }

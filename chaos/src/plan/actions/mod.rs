@@ -144,7 +144,7 @@ pub(crate) const SPECS: [Spec; 19] = [
         kind: ActionKind::Timeout,
         name: "timeout",
         aim: Aim::Link,
-        parameters: on_a_link!("after"),
+        parameters: on_a_link!("after", "close"),
         read: link_faults::timeout,
     },
     Spec {
@@ -158,7 +158,7 @@ pub(crate) const SPECS: [Spec; 19] = [
         kind: ActionKind::Slicer,
         name: "slicer",
         aim: Aim::Link,
-        parameters: on_a_link!("bytes", "delay"),
+        parameters: on_a_link!("bytes", "variation", "delay"),
         read: link_faults::slicer,
     },
     Spec {
@@ -192,7 +192,7 @@ pub(crate) const SPECS: [Spec; 19] = [
 ];
 
 /// Every parameter key, in the order an entry is written back after its action.
-const PARAMETERS: [&str; 15] = [
+const PARAMETERS: [&str; 17] = [
     "gap",
     "to",
     "for",
@@ -204,8 +204,10 @@ const PARAMETERS: [&str; 15] = [
     "toxicity",
     "kbps",
     "bytes",
+    "variation",
     "delay",
     "after",
+    "close",
     "limit",
     "offset",
 ];

@@ -145,9 +145,11 @@ pub enum LinkFault {
     LimitData {
         bytes: u64,
     },
-    /// Data is written in pieces of `bytes` (0 counts as 1), `delay` between pieces.
+    /// Data is written in pieces of `bytes` ± `variation` (0 counts as 1), drawn per piece,
+    /// `delay` between pieces.
     Slicer {
         bytes: usize,
+        variation: usize,
         delay: Duration,
     },
 }
@@ -172,9 +174,20 @@ impl std::fmt::Display for LinkFault {
             }
             LinkFault::Timeout { after: None, .. } => f.write_str("never closed"),
             LinkFault::LimitData { bytes } => write!(f, "{bytes} bytes"),
-            LinkFault::Slicer { bytes, delay } => {
-                write!(f, "{bytes}-byte pieces {} apart", format(*delay))
-            }
+            LinkFault::Slicer {
+                bytes,
+                variation: 0,
+                delay,
+            } => write!(f, "{bytes}-byte pieces {} apart", format(*delay)),
+            LinkFault::Slicer {
+                bytes,
+                variation,
+                delay,
+            } => write!(
+                f,
+                "{bytes}±{variation}-byte pieces {} apart",
+                format(*delay)
+            ),
         }
     }
 }

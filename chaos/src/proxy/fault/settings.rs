@@ -11,6 +11,7 @@ use super::latency::Latency;
 use super::limit_data::Limit;
 use super::slicer::Slice;
 use super::timeout::Timeout;
+use super::toxicity::spread;
 use super::{Direction, LinkFault, LinkFaultKind, PartitionMode, Toxicity, Ways};
 
 #[derive(Debug, Clone, Copy)]
@@ -134,10 +135,19 @@ impl Settings {
                         generation: active.generation,
                     });
                 }
-                LinkFault::Slicer { bytes, delay } => {
+                LinkFault::Slicer {
+                    bytes,
+                    variation,
+                    delay,
+                } => {
+                    // The connection's serial and direction (and the run's seed, with a
+                    // toxicity) pick its sizes.
+                    let run = active.toxicity.map_or(0, |toxicity| toxicity.seed);
                     on.slice = Some(Slice {
                         bytes: bytes.max(1),
+                        variation,
                         delay,
+                        seed: run ^ spread(serial.wrapping_mul(2).wrapping_add(index as u64)),
                     });
                 }
             }

@@ -24,13 +24,15 @@ impl Toxicity {
     }
 }
 
-/// Spreads (serial, kind) over 64 bits (splitmix64's finaliser), so nearby serials seed far apart.
+/// Spreads (serial, kind) over 64 bits, so nearby serials seed far apart.
 fn mix(serial: u64, kind: LinkFaultKind) -> u64 {
     let kinds = LinkFaultKind::ALL.len() as u64;
-    let mut z = serial
-        .wrapping_mul(kinds)
-        .wrapping_add(kind.index() as u64)
-        .wrapping_add(0x9E37_79B9_7F4A_7C15);
+    spread(serial.wrapping_mul(kinds).wrapping_add(kind.index() as u64))
+}
+
+/// splitmix64: `z` spread over 64 bits, so nearby numbers land far apart.
+pub(super) fn spread(z: u64) -> u64 {
+    let mut z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)

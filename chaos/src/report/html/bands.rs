@@ -221,6 +221,7 @@ mod tests {
             at: 0.0,
             via: None,
             to: None,
+            toxic: None,
         }
     }
 
