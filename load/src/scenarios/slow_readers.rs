@@ -22,12 +22,13 @@ use crate::scenarios::Ctx;
 /// Activity changes of a flood at most: many times what the cloud's queue (256 events) and
 /// the sockets between it and the reader hold, so that a reader this slow surely overflows it.
 pub const FLOOD: u32 = 3_000;
-/// Friends that flood a reader at once, each with its share of [`FLOOD`]: one friend's
-/// changes one after the other come too slowly from a node on PostgreSQL.
-const SENDERS: usize = 4;
-/// Each sender's pace: together far above what a slow reader takes (50 a second), yet a
+/// Friends that flood a reader at once, each with its share of [`FLOOD`]: each waits for its
+/// change's answer before the next, so on a busy node (tens of ms a write) four brought 120
+/// to 200 a second, too close to what a slow reader takes; eight bring twice that.
+const SENDERS: usize = 8;
+/// Each sender's pace: together far above what a slow reader takes (100 a second), yet a
 /// small share of what one SQLite node writes, so the players beside it play on.
-const FLOOD_EVERY: Duration = Duration::from_millis(10);
+const FLOOD_EVERY: Duration = Duration::from_millis(20);
 /// How long the reader waits, after the flood, for the cloud to close it.
 const CLOSE_WAIT: Duration = Duration::from_secs(15);
 /// Time a spell may take (flood, close, reconnect): none starts later than this before the end.
