@@ -49,7 +49,7 @@ impl<'a> WelcomeClock<'a> {
         }
     }
 
-    /// The step that ends now: `turn`, `token`, `register`, `replace` or `announce`.
+    /// The step that ends now: `turn`, `register`, `replace` or `announce`.
     pub fn step(&mut self, step: &'static str) {
         let now = Instant::now();
         self.observe(step, now - self.lap);
@@ -188,7 +188,7 @@ impl Default for Metrics {
         );
         r.register(
             "welcome_step_seconds",
-            "From an event socket's upgrade to its welcome, by step: turn (other sockets of the account first), token (registered on this node, the token read again), register (the connection's record), replace (the old node's close), announce (friends told), welcome (all of it)",
+            "From an event socket's upgrade to its welcome, by step: turn (other sockets of the account first), register (on this node, then the connection's record with its token checked), replace (the old node's close), announce (friends told), welcome (all of it)",
             m.welcome_steps.clone(),
         );
         r.register(

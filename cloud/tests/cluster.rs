@@ -43,7 +43,7 @@ async fn a_connection_on_node_b_replaces_one_on_node_a_with_4001() {
     // Each welcome's steps are timed; only B's had an old connection to close.
     let steps = |step: &str| format!("anyplay_welcome_step_seconds_count{{step=\"{step}\"}}");
     for (node, welcomes, replaced) in [(a, 2.0, 0.0), (b, 1.0, 1.0)] {
-        for step in ["turn", "token", "register", "welcome"] {
+        for step in ["turn", "register", "welcome"] {
             assert_eq!(
                 node.metric(&steps(step)).await,
                 welcomes,

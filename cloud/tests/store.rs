@@ -32,24 +32,26 @@ async fn registrations_at_once_each_see_a_previous_but_the_first() {
     let stores = [open(&cloud).await, open(&cloud).await];
     let mut sql = cloud.sql().await;
     let (account, lease) = (ann.id, Duration::from_secs(10));
+    let token = std::sync::Arc::new(ann.access.clone());
     for round in 0..20 {
         sql.execute(format!("DELETE FROM connections WHERE account_id = {}", ann.id).as_str())
             .await
             .unwrap();
         let at_once: Vec<_> = (0..4)
             .map(|i| {
-                let store = stores[i % 2].clone();
+                let (store, token) = (stores[i % 2].clone(), token.clone());
                 tokio::spawn(async move {
                     let id = format!("r{round}-{i}");
                     store
-                        .register_connection(account, &id, &format!("store-{i}"), lease)
+                        .register_connection(account, &token, &id, &format!("store-{i}"), lease)
                         .await
                 })
             })
             .collect();
         let mut replaced = 0;
         for task in at_once {
-            replaced += usize::from(task.await.unwrap().unwrap().previous.is_some());
+            let registered = task.await.unwrap().unwrap().expect("a valid token");
+            replaced += usize::from(registered.previous.is_some());
         }
         assert_eq!(replaced, 3, "round {round}: registrations that saw another");
     }

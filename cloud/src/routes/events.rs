@@ -121,20 +121,18 @@ async fn serve(
             .hub
             .close_account(account_id, Some(&connection_id), CloseCode::GoingAway);
     }
-    // A logout that closed the account's connections between the token's check and the
-    // registration above missed this one: the token is read again, now that a later
-    // logout's close finds it.
-    if let Ok(owner) = state.store.account_for_access_token(&token).await {
-        if owner != Some(account_id) {
-            state
-                .hub
-                .close_account(account_id, Some(&connection_id), CloseCode::SignedOut);
-        }
-    }
-    clock.step("token");
+    // The record is written only while the token is still valid: a logout that closed the
+    // account's connections since the token's check above missed this one, and a later
+    // one finds the record (local first, then by the record, over the bus).
     let registered = match state
         .store
-        .register_connection(account_id, &connection_id, &node, state.config.lease_expiry)
+        .register_connection(
+            account_id,
+            &token,
+            &connection_id,
+            &node,
+            state.config.lease_expiry,
+        )
         .await
     {
         Ok(r) => r,
@@ -146,8 +144,16 @@ async fn serve(
     };
     drop(turn);
     clock.step("register");
-    let mut came_online = registered.previous.is_none();
-    let previous = registered.previous.filter(|p| p.node != node);
+    // Signed out meanwhile: no record, nobody told; the welcome is followed by 4003.
+    if registered.is_none() {
+        state
+            .hub
+            .close_account(account_id, Some(&connection_id), CloseCode::SignedOut);
+    }
+    let mut came_online = registered.as_ref().is_some_and(|r| r.previous.is_none());
+    let previous = registered
+        .and_then(|r| r.previous)
+        .filter(|p| p.node != node);
     #[cfg(feature = "seeded-defects")]
     let previous = previous.filter(|_| !crate::defects::active(SeededDefect::NoCrossNodeReplace));
     if let Some(previous) = previous {

@@ -75,7 +75,7 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn hash(token: &str) -> String {
+pub(super) fn hash(token: &str) -> String {
     hex(&Sha256::digest(token.as_bytes()))
 }
 

@@ -57,19 +57,29 @@ pub struct Reasserted {
 }
 
 impl Store {
-    /// Makes `connection_id` on `node` the account's one connection, and returns the
-    /// live one it replaced. Written with other registrations waiting at the same
-    /// time, in one statement (see `connection_writes`).
+    /// Makes `connection_id` on `node` the account's one connection while `token` is still
+    /// one of its valid access tokens, and returns the live one it replaced; `None` when the
+    /// token was revoked (a logout) or expired, and nothing was written. A logout that
+    /// revokes the token at the same moment either comes first, or waits for the record and
+    /// then finds it to close. Written with other registrations waiting at the same time,
+    /// in one statement (see `connection_writes`).
     pub async fn register_connection(
         &self,
         account_id: i64,
+        token: &str,
         connection_id: &str,
         node: &str,
         lease: Duration,
-    ) -> StoreResult<Registered> {
+    ) -> StoreResult<Option<Registered>> {
         self.inner
             .connection_writes
-            .register(account_id, connection_id, node, lease)
+            .register(
+                account_id,
+                super::auth::hash(token),
+                connection_id,
+                node,
+                lease,
+            )
             .await
     }
 
@@ -227,7 +237,7 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    use super::super::sessions::fixture::{account, exec, postgres, sqlite};
+    use super::super::sessions::fixture::{account, exec, postgres, register, sqlite};
     use super::*;
 
     #[tokio::test]
@@ -272,10 +282,7 @@ mod tests {
             (cat, "elsewhere"),
         ] {
             let id = format!("{who}-conn");
-            store
-                .register_connection(who, &id, on, short)
-                .await
-                .expect("register");
+            register(store, who, &id, on, short).await;
         }
         let before = [
             lease_of(store, ann).await,
@@ -311,10 +318,7 @@ mod tests {
         let node = format!("held-{ann}");
         for who in [ann, bob] {
             let id = format!("{who}-conn");
-            store
-                .register_connection(who, &id, &node, Duration::from_secs(5))
-                .await
-                .expect("register");
+            register(&store, who, &id, &node, Duration::from_secs(5)).await;
         }
         let mut holder = store.begin().await.expect("begin");
         sqlx::query("SELECT 1 FROM connections WHERE account_id = $1 FOR UPDATE")
@@ -346,12 +350,10 @@ mod tests {
         let lease = Duration::from_secs(30);
         let (first, second, third) = (format!("{ann}-a"), format!("{ann}-b"), format!("{ann}-c"));
 
-        let none = store.register_connection(ann, &first, "n1", lease).await;
-        assert_eq!(none.expect("register").previous, None);
-        let replaced = store
-            .register_connection(ann, &second, "n2", lease)
+        let none = register(store, ann, &first, "n1", lease).await;
+        assert_eq!(none.previous, None);
+        let replaced = register(store, ann, &second, "n2", lease)
             .await
-            .expect("register")
             .previous
             .expect("the first one");
         assert_eq!(
@@ -368,13 +370,13 @@ mod tests {
             cluster_now_ms() - 1,
         )
         .await;
-        let expired = store.register_connection(ann, &third, "n1", lease).await;
-        assert_eq!(expired.expect("register").previous, None);
+        let expired = register(store, ann, &third, "n1", lease).await;
+        assert_eq!(expired.previous, None);
 
         // Gone offline in between: nothing is replaced, whatever the row held before.
         assert!(!store.remove_connection(ann, &second).await.expect("remove"));
         assert!(store.remove_connection(ann, &third).await.expect("remove"));
-        let fresh = store.register_connection(ann, &first, "n2", lease).await;
-        assert_eq!(fresh.expect("register").previous, None);
+        let fresh = register(store, ann, &first, "n2", lease).await;
+        assert_eq!(fresh.previous, None);
     }
 }

@@ -99,6 +99,16 @@ impl Backend {
             Backend::Postgres => " FOR UPDATE",
         }
     }
+
+    /// Row-lock suffix that keeps the rows read from the table named `alias` from being
+    /// deleted until the statement's transaction ends (a delete waits, or one that came
+    /// first hides them). SQLite's single writer already does.
+    pub fn for_share_of(self, alias: &str) -> String {
+        match self {
+            Backend::Sqlite => String::new(),
+            Backend::Postgres => format!(" FOR SHARE OF {alias}"),
+        }
+    }
 }
 
 /// The store handle; cheap to clone.
@@ -276,7 +286,7 @@ impl Store {
         };
         let store = Inner {
             backend,
-            connection_writes: ConnectionWrites::start(writer.clone(), metrics.clone()),
+            connection_writes: ConnectionWrites::start(writer.clone(), backend, metrics.clone()),
             friend_writes: FriendWrites::start(
                 writer.clone(),
                 pool.clone(),

@@ -155,7 +155,7 @@ pub(super) async fn presence_and_friends_of(
 
 #[cfg(test)]
 mod tests {
-    use super::super::sessions::fixture::{account, befriend, exec, postgres, sqlite};
+    use super::super::sessions::fixture::{account, befriend, exec, postgres, register, sqlite};
     use super::*;
 
     #[tokio::test]
@@ -199,10 +199,7 @@ mod tests {
         );
 
         let lease = std::time::Duration::from_secs(30);
-        store
-            .register_connection(bob, &format!("{bob}-p"), "n1", lease)
-            .await
-            .expect("register");
+        register(store, bob, &format!("{bob}-p"), "n1", lease).await;
         let (presence, friends) = store.presence_and_friends(bob).await.expect("read");
         assert_eq!(friends, vec![ann]);
         assert!(presence.online);

@@ -421,6 +421,44 @@ pub(super) mod fixture {
         id
     }
 
+    /// A valid access token of `account`, as a sign-in issues one.
+    pub async fn token(store: &Store, account: i64) -> String {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let token = format!(
+            "token-of-{account}-{}-{}",
+            now_ms(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut tx = store.begin().await.expect("begin");
+        sqlx::query(
+            "INSERT INTO access_tokens (token_hash, account_id, expires_at) VALUES ($1, $2, $3)",
+        )
+        .bind(crate::store::auth::hash(&token))
+        .bind(account)
+        .bind(now_ms() + 3_600_000)
+        .execute(&mut *tx.tx)
+        .await
+        .expect("insert token");
+        tx.commit().await.expect("commit");
+        token
+    }
+
+    /// Registers a connection of `account` with a token of its own, as a welcome does.
+    pub async fn register(
+        store: &Store,
+        account: i64,
+        connection_id: &str,
+        node: &str,
+        lease: Duration,
+    ) -> crate::store::Registered {
+        let token = token(store, account).await;
+        store
+            .register_connection(account, &token, connection_id, node, lease)
+            .await
+            .expect("register")
+            .expect("a valid token")
+    }
+
     pub async fn exec(store: &Store, sql: &str, a: i64, b: i64) {
         let mut tx = store.begin().await.expect("begin");
         sqlx::query(sql)
