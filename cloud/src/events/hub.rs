@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, watch};
 
 use super::event::Payload;
+use super::turns::{Turn, Turns};
 use crate::metrics::Metrics;
 
 /// Close codes the server uses.
@@ -132,33 +133,25 @@ pub struct ConnectionInfo {
 pub struct Hub {
     queue_len: usize,
     conns: Mutex<HashMap<i64, Handle>>,
-    /// One connection of an account registers at a time here (by stripes of accounts), so
-    /// the store records them in the order the hub took them: its record is the hub's
-    /// newest, and a renewal never closes that one as replaced.
-    turns: Box<[tokio::sync::Mutex<()>]>,
+    /// One connection of an account registers at a time here (see [`Turns`]).
+    turns: Turns,
     metrics: Arc<Metrics>,
 }
-
-/// Accounts sharing a registration turn: registrations of one account are rare, of
-/// different accounts seldom on one stripe.
-const TURNS: usize = 1024;
 
 impl Hub {
     pub fn new(queue_len: usize, metrics: Arc<Metrics>) -> Hub {
         Hub {
             queue_len,
             conns: Mutex::new(HashMap::new()),
-            turns: (0..TURNS).map(|_| tokio::sync::Mutex::new(())).collect(),
+            turns: Turns::default(),
             metrics,
         }
     }
 
     /// The account's registration turn: held from [`Hub::register`] until the store has
     /// recorded the connection.
-    pub async fn turn(&self, account_id: i64) -> tokio::sync::MutexGuard<'_, ()> {
-        self.turns[account_id.unsigned_abs() as usize % TURNS]
-            .lock()
-            .await
+    pub async fn turn(&self, account_id: i64) -> Turn<'_> {
+        self.turns.take(account_id).await
     }
 
     fn conns(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Handle>> {
