@@ -123,6 +123,7 @@ pub struct Metrics {
     pub connections_open: Gauge,
     pub connections_closed: Family<CloseLabels, Counter>,
     pub welcome_steps: Family<StepLabels, Histogram>,
+    pub welcomes_shed: Counter,
     pub events_sent: Counter,
     pub presence_fanout: Counter,
     pub slow_consumers: Counter,
@@ -156,6 +157,7 @@ impl Default for Metrics {
             connections_open: Gauge::default(),
             connections_closed: Family::default(),
             welcome_steps: Family::new_with_constructor(|| Histogram::new(latency_buckets())),
+            welcomes_shed: Counter::default(),
             events_sent: Counter::default(),
             presence_fanout: Counter::default(),
             slow_consumers: Counter::default(),
@@ -190,6 +192,11 @@ impl Default for Metrics {
             "welcome_step_seconds",
             "From an event socket's upgrade to its welcome, by step: turn (other sockets of the account first), register (on this node, then the connection's record with its token checked), replace (the old node's close), announce (friends told), welcome (all of it)",
             m.welcome_steps.clone(),
+        );
+        r.register(
+            "welcomes_shed",
+            "Event sockets given up before their welcome because the client had gone (closed while waiting for its turn or its record)",
+            m.welcomes_shed.clone(),
         );
         r.register(
             "events_sent",

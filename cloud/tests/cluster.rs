@@ -22,6 +22,40 @@ async fn listed(node: &TestNode, account_id: i64) -> Vec<Value> {
         .collect()
 }
 
+/// A client that gives up before its welcome (a storm's clients wait 10 s for one, then try
+/// again) is shed while its record waits: the node drops it, counts it, and never welcomes or
+/// lists it.
+#[tokio::test]
+async fn a_client_gone_before_its_welcome_is_shed_while_its_record_waits() {
+    use sqlx::Connection;
+    let cloud = TestCloud::pair(&[]).await;
+    let ann = cloud.signup("ann").await;
+    let a = cloud.node(0);
+    // Ann's token held as a logout would hold it: her registration waits for it.
+    let mut sql = cloud.sql().await;
+    let mut held = sql.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM access_tokens WHERE account_id = $1 FOR UPDATE")
+        .bind(ann.id)
+        .execute(&mut *held)
+        .await
+        .expect("hold ann's token");
+    let upgraded = a.try_connect(&ann).await.expect("upgraded");
+    drop(upgraded);
+    let shed = "anyplay_welcomes_shed_total";
+    let deadline = Instant::now() + SOON;
+    while a.metric(shed).await < 1.0 {
+        assert!(Instant::now() < deadline, "the gone client was not shed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    held.rollback().await.expect("rollback");
+    assert!(listed(a, ann.id).await.is_empty());
+    let welcomes = "anyplay_welcome_step_seconds_count{step=\"welcome\"}";
+    assert_eq!(a.metric(welcomes).await, 0.0);
+    // Her next connection is welcomed as usual.
+    let (_events, welcome) = a.connect(&ann).await;
+    assert_eq!(welcome["node"], a.id.as_str());
+}
+
 #[tokio::test]
 async fn a_connection_on_node_b_replaces_one_on_node_a_with_4001() {
     let cloud = TestCloud::pair(&[]).await;

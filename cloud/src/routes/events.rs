@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use axum::extract::rejection::QueryRejection;
-use axum::extract::ws::{WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
@@ -96,19 +96,37 @@ fn new_connection_id() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Resolves once a client that has no welcome yet is gone: its stream ended, failed, or
+/// brought a close. Whatever else it sends before its welcome carries nothing.
+async fn client_gone(socket: &mut WebSocket) {
+    while let Some(Ok(message)) = socket.recv().await {
+        if matches!(message, Message::Close(_)) {
+            return;
+        }
+    }
+}
+
 async fn serve(
     state: AppState,
     account_id: i64,
     token: String,
-    socket: WebSocket,
+    mut socket: WebSocket,
     _open: SocketGuard,
 ) {
     let node = state.config.node_id.clone();
     let connection_id = new_connection_id();
     let since = now_ms();
     let mut clock = WelcomeClock::start(&state.metrics.welcome_steps);
-    // Sockets of one account opening at once take turns until their records are stored.
-    let turn = state.hub.turn(account_id).await;
+    // Sockets of one account opening at once take turns until their records are stored. A
+    // client that gave up meanwhile (a storm's clients wait 10 s for a welcome, then try
+    // again) is shed: its turn, record and announcement would only delay the live ones.
+    let turn = tokio::select! {
+        turn = state.hub.turn(account_id) => turn,
+        () = client_gone(&mut socket) => {
+            state.metrics.welcomes_shed.inc();
+            return;
+        }
+    };
     clock.step("turn");
     // Local first: an older connection here is closed (4001) before our welcome.
     let mailbox = state
@@ -124,17 +142,24 @@ async fn serve(
     // The record is written only while the token is still valid: a logout that closed the
     // account's connections since the token's check above missed this one, and a later
     // one finds the record (local first, then by the record, over the bus).
-    let registered = match state
-        .store
-        .register_connection(
-            account_id,
-            &token,
-            &connection_id,
-            &node,
-            state.config.lease_expiry,
-        )
-        .await
-    {
+    let registering = state.store.register_connection(
+        account_id,
+        &token,
+        &connection_id,
+        &node,
+        state.config.lease_expiry,
+    );
+    let registered = tokio::select! {
+        registered = registering => registered,
+        () = client_gone(&mut socket) => {
+            // A write still queued is dropped unwritten; one written already is never
+            // renewed, and its lease runs out unless a newer connection replaces it first.
+            state.hub.unregister(account_id, &connection_id);
+            state.metrics.welcomes_shed.inc();
+            return;
+        }
+    };
+    let registered = match registered {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(account_id, error = %e, "could not record a connection");
