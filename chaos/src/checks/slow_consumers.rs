@@ -434,6 +434,12 @@ mod tests {
         check(history, &Model::of(history), 0)
     }
 
+    /// Asserts `result` failed, saying `why`.
+    fn failed_with(result: &CheckResult, why: &str) {
+        assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
+        assert!(result.detail.contains(why), "{}", result.detail);
+    }
+
     /// `history` with `more` among its records, in time order.
     fn with(history: &History, more: Vec<(f64, Event)>) -> History {
         let mut all: Vec<(f64, Event)> = history.iter().map(|(t, e)| (t, e.clone())).collect();
@@ -493,12 +499,7 @@ mod tests {
         );
         // Behind 780: more than the sockets hold, so the cloud queued far more than 256.
         let result = judged(&read_30_a_second(close(28.0)));
-        assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
-        assert!(
-            result.detail.contains("not closed within 750 events"),
-            "{}",
-            result.detail
-        );
+        failed_with(&result, "not closed within 750 events");
     }
 
     #[test]
@@ -519,12 +520,7 @@ mod tests {
         let result = judged(&read_30_a_second(dropped(12.0)));
         assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
         let result = judged(&with(&read_30_a_second(dropped(29.0)), drop(28.9)));
-        assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
-        assert!(
-            result.detail.contains("not closed within 750 events"),
-            "{}",
-            result.detail
-        );
+        failed_with(&result, "not closed within 750 events");
     }
 
     #[test]

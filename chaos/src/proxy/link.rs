@@ -114,6 +114,8 @@ where
 {
     let mut link = faults.link(direction);
     let mut buf = vec![0; STRAIGHT_FIRST];
+    // Out of descriptors once, the stream keeps copying: no pipe asked for at every read.
+    let mut no_pipe = false;
     loop {
         if !link.is_clear() {
             return Ok(false);
@@ -133,17 +135,22 @@ where
         }
         if buf.len() < largest {
             buf.resize((buf.len() * 2).min(largest), 0);
-        } else if let (Some(tcp_from), Some(tcp_to)) = (from.tcp(), to.tcp()) {
+        } else if let (Some(tcp_from), Some(tcp_to), false) = (from.tcp(), to.tcp(), no_pipe) {
             // Game messages never get here, so a storm's thousands of connections cost no pipes.
-            match Pipe::new(largest) {
-                Ok(pipe) => match pipe
-                    .forward(direction, tcp_from, tcp_to, &mut link, counters)
-                    .await?
-                {
-                    Spliced::Ended => break,
-                    Spliced::Faulted => return Ok(false),
-                },
-                Err(error) => tracing::debug!(%error, "proxy: no pipe, copying through memory"),
+            let pipe = match Pipe::new(largest) {
+                Ok(pipe) => pipe,
+                Err(error) => {
+                    tracing::debug!(%error, "proxy: no pipe, copying through memory");
+                    no_pipe = true;
+                    continue;
+                }
+            };
+            match pipe
+                .forward(direction, tcp_from, tcp_to, &mut link, counters)
+                .await?
+            {
+                Spliced::Ended => break,
+                Spliced::Faulted => return Ok(false),
             }
         }
     }

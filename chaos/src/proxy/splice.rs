@@ -167,7 +167,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_pipe_moves_a_stream_in_order_and_counts_its_bytes() {
-        let (mut sender, from) = pair().await;
+        let (sender, from) = pair().await;
         let (to, mut receiver) = pair().await;
         let faults = Faults::new();
         let connection = ConnectionFaults::new(&faults, 0);
@@ -175,10 +175,7 @@ mod tests {
         let counters = Counters::default();
         let sent = pattern(4 << 20);
         let feeding = async {
-            for piece in sent.chunks(256 * 1024) {
-                sender.write_all(piece).await.expect("write");
-            }
-            sender.shutdown().await.expect("FIN");
+            send(sender, sent.clone()).await;
         };
         let pipe = Pipe::new(STRAIGHT_CHUNK).expect("pipe");
         let forwarding = async {

@@ -222,14 +222,20 @@ async fn await_close_reply<R, E>(rx: &mut R, wait: Duration)
 where
     R: Stream<Item = Result<Message, E>> + Unpin,
 {
-    let _ = tokio::time::timeout(wait, async {
-        while let Some(Ok(msg)) = rx.next().await {
-            if matches!(msg, Message::Close(_)) {
-                break;
-            }
+    let _ = tokio::time::timeout(wait, client_closed(rx)).await;
+}
+
+/// Resolves once the client is gone: its stream ended, failed, or brought a close frame.
+/// Whatever else it sends meanwhile carries nothing.
+pub async fn client_closed<R, E>(rx: &mut R)
+where
+    R: Stream<Item = Result<Message, E>> + Unpin,
+{
+    while let Some(Ok(msg)) = rx.next().await {
+        if matches!(msg, Message::Close(_)) {
+            return;
         }
-    })
-    .await;
+    }
 }
 
 fn close_frame(code: CloseCode) -> Message {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use axum::extract::rejection::QueryRejection;
-use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::ws::{WebSocket, WebSocketUpgrade};
 use axum::extract::{Query, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
@@ -96,16 +96,6 @@ fn new_connection_id() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// Resolves once a client that has no welcome yet is gone: its stream ended, failed, or
-/// brought a close. Whatever else it sends before its welcome carries nothing.
-async fn client_gone(socket: &mut WebSocket) {
-    while let Some(Ok(message)) = socket.recv().await {
-        if matches!(message, Message::Close(_)) {
-            return;
-        }
-    }
-}
-
 async fn serve(
     state: AppState,
     account_id: i64,
@@ -122,7 +112,7 @@ async fn serve(
     // again) is shed: its turn, record and announcement would only delay the live ones.
     let turn = tokio::select! {
         turn = state.hub.turn(account_id) => turn,
-        () = client_gone(&mut socket) => {
+        () = connection::client_closed(&mut socket) => {
             state.metrics.welcomes_shed.inc();
             return;
         }
@@ -151,7 +141,7 @@ async fn serve(
     );
     let registered = tokio::select! {
         registered = registering => registered,
-        () = client_gone(&mut socket) => {
+        () = connection::client_closed(&mut socket) => {
             // A write still queued is dropped unwritten; one written already is never
             // renewed, and its lease runs out unless a newer connection replaces it first.
             state.hub.unregister(account_id, &connection_id);
