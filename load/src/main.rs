@@ -89,10 +89,17 @@ fn runtime(threads: Option<usize>) -> Option<tokio::runtime::Runtime> {
     if let Err(e) = budget::open_file_limit() {
         tracing::warn!("could not raise the open-files limit: {e}");
     }
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(threads) = threads {
-        builder.worker_threads(threads);
-    }
+    let mut builder = match threads {
+        // One thread is the caller's: a worker beside it would be woken across threads
+        // for every task the caller's future spawns.
+        Some(1) => tokio::runtime::Builder::new_current_thread(),
+        Some(threads) => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            builder.worker_threads(threads);
+            builder
+        }
+        None => tokio::runtime::Builder::new_multi_thread(),
+    };
     match builder.enable_all().build() {
         Ok(runtime) => Some(runtime),
         Err(e) => {
@@ -127,7 +134,7 @@ fn ride(args: anyplay_load::settings::ClientArgs) -> ExitCode {
 
 /// `anyplay-load agent`: serves runs until killed.
 fn serve(args: AgentArgs) -> ExitCode {
-    let Some(runtime) = runtime(None) else {
+    let Some(runtime) = runtime(Some(args.threads.into())) else {
         return ExitCode::FAILURE;
     };
     match runtime.block_on(agents::agent::serve(args)) {
