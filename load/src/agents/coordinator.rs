@@ -39,6 +39,12 @@ use crate::target::Target;
 pub const SILENCE: Duration = Duration::from_secs(5);
 /// How long an agent may take to answer a request.
 const REQUEST_WAIT: Duration = Duration::from_secs(10);
+/// How often an agent done with a phase hears from the coordinator while others still play
+/// it: an agent gives its run up after a minute of silence (a 50,000-player storm's slowest
+/// share took longer than that after the others were back).
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// How long the coordinator waits for an answer to a keep-alive.
+const KEEP_ALIVE_WAIT: Duration = Duration::from_secs(2);
 /// How long an agent may take to stop its players and answer the finish.
 const FINISH_WAIT: Duration = Duration::from_secs(30);
 /// How long the facts an agent sent before its finish may take to arrive after it.
@@ -451,9 +457,11 @@ impl Coordinator {
             }
         }
         let mut lost = Vec::new();
+        let mut said = Instant::now();
         loop {
             let heard = self.heard.notified();
             let mut waiting = false;
+            let mut done = Vec::new();
             for name in &live {
                 let silent = {
                     let links = lock(&self.links);
@@ -473,7 +481,10 @@ impl Coordinator {
                                 format!("{}: {error}", phase.name()),
                             ))
                         }
-                        Some(_) => continue,
+                        Some(_) => {
+                            done.push(name);
+                            continue;
+                        }
                         None => link.last_seen.elapsed() > SILENCE,
                     }
                 };
@@ -486,6 +497,14 @@ impl Coordinator {
             }
             if !waiting {
                 break;
+            }
+            if said.elapsed() >= KEEP_ALIVE {
+                // Any request will do; what the answer says is not needed.
+                let asked = done
+                    .into_iter()
+                    .map(|name| self.ask(name, &Request::Clock, KEEP_ALIVE_WAIT));
+                join_all(asked).await;
+                said = Instant::now();
             }
             tokio::select! {
                 _ = heard => {}
