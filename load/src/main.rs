@@ -134,7 +134,7 @@ fn ride(args: anyplay_load::settings::ClientArgs) -> ExitCode {
 
 /// `anyplay-load agent`: serves runs until killed.
 fn serve(args: AgentArgs) -> ExitCode {
-    let Some(runtime) = runtime(Some(args.threads.into())) else {
+    let Some(runtime) = runtime(None) else {
         return ExitCode::FAILURE;
     };
     match runtime.block_on(agents::agent::serve(args)) {

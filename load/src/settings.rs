@@ -348,10 +348,6 @@ pub struct AgentArgs {
     /// Trust this CA (PEM) beside the system's roots, for https:// nodes.
     #[arg(long)]
     pub ca: Option<PathBuf>,
-    /// Threads that play this agent's players: one, as a run's against running nodes (no
-    /// wake-ups between threads), unless its `sched_lag_ms` in the report says it falls behind.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
-    pub threads: u16,
 }
 
 /// What an agent may play against (`--allow-target`): an address range, or a host name.
