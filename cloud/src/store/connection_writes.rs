@@ -28,16 +28,9 @@ const MAX_ROWS: usize = 100;
 /// The most calls one writer turn takes, so writers queued behind it wait a bounded time.
 const MAX_BATCH: usize = 4 * MAX_ROWS;
 
-/// Queues written side by side on PostgreSQL, each taking the accounts of one remainder
-/// of the account id: a 50,000-player storm's registrations waited seconds for one
-/// statement at a time per node (`anyplay_welcome_step_seconds`, results/agents). An
-/// account always goes to one queue, so its calls keep their order. SQLite has one
-/// writer: one queue.
-const POSTGRES_LANES: usize = 4;
-
 /// The handle the store keeps.
 pub(super) struct ConnectionWrites {
-    lanes: Vec<WriteQueue<Call>>,
+    queue: WriteQueue<Call>,
 }
 
 enum Call {
@@ -79,31 +72,18 @@ impl write_queue::Call for Call {
 }
 
 impl ConnectionWrites {
-    /// Starts the writing tasks, one per lane.
+    /// Starts the writing task.
     pub(super) fn start(writer: Writer, backend: Backend, metrics: PoolMetrics) -> Self {
-        let lanes = match backend {
-            Backend::Sqlite => 1,
-            Backend::Postgres => POSTGRES_LANES,
-        };
-        let lanes = (0..lanes)
-            .map(|_| {
-                let pool = writer.pool.clone();
-                WriteQueue::start(writer.clone(), metrics.clone(), MAX_BATCH, move |calls| {
-                    let pool = pool.clone();
-                    async move {
-                        for group in groups(calls) {
-                            write_group(&pool, backend, group).await;
-                        }
-                    }
-                })
-            })
-            .collect();
-        ConnectionWrites { lanes }
-    }
-
-    /// The queue of `account_id`'s calls.
-    fn lane(&self, account_id: i64) -> &WriteQueue<Call> {
-        &self.lanes[lane_of(account_id, self.lanes.len())]
+        let pool = writer.pool.clone();
+        let queue = WriteQueue::start(writer, metrics, MAX_BATCH, move |calls| {
+            let pool = pool.clone();
+            async move {
+                for group in groups(calls) {
+                    write_group(&pool, backend, group).await;
+                }
+            }
+        });
+        ConnectionWrites { queue }
     }
 
     pub(super) async fn register(
@@ -114,7 +94,7 @@ impl ConnectionWrites {
         node: &str,
         lease: Duration,
     ) -> StoreResult<Option<Registered>> {
-        self.lane(account_id)
+        self.queue
             .ask(|answer| Call::Register {
                 account_id,
                 token_hash,
@@ -127,7 +107,7 @@ impl ConnectionWrites {
     }
 
     pub(super) async fn remove(&self, account_id: i64, connection_id: &str) -> StoreResult<bool> {
-        self.lane(account_id)
+        self.queue
             .ask(|answer| Call::Remove {
                 account_id,
                 connection_id: connection_id.to_string(),
@@ -135,11 +115,6 @@ impl ConnectionWrites {
             })
             .await?
     }
-}
-
-/// The lane, of `lanes`, an account's calls go to.
-fn lane_of(account_id: i64, lanes: usize) -> usize {
-    account_id.rem_euclid(lanes as i64) as usize
 }
 
 /// Splits calls, in order, into groups one statement can write: calls of one kind in
@@ -358,7 +333,7 @@ fn fail(call: Call, e: StoreError) {
 mod tests {
     use super::super::sessions::fixture::{account, postgres, sqlite, token, until_queued};
     use super::super::{ConnectionRecord, Registered, Store};
-    use super::{lane_of, MAX_ROWS, POSTGRES_LANES};
+    use super::MAX_ROWS;
     use std::collections::HashMap;
     use std::time::Duration;
 
@@ -601,54 +576,5 @@ mod tests {
         }
         let online = store.connection_nodes(&accounts).await.unwrap();
         assert_eq!(online.len(), n / 2);
-    }
-
-    #[test]
-    fn an_account_keeps_its_lane_and_every_lane_is_used() {
-        let lanes: Vec<usize> = (-4..8).map(|a| lane_of(a, POSTGRES_LANES)).collect();
-        assert!(lanes.iter().all(|&l| l < POSTGRES_LANES));
-        assert_eq!(
-            lanes[..POSTGRES_LANES],
-            lanes[POSTGRES_LANES..2 * POSTGRES_LANES]
-        );
-        for lane in 0..POSTGRES_LANES {
-            assert!(lanes.contains(&lane), "lane {lane} unused");
-        }
-        assert_eq!(lane_of(12345, 1), 0);
-    }
-
-    /// Accounts of every lane, each with a registration, its removal and a new registration
-    /// queued at once: each account's calls are written in the order they came.
-    #[tokio::test]
-    async fn each_accounts_calls_keep_their_order_across_lanes_on_postgres() {
-        let store = postgres().await;
-        let mut accounts = Vec::new();
-        for _ in 0..2 * POSTGRES_LANES {
-            accounts.push(account(&store, "public").await);
-        }
-        let signed = Signed::of(&store, &accounts).await;
-        let in_order = accounts.iter().map(|&a| {
-            let (store, token) = (&store, &signed.0[&a]);
-            let (first, second) = (format!("{a}-1"), format!("{a}-2"));
-            async move {
-                // join! polls them first in this order: they queue in this order.
-                let (registered, removed, again) = tokio::join!(
-                    store.register_connection(a, token, &first, "node-a", LEASE),
-                    store.remove_connection(a, &first),
-                    store.register_connection(a, token, &second, "node-a", LEASE),
-                );
-                assert_eq!(registered.unwrap(), Some(Registered { previous: None }));
-                assert!(
-                    removed.unwrap(),
-                    "account {a}: removed after it was written"
-                );
-                assert_eq!(again.unwrap(), Some(Registered { previous: None }));
-            }
-        });
-        futures_util::future::join_all(in_order).await;
-        assert_eq!(
-            store.connection_nodes(&accounts).await.unwrap().len(),
-            accounts.len()
-        );
     }
 }
