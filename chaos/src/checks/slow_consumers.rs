@@ -35,7 +35,7 @@ pub const QUEUE: u64 = 256;
 /// point their queue was surely full before their 1013.
 pub const SOCKETS: u64 = 750;
 /// A pause this long between two reads of a reader that was behind: it was starved of time,
-/// not slow by design (it reads every 10 ms).
+/// not slow by design (it reads every 20 ms, then at full speed).
 pub const STARVED: f64 = 2.0;
 /// How long after its spell ended a spell's close may be recorded.
 const CLOSE_AFTER: f64 = 1.0;
@@ -43,7 +43,7 @@ const CLOSE_AFTER: f64 = 1.0;
 /// renewals fail first).
 const STORE_NOTICED: f64 = 10.0;
 /// How long after its node sent it a slow reader may read a close: behind all that its queue
-/// and the sockets held, at half its 100 events a second (a busy machine slows it).
+/// and the sockets held, at its slow pace of 50 events a second.
 const READ_LATE: f64 = (QUEUE + SOCKETS) as f64 / 50.0;
 /// The slow consumer's close code.
 pub const SLOW_CONSUMER: u16 = 1013;

@@ -33,13 +33,13 @@ const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
 /// gigabytes across thousands of players, and even 4 KiB was a fifth of an idle player's
 /// memory. A larger frame still arrives whole: the buffer grows to fit it.
 const READ_BUFFER: usize = 1024;
-/// A slow reader's pause after each event it reads (`--slow-readers`): 100 events a second,
-/// far fewer than its friends' flood brings, yet enough that the cloud's every write to it
-/// finishes within its write timeout and what the sockets hold for it is read within a ping
-/// interval, so its 1013 reaches it. The checks owe the 1013 by the events read past the point
-/// its queue was surely full (up to what the sockets hold, hundreds): at half this pace, on a
-/// busy machine, that took longer than a plan's quiet stretch.
-const SLOW_READ_PAUSE: Duration = Duration::from_millis(10);
+/// A slow reader's pause after each event it reads (`--slow-readers`): 50 events a second,
+/// far fewer than its friends' flood brings (on a slower machine a flood came at about 150 a
+/// second: a reader of 100 a second fell behind too slowly to be surely past its queue within
+/// a plan's quiet stretch), yet enough that the cloud's every write to it finishes within its
+/// write timeout and what the sockets hold for it is read within a ping interval, so its 1013
+/// reaches it. Once surely past its queue it reads at full speed (`slow_readers`).
+const SLOW_READ_PAUSE: Duration = Duration::from_millis(20);
 /// The ping interval a welcome that names none implies (the contract's default).
 const DEFAULT_PING_INTERVAL_S: u64 = 20;
 
@@ -66,6 +66,8 @@ pub(crate) trait Owner: Send + Sync {
     fn next_node_of(&self, device: Device);
     /// Whether its own device reads slowly (`--slow-readers`).
     fn reads_slowly(&self) -> bool;
+    /// Its own device read one event slowly.
+    fn read_one_slowly(&self);
     /// A connection attempt to node `node` opened at `opened` ended its handshake with `status`.
     fn attempted(&self, opened: Instant, status: Status, node: usize);
     /// A connection of `device` had its welcome.
@@ -381,6 +383,7 @@ async fn serve(
                             narrowed = tcp_of(ws.get_ref())
                                 .is_some_and(|tcp| crate::api::net::narrow_for_slow_reading(tcp).is_ok());
                         }
+                        player.read_one_slowly();
                         tokio::time::sleep(SLOW_READ_PAUSE).await;
                     }
                 }

@@ -102,6 +102,8 @@ pub struct Player {
     reserved: AtomicBool,
     /// Its own device's connection reads slowly (`--slow-readers`).
     reading_slowly: AtomicBool,
+    /// Events that connection read slowly since it was last told to.
+    slow_reads: AtomicU64,
 }
 
 /// A player's account and tokens.
@@ -164,6 +166,7 @@ impl Player {
             last_version: AtomicU64::new(0),
             reserved: AtomicBool::new(false),
             reading_slowly: AtomicBool::new(false),
+            slow_reads: AtomicU64::new(0),
         }
     }
 
@@ -252,9 +255,18 @@ impl Player {
         self.reserved.store(false, Ordering::Release);
     }
 
-    /// Whether its own device's connection reads slowly from now on.
+    /// Whether its own device's connection reads slowly from now on; slowly, its reads are
+    /// counted from none.
     pub(crate) fn read_slowly(&self, slowly: bool) {
+        if slowly {
+            self.slow_reads.store(0, Ordering::Release);
+        }
         self.reading_slowly.store(slowly, Ordering::Release);
+    }
+
+    /// Events its own device's connection read slowly since it was last told to.
+    pub(crate) fn slow_reads(&self) -> u64 {
+        self.slow_reads.load(Ordering::Acquire)
     }
 
     pub(crate) fn reads_slowly(&self) -> bool {
@@ -962,6 +974,10 @@ impl Owner for Player {
 
     fn reads_slowly(&self) -> bool {
         Player::reads_slowly(self)
+    }
+
+    fn read_one_slowly(&self) {
+        self.slow_reads.fetch_add(1, Ordering::AcqRel);
     }
 
     fn attempted(&self, opened: Instant, status: Status, node: usize) {
