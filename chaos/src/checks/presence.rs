@@ -42,11 +42,36 @@ struct Change {
     version: u64,
     sent: f64,
     node: String,
+    /// When its delivery window opens: its answer, or a newer change's of its account sent
+    /// before that answer ([`settle`]).
+    settled: f64,
 }
 
 impl Change {
     fn window_end(&self) -> f64 {
-        self.ack + DELIVERY_WINDOW
+        self.settled + DELIVERY_WINDOW
+    }
+}
+
+/// A change answered while a newer one of its account was on its way (sent before that
+/// answer) may have been answered as stale and ignored: the newer one was stored first, and
+/// friends learn of both from its fan-out, which follows its own answer. Such a change is
+/// owed from the newer one's answer (seen: a node slowed by its store answered the older
+/// change 3.1 s before the newer one and its fan-out).
+fn settle(changes: &mut [Change]) {
+    let mut by_account: HashMap<u64, Vec<(u64, f64, f64)>> = HashMap::new();
+    for c in changes.iter() {
+        by_account
+            .entry(c.account)
+            .or_default()
+            .push((c.version, c.sent, c.ack));
+    }
+    for c in changes.iter_mut() {
+        c.settled = by_account[&c.account]
+            .iter()
+            .filter(|(version, sent, _)| *version > c.version && *sent < c.ack)
+            .map(|(_, _, ack)| *ack)
+            .fold(c.ack, f64::max);
     }
 }
 
@@ -119,6 +144,7 @@ pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
                 version: *version,
                 sent: *sent,
                 node: nodes.name(*node_index),
+                settled: t,
             }),
             PlayerFact::Received { conn, event } => {
                 if let Some((from, version, _)) = event.presence {
@@ -139,6 +165,7 @@ pub fn check(history: &History, model: &Model, limit: u64) -> CheckResult {
             _ => {}
         }
     }
+    settle(&mut changes);
     let faults = fault_table::faults(history);
     // SIGKILLs of nodes, from the order to the exit: a change acknowledged in between (or
     // just before) may die with its node on its way to the others (the fan-out follows
@@ -323,6 +350,40 @@ mod tests {
         events.extend(extra);
         let (history, model) = with_model(events);
         check(&history, &model, 0)
+    }
+
+    /// 1's change answered at 10 s while a newer one, sent before that, is answered at 14 s
+    /// with its fan-out: the older may have been ignored as stale, and is owed from 14 s.
+    #[test]
+    fn a_change_overtaken_by_a_newer_one_in_flight_is_owed_from_the_newer_answer() {
+        let result = judge(vec![
+            change(10.0, 1, 100, 9.0, "node-1"),
+            change(14.0, 1, 101, 9.5, "node-1"),
+            presence(14.05, 2, 2, 1, 1, 101),
+            presence(14.05, 3, 3, 1, 1, 101),
+        ]);
+        assert_eq!(result.result, Verdict::Pass, "{result:?}");
+    }
+
+    /// The same, but the newer change was sent after the older's answer: the older was
+    /// applied and owed from its own answer, and came late.
+    #[test]
+    fn a_change_followed_by_a_newer_one_is_owed_from_its_own_answer() {
+        let result = judge(vec![
+            change(10.0, 1, 100, 9.0, "node-1"),
+            change(14.0, 1, 101, 10.5, "node-1"),
+            presence(14.05, 2, 2, 1, 1, 101),
+            presence(14.05, 3, 3, 1, 1, 101),
+        ]);
+        assert_eq!(result.result, Verdict::Fail, "{result:?}");
+        // And overtaken, the newer change's own window still holds both.
+        let result = judge(vec![
+            change(10.0, 1, 100, 9.0, "node-1"),
+            change(14.0, 1, 101, 9.5, "node-1"),
+            presence(17.5, 2, 2, 1, 1, 101),
+            presence(17.5, 3, 3, 1, 1, 101),
+        ]);
+        assert_eq!(result.result, Verdict::Fail, "{result:?}");
     }
 
     #[test]
