@@ -352,16 +352,22 @@ mod tests {
         check(&history, &model, 0)
     }
 
-    /// 1's change answered at 10 s while a newer one, sent before that, is answered at 14 s
-    /// with its fan-out: the older may have been ignored as stale, and is owed from 14 s.
+    /// 1's change 100, sent at 9 s and answered at 10 s, then its change 101, sent at
+    /// `newer_sent` and answered at 14 s; both friends receive 101 at `received`.
+    fn overtaken(newer_sent: f64, received: f64) -> CheckResult {
+        judge(vec![
+            change(10.0, 1, 100, 9.0, "node-1"),
+            change(14.0, 1, 101, newer_sent, "node-1"),
+            presence(received, 2, 2, 1, 1, 101),
+            presence(received, 3, 3, 1, 1, 101),
+        ])
+    }
+
+    /// The newer change was sent before the older's answer: the older may have been ignored
+    /// as stale, and is owed from the newer answer (14 s).
     #[test]
     fn a_change_overtaken_by_a_newer_one_in_flight_is_owed_from_the_newer_answer() {
-        let result = judge(vec![
-            change(10.0, 1, 100, 9.0, "node-1"),
-            change(14.0, 1, 101, 9.5, "node-1"),
-            presence(14.05, 2, 2, 1, 1, 101),
-            presence(14.05, 3, 3, 1, 1, 101),
-        ]);
+        let result = overtaken(9.5, 14.05);
         assert_eq!(result.result, Verdict::Pass, "{result:?}");
     }
 
@@ -369,20 +375,10 @@ mod tests {
     /// applied and owed from its own answer, and came late.
     #[test]
     fn a_change_followed_by_a_newer_one_is_owed_from_its_own_answer() {
-        let result = judge(vec![
-            change(10.0, 1, 100, 9.0, "node-1"),
-            change(14.0, 1, 101, 10.5, "node-1"),
-            presence(14.05, 2, 2, 1, 1, 101),
-            presence(14.05, 3, 3, 1, 1, 101),
-        ]);
+        let result = overtaken(10.5, 14.05);
         assert_eq!(result.result, Verdict::Fail, "{result:?}");
         // And overtaken, the newer change's own window still holds both.
-        let result = judge(vec![
-            change(10.0, 1, 100, 9.0, "node-1"),
-            change(14.0, 1, 101, 9.5, "node-1"),
-            presence(17.5, 2, 2, 1, 1, 101),
-            presence(17.5, 3, 3, 1, 1, 101),
-        ]);
+        let result = overtaken(9.5, 17.5);
         assert_eq!(result.result, Verdict::Fail, "{result:?}");
     }
 
