@@ -16,6 +16,8 @@ pub struct Conn {
     /// When the client sent the upgrade request.
     pub opened: f64,
     pub welcomed: f64,
+    /// How often its node said it pings (s).
+    pub ping_interval: f64,
     pub closed: Option<Close>,
     /// When its player read it slowly on purpose (`slow_readers`): from, until.
     pub slowed: Vec<(f64, f64)>,
@@ -77,6 +79,7 @@ impl Conns {
                     node,
                     device,
                     opened,
+                    ping_interval_s,
                     ..
                 } => {
                     conns.by_id.insert(
@@ -88,6 +91,7 @@ impl Conns {
                             device: device.number(),
                             opened: *opened,
                             welcomed: t,
+                            ping_interval: *ping_interval_s as f64,
                             closed: None,
                             slowed: Vec::new(),
                         },

@@ -497,6 +497,38 @@ mod tests {
         assert_eq!(judge(dropped).result, Verdict::Fail);
     }
 
+    /// Regression (CI, self-test clean): a slow reader reading 5.5 s behind, with pings every
+    /// 2 s, answered them that late and its node closed it for two unanswered pings, with a
+    /// frame without a code, before its queue was full.
+    #[test]
+    fn a_reader_two_ping_intervals_late_may_be_closed_for_its_pings() {
+        let spell = crate::checks::testing::slow_reading;
+        let read_late = |ping_interval_s: u64, delivery: f64| {
+            judge(vec![
+                welcome_pinging(1.0, 1, 1, "node-1", ping_interval_s),
+                spell(2.0, 12.0),
+                change_read(9.0, 1, 1, 2, delivery),
+                change_read(10.0, 1, 1, 2, delivery),
+                closed(10.5, 1, 1, None, CloseFrame),
+            ])
+        };
+        let late = read_late(2, 5.5);
+        assert_eq!(late.result, Verdict::Pass, "{}", late.detail);
+        // A second late against pings every 2 s, or 5.5 s against every 20 s: both pings of
+        // the last two intervals could be answered in time; the close has no reason.
+        for (interval, delivery) in [(2, 1.0), (20, 5.5)] {
+            let result = read_late(interval, delivery);
+            assert_eq!(
+                result.result,
+                Verdict::Fail,
+                "{interval} s, {delivery} s late"
+            );
+            assert!(result
+                .detail
+                .contains("frame without code ×1 (1 unexplained)"));
+        }
+    }
+
     /// Slow reader 1 on node-1, a friend of sender 2 on node-3; account 3 on node-1, a friend
     /// of the sender too when `friends`.
     fn flood_cast(friends: bool) -> Vec<At> {

@@ -11,7 +11,9 @@
 //! reads, not by a time: a reader slowed by a loaded machine reads its close later, behind as
 //! many events. A reader starved of time (a pause of [`STARVED`] between two reads while
 //! behind) may instead be dropped as stalled, without a close frame, as the cloud drops a
-//! reader that stopped reading. A spell with a fault on its connection's path before its close
+//! reader that stopped reading; and a reader whose reads trailed their events by two ping
+//! intervals answered its pings that late, behind what the sockets held for it, so it may be
+//! closed for unanswered pings, with a frame without a code. A spell with a fault on its connection's path before its close
 //! was owed is not judged: the fault's own rules judge that connection.
 
 use std::collections::HashMap;
@@ -74,6 +76,9 @@ pub struct Seen {
     pub filled: bool,
     /// A pause of [`STARVED`] between two reads while behind.
     pub starved: bool,
+    /// The last event it read by its end came two ping intervals after its change was sent:
+    /// a ping written then waited as long behind it, and two in a row went unanswered.
+    pub pings_late: bool,
 }
 
 /// Every spell of the run.
@@ -113,13 +118,14 @@ pub fn seen(history: &History, model: &Model, spell: &Spell, conn: &Conn) -> See
     let (mut behind, mut most, mut starved) = (0i64, 0i64, false);
     let (mut overrun, mut read_past, mut past_due) = (None, 0u64, None);
     let mut last_read = spell.from;
+    let mut lag = 0.0;
     for (t, account, fact) in history.facts() {
         if t < spell.from || t > read_until {
             continue;
         }
         match fact {
             PlayerFact::PresenceSet { .. } if t <= end && owed(account, t) => behind += 1,
-            PlayerFact::Received { conn: c, .. } if *c == conn.id => {
+            PlayerFact::Received { conn: c, event } if *c == conn.id => {
                 if overrun.is_some() {
                     read_past += 1;
                     if read_past > SOCKETS && past_due.is_none() {
@@ -130,6 +136,9 @@ pub fn seen(history: &History, model: &Model, spell: &Spell, conn: &Conn) -> See
                     starved |= behind > 0 && t - last_read >= STARVED;
                     last_read = t;
                     behind -= 1;
+                    if let Some(delivery) = event.delivery {
+                        lag = delivery.as_secs_f64();
+                    }
                 }
             }
             _ => {}
@@ -147,6 +156,7 @@ pub fn seen(history: &History, model: &Model, spell: &Spell, conn: &Conn) -> See
         past_due,
         filled: most > QUEUE as i64,
         starved,
+        pings_late: lag >= 2.0 * conn.ping_interval,
     }
 }
 
@@ -172,14 +182,14 @@ pub fn by_conn(
 }
 
 /// Whether a close at `t` ended one of `spells` with a reason for `unexplained_disconnects`: a
-/// 1013 in a spell; or, of a reader starved of time or behind by more than its queue, an end
-/// without a close frame or code (a stalled write, or pings answered too late behind what was
-/// queued for it). Whether the end was the 1013 the contract asks is `slow_consumers`' to judge.
+/// 1013 in a spell; or, of a reader starved of time, behind by more than its queue, or reading
+/// two ping intervals late, an end without a close frame or code (a stalled write, or pings
+/// answered too late behind what was queued for it). Whether the end was the 1013 the contract asks is `slow_consumers`' to judge.
 pub fn explains(spells: &[(Spell, Seen)], t: f64, code: Option<u16>, cause: CloseCause) -> bool {
     spells.iter().any(|(spell, seen)| {
         let within = spell.from <= t && t <= spell.until + CLOSE_AFTER;
         let slow_close = cause == CloseCause::CloseFrame && code == Some(SLOW_CONSUMER);
-        let dropped = code.is_none() && (seen.starved || seen.filled);
+        let dropped = code.is_none() && (seen.starved || seen.filled || seen.pings_late);
         within && (slow_close || dropped)
     })
 }

@@ -134,6 +134,34 @@ pub fn welcome(t: f64, account: u64, conn: u64, node: &str) -> At {
     welcome_device(t, account, conn, node, 1)
 }
 
+/// A welcome of the player's own device by a node that pings every `ping_interval_s`.
+pub fn welcome_pinging(t: f64, account: u64, conn: u64, node: &str, ping_interval_s: u64) -> At {
+    let (t, mut event) = welcome(t, account, conn, node);
+    if let Event::Player {
+        fact: PlayerFact::Welcome {
+            ping_interval_s: s, ..
+        },
+        ..
+    } = &mut event
+    {
+        *s = ping_interval_s;
+    }
+    (t, event)
+}
+
+/// Account `from`'s activity change on `conn`, read `delivery` seconds after it was sent.
+pub fn change_read(t: f64, account: u64, conn: u64, from: u64, delivery: f64) -> At {
+    let (t, mut event) = presence(t, account, conn, 1, from, 10);
+    if let Event::Player {
+        fact: PlayerFact::Received { event, .. },
+        ..
+    } = &mut event
+    {
+        event.delivery = Some(std::time::Duration::from_secs_f64(delivery));
+    }
+    (t, event)
+}
+
 /// A welcome of device 1 (the player's own) or 2 (its second).
 pub fn welcome_device(t: f64, account: u64, conn: u64, node: &str, device: u8) -> At {
     let device = if device == 2 {
@@ -150,6 +178,7 @@ pub fn welcome_device(t: f64, account: u64, conn: u64, node: &str, device: u8) -
             node: NodeId(node.into()),
             node_index: node_index(node),
             opened: t - 0.05,
+            ping_interval_s: anyplay_load::api::wire::DEFAULT_PING_INTERVAL_S,
         },
     )
 }

@@ -188,6 +188,9 @@ pub struct ErrorDetail {
     pub message: String,
 }
 
+/// The ping interval a welcome that names none implies (the contract's default).
+pub const DEFAULT_PING_INTERVAL_S: u64 = 20;
+
 /// A message on the event WebSocket, with the fields the harness reads (all optional, so that
 /// any event type parses, and once).
 #[derive(Debug, Default, Deserialize)]
@@ -210,6 +213,11 @@ pub struct ServerMessage {
 impl ServerMessage {
     pub fn is_welcome(&self) -> bool {
         self.kind == "welcome"
+    }
+
+    /// The welcome's ping interval, or the default when it names none.
+    pub fn ping_interval_s(&self) -> u64 {
+        self.ping_interval_s.unwrap_or(DEFAULT_PING_INTERVAL_S)
     }
 
     /// Whose event it is, when not presence: its `account_id`, or a new leader.

@@ -17,7 +17,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::api::wire::{AccountId, CardRelation, CardView, NodeId, Privacy, Session, SessionId};
+use crate::api::wire::{
+    AccountId, CardRelation, CardView, NodeId, Privacy, Session, SessionId, DEFAULT_PING_INTERVAL_S,
+};
 use crate::measure::stats::{CallClass, Op, Status};
 
 /// Microseconds since the Unix epoch: presence versions carry their send time in it,
@@ -129,13 +131,16 @@ pub enum Fact<T = Instant> {
         node_index: Option<usize>,
     },
     /// A welcome: `opened` is when the upgrade request went out, `node_index` the target's node
-    /// the client dialled.
+    /// the client dialled, `ping_interval_s` the pace of pings it announced (the contract's
+    /// default when it named none, and in histories written before it was recorded).
     Welcome {
         conn: ConnId,
         device: Device,
         node: NodeId,
         node_index: usize,
         opened: T,
+        #[serde(default = "default_ping_interval_s")]
+        ping_interval_s: u64,
     },
     /// The connection ended: a close frame's `code`, or a `cause` without one.
     Closed {
@@ -198,6 +203,10 @@ pub enum Fact<T = Instant> {
     },
 }
 
+fn default_ping_interval_s() -> u64 {
+    DEFAULT_PING_INTERVAL_S
+}
+
 impl<T> Fact<T> {
     /// The same fact with every time converted by `f`.
     pub fn map_times<U>(self, f: impl Fn(T) -> U) -> Fact<U> {
@@ -219,12 +228,14 @@ impl<T> Fact<T> {
                 node,
                 node_index,
                 opened,
+                ping_interval_s,
             } => Fact::Welcome {
                 conn,
                 device,
                 node,
                 node_index,
                 opened: f(opened),
+                ping_interval_s,
             },
             Fact::Closed {
                 conn,

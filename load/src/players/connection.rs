@@ -40,8 +40,6 @@ const READ_BUFFER: usize = 1024;
 /// write timeout and what the sockets hold for it is read within a ping interval, so its 1013
 /// reaches it. Once surely past its queue it reads at full speed (`slow_readers`).
 const SLOW_READ_PAUSE: Duration = Duration::from_millis(20);
-/// The ping interval a welcome that names none implies (the contract's default).
-const DEFAULT_PING_INTERVAL_S: u64 = 20;
 
 pub(crate) type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -89,6 +87,8 @@ pub(crate) struct Welcome {
     pub node_index: usize,
     /// When the attempt that was welcomed began.
     pub opened: Instant,
+    /// How often the node said it pings.
+    pub ping_interval_s: u64,
 }
 
 /// The outcome of a device's first connection attempt, for its login.
@@ -298,8 +298,9 @@ async fn attempt(
         Ok(Err(Some(SIGNED_OUT))) => return Ended::NeedsSignIn(Status::NoAnswer),
         _ => return Ended::Failed(Status::NoAnswer),
     };
+    let ping_interval_s = welcome.ping_interval_s();
+    let silence = silence_limit(ping_interval_s);
     let node = welcome.node.unwrap_or_else(|| NodeId(String::new()));
-    let silence = silence_limit(welcome.ping_interval_s.unwrap_or(DEFAULT_PING_INTERVAL_S));
     // A drop ordered while this device was away is not meant for this connection.
     signals.drops.borrow_and_update();
     rule.after_welcome();
@@ -311,6 +312,7 @@ async fn attempt(
             node,
             node_index,
             opened,
+            ping_interval_s,
         },
     );
     // The connection replays nothing that was missed: resync with the friends list, beside

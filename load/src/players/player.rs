@@ -990,6 +990,7 @@ impl Owner for Player {
             node,
             node_index,
             opened,
+            ping_interval_s,
         } = welcome;
         if device == Device::Primary {
             self.churn.welcomes.fetch_add(1, Ordering::AcqRel);
@@ -1002,6 +1003,7 @@ impl Owner for Player {
             node,
             node_index,
             opened,
+            ping_interval_s,
         });
     }
 
