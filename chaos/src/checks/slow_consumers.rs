@@ -13,8 +13,9 @@
 //! behind) may instead be dropped as stalled, without a close frame, as the cloud drops a
 //! reader that stopped reading; and a reader whose reads trailed their events by two ping
 //! intervals answered its pings that late, behind what the sockets held for it, so it may be
-//! closed for unanswered pings, with a frame without a code. A spell with a fault on its connection's path before its close
-//! was owed is not judged: the fault's own rules judge that connection.
+//! closed for unanswered pings, with a frame without a code. A spell with a fault on its
+//! connection's path before its close was owed is not judged: the fault's own rules judge that
+//! connection.
 
 use std::collections::HashMap;
 
@@ -184,7 +185,8 @@ pub fn by_conn(
 /// Whether a close at `t` ended one of `spells` with a reason for `unexplained_disconnects`: a
 /// 1013 in a spell; or, of a reader starved of time, behind by more than its queue, or reading
 /// two ping intervals late, an end without a close frame or code (a stalled write, or pings
-/// answered too late behind what was queued for it). Whether the end was the 1013 the contract asks is `slow_consumers`' to judge.
+/// answered too late behind what was queued for it). Whether the end was the 1013 the contract
+/// asks is `slow_consumers`' to judge.
 pub fn explains(spells: &[(Spell, Seen)], t: f64, code: Option<u16>, cause: CloseCause) -> bool {
     spells.iter().any(|(spell, seen)| {
         let within = spell.from <= t && t <= spell.until + CLOSE_AFTER;
