@@ -503,26 +503,32 @@ mod tests {
     #[test]
     fn a_reader_two_ping_intervals_late_may_be_closed_for_its_pings() {
         let spell = crate::checks::testing::slow_reading;
-        let read_late = |ping_interval_s: u64, delivery: f64| {
-            judge(vec![
+        // Pings every `ping_interval_s`; changes read at the given moments, that late.
+        let read_late = |ping_interval_s: u64, reads: &[(f64, f64)]| {
+            let mut events = vec![
                 welcome_pinging(1.0, 1, 1, "node-1", ping_interval_s),
-                spell(2.0, 12.0),
-                change_read(9.0, 1, 1, 2, delivery),
-                change_read(10.0, 1, 1, 2, delivery),
-                closed(10.5, 1, 1, None, CloseFrame),
-            ])
+                spell(2.0, 20.0),
+            ];
+            events.extend(reads.iter().map(|&(t, late)| change_read(t, 1, 1, 2, late)));
+            events.push(closed(16.5, 1, 1, None, CloseFrame));
+            judge(events)
         };
-        let late = read_late(2, 5.5);
+        let late = read_late(2, &[(15.0, 5.5), (16.0, 5.5)]);
         assert_eq!(late.result, Verdict::Pass, "{}", late.detail);
-        // A second late against pings every 2 s, or 5.5 s against every 20 s: both pings of
-        // the last two intervals could be answered in time; the close has no reason.
-        for (interval, delivery) in [(2, 1.0), (20, 5.5)] {
-            let result = read_late(interval, delivery);
-            assert_eq!(
-                result.result,
-                Verdict::Fail,
-                "{interval} s, {delivery} s late"
-            );
+        // Regression (CI, self-test `drop-cross-node-events`): the flood ended, the reader
+        // caught up on what came after it (a second late), and read the close behind that.
+        let caught_up = read_late(2, &[(12.0, 7.0), (15.0, 1.0), (16.0, 1.0)]);
+        assert_eq!(caught_up.result, Verdict::Pass, "{}", caught_up.detail);
+        // A second late against pings every 2 s; 5.5 s against every 20 s; 7 s late, but
+        // longer ago than three intervals before the close: every ping of the last two
+        // intervals could be answered in time, and the close has no reason.
+        for (interval, reads) in [
+            (2, vec![(15.0, 1.0), (16.0, 1.0)]),
+            (20, vec![(15.0, 5.5), (16.0, 5.5)]),
+            (2, vec![(9.0, 7.0), (15.0, 1.0), (16.0, 1.0)]),
+        ] {
+            let result = read_late(interval, &reads);
+            assert_eq!(result.result, Verdict::Fail, "{interval} s: {reads:?}");
             assert!(result
                 .detail
                 .contains("frame without code ×1 (1 unexplained)"));

@@ -77,8 +77,12 @@ pub struct Seen {
     pub filled: bool,
     /// A pause of [`STARVED`] between two reads while behind.
     pub starved: bool,
-    /// The last event it read by its end came two ping intervals after its change was sent:
-    /// a ping written then waited as long behind it, and two in a row went unanswered.
+    /// An event it read in the last three ping intervals to its end came two intervals after
+    /// its change was sent: a ping written beside it waited about as long, and a node closes a
+    /// connection whose ping went unanswered for two intervals. (The events written before
+    /// that ping are read between the close and its reading, or, when what the sockets held
+    /// at the close took longer than three intervals to read, the last ones read are that
+    /// late themselves.)
     pub pings_late: bool,
 }
 
@@ -119,7 +123,7 @@ pub fn seen(history: &History, model: &Model, spell: &Spell, conn: &Conn) -> See
     let (mut behind, mut most, mut starved) = (0i64, 0i64, false);
     let (mut overrun, mut read_past, mut past_due) = (None, 0u64, None);
     let mut last_read = spell.from;
-    let mut lag = 0.0;
+    let (mut lag, lag_from) = (0.0f64, end - 3.0 * conn.ping_interval);
     for (t, account, fact) in history.facts() {
         if t < spell.from || t > read_until {
             continue;
@@ -137,8 +141,8 @@ pub fn seen(history: &History, model: &Model, spell: &Spell, conn: &Conn) -> See
                     starved |= behind > 0 && t - last_read >= STARVED;
                     last_read = t;
                     behind -= 1;
-                    if let Some(delivery) = event.delivery {
-                        lag = delivery.as_secs_f64();
+                    if let Some(delivery) = event.delivery.filter(|_| t >= lag_from) {
+                        lag = lag.max(delivery.as_secs_f64());
                     }
                 }
             }
