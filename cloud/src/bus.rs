@@ -68,6 +68,23 @@ enum Wire {
     },
 }
 
+/// A node's answer to [`Wire::Close`].
+#[derive(Debug, PartialEq, Serialize, Deserialize)]
+struct CloseAnswer {
+    /// Whether it held the connection, and closed it.
+    closed: bool,
+}
+
+impl CloseAnswer {
+    fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a bool serializes")
+    }
+
+    fn decode(bytes: &[u8]) -> Option<CloseAnswer> {
+        serde_json::from_slice(bytes).ok()
+    }
+}
+
 impl Wire {
     fn encode(&self) -> serde_json::Result<Vec<u8>> {
         #[cfg(feature = "seeded-defects")]
@@ -330,7 +347,11 @@ impl Bus {
         n.metrics.messages_out.inc();
         let asked = n.client.request(n.subjects.node(node), body.into());
         match tokio::time::timeout(CLOSE_ANSWER_LIMIT, asked).await {
-            Ok(Ok(_)) => RemoteClose::Done,
+            Ok(Ok(answer)) => match CloseAnswer::decode(&answer.payload) {
+                Some(CloseAnswer { closed: false }) => RemoteClose::NotHeld,
+                // An older node answers with nothing: it closed what it held, if anything.
+                Some(CloseAnswer { closed: true }) | None => RemoteClose::Done,
+            },
             Ok(Err(e)) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
                 RemoteClose::NoNode
             }
@@ -348,6 +369,9 @@ impl Bus {
 pub enum RemoteClose {
     /// It closed the connection.
     Done,
+    /// It held no such connection: the record's welcome was shed after the record was
+    /// written, or the connection ended and its record is not yet removed.
+    NotHeld,
     /// Nobody listens under that node's name: the node is gone, and its sockets with it.
     NoNode,
     /// No answer in time: the bus, or the node, is out of reach.
@@ -399,12 +423,13 @@ async fn receive(client: async_nats::Client, subject: String, hub: Arc<Hub>, met
                 connection_id,
                 code,
             }) => {
-                if let Some(code) = CloseCode::from_code(code) {
-                    hub.close_account(account_id, connection_id.as_deref(), code);
-                }
+                let closed = CloseCode::from_code(code).is_some_and(|code| {
+                    hub.close_account(account_id, connection_id.as_deref(), code)
+                });
                 // The replacing node sends its welcome once it hears this.
                 if let Some(reply) = msg.reply {
-                    if let Err(e) = client.publish(reply, Vec::new().into()).await {
+                    let answer = CloseAnswer { closed }.encode();
+                    if let Err(e) = client.publish(reply, answer.into()).await {
                         tracing::warn!(error = %e, "could not answer a close");
                     }
                 }

@@ -56,6 +56,86 @@ async fn a_client_gone_before_its_welcome_is_shed_while_its_record_waits() {
     assert_eq!(welcome["node"], a.id.as_str());
 }
 
+/// A record left by a welcome shed after the record was written told nobody anything: the
+/// account's next connection, on that node or the other, tells its friends it is online.
+#[tokio::test]
+async fn a_connection_after_a_shed_welcome_s_record_is_told_to_friends_on_node_a() {
+    online_after_a_shed_welcome(0).await;
+}
+
+#[tokio::test]
+async fn a_connection_after_a_shed_welcome_s_record_is_told_to_friends_on_node_b() {
+    online_after_a_shed_welcome(1).await;
+}
+
+/// Ann's welcome on node A is shed while her record waits for her token, which is then let
+/// go, so the record is written after all; she connects again on node `next`.
+async fn online_after_a_shed_welcome(next: usize) {
+    use sqlx::Connection;
+    let cloud = TestCloud::pair(&[]).await;
+    let ann = cloud.signup("ann").await;
+    let bob = cloud.signup("bob").await;
+    cloud.befriend(&ann, &bob).await;
+    let a = cloud.node(0);
+    let (mut bob_events, _) = a.connect(&bob).await;
+    let (mut holder, mut sql) = (cloud.sql().await, cloud.sql().await);
+    let mut held = holder.begin().await.expect("begin");
+    sqlx::query("SELECT 1 FROM access_tokens WHERE account_id = $1 FOR UPDATE")
+        .bind(ann.id)
+        .execute(&mut *held)
+        .await
+        .expect("hold ann's token");
+    let upgraded = a.try_connect(&ann).await.expect("upgraded");
+    // Gone only once her record's statement waits for the token: it is written after all.
+    let deadline = Instant::now() + SOON;
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+             AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO connections%'",
+        )
+        .fetch_one(&mut sql)
+        .await
+        .expect("read");
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "her record's statement never waited"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(upgraded);
+    while a.metric("anyplay_welcomes_shed_total").await < 1.0 {
+        assert!(Instant::now() < deadline, "the gone client was not shed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    held.rollback().await.expect("rollback");
+    loop {
+        let record: Option<String> =
+            sqlx::query_scalar("SELECT node FROM connections WHERE account_id = $1")
+                .bind(ann.id)
+                .fetch_optional(&mut sql)
+                .await
+                .expect("read");
+        if record.is_some() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the shed welcome's record was not written"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_ann_events, _) = cloud.node(next).connect(&ann).await;
+    let e = bob_events.next_of("presence").await;
+    assert_eq!(
+        (e["account_id"].as_i64(), &e["online"]),
+        (Some(ann.id), &json!(true)),
+        "{e}"
+    );
+}
+
 #[tokio::test]
 async fn a_connection_on_node_b_replaces_one_on_node_a_with_4001() {
     let cloud = TestCloud::pair(&[]).await;

@@ -255,6 +255,13 @@ impl Hub {
         self.conns().contains_key(&account_id)
     }
 
+    /// The account's connection on this node, if it has one.
+    pub fn connection_of(&self, account_id: i64) -> Option<Arc<str>> {
+        self.conns()
+            .get(&account_id)
+            .map(|h| h.connection_id.clone())
+    }
+
     pub fn len(&self) -> usize {
         self.conns().len()
     }

@@ -118,7 +118,9 @@ async fn serve(
         }
     };
     clock.step("turn");
-    // Local first: an older connection here is closed (4001) before our welcome.
+    // Local first: an older connection here is closed (4001) before our welcome. Which one
+    // this node held is read under the account's turn, so no other welcome here changes it.
+    let held_here = state.hub.connection_of(account_id);
     let mailbox = state
         .hub
         .register(account_id, connection_id.as_str().into(), since);
@@ -165,7 +167,13 @@ async fn serve(
             .hub
             .close_account(account_id, Some(&connection_id), CloseCode::SignedOut);
     }
-    let mut came_online = registered.as_ref().is_some_and(|r| r.previous.is_none());
+    // Friends heard the account come online from the previous record's connection only if
+    // that was welcomed: a record of this node's that it no longer holds is one whose client
+    // left while it was written (shed above), and nobody was told of it.
+    let mut came_online = registered.as_ref().is_some_and(|r| match &r.previous {
+        None => true,
+        Some(p) => p.node == node && held_here.as_deref() != Some(p.connection_id.as_str()),
+    });
     let previous = registered
         .and_then(|r| r.previous)
         .filter(|p| p.node != node);
@@ -188,7 +196,8 @@ async fn serve(
         }
         // A node that is gone or out of reach may have died between recording its
         // connection and welcoming it, after friends heard the account leave: whether they
-        // heard it come back is unknown, so they hear it now (once more is harmless).
+        // heard it come back is unknown, so they hear it now (once more is harmless). One
+        // that did not hold the connection never told them.
         came_online |= answer != RemoteClose::Done;
         clock.step("replace");
     }
