@@ -136,30 +136,14 @@ pub fn welcome(t: f64, account: u64, conn: u64, node: &str) -> At {
 
 /// A welcome of the player's own device by a node that pings every `ping_interval_s`.
 pub fn welcome_pinging(t: f64, account: u64, conn: u64, node: &str, ping_interval_s: u64) -> At {
-    let (t, mut event) = welcome(t, account, conn, node);
-    if let Event::Player {
-        fact: PlayerFact::Welcome {
-            ping_interval_s: s, ..
-        },
-        ..
-    } = &mut event
-    {
-        *s = ping_interval_s;
-    }
-    (t, event)
+    welcome_of(t, account, conn, node, Device::Primary, ping_interval_s)
 }
 
 /// Account `from`'s activity change on `conn`, read `delivery` seconds after it was sent.
 pub fn change_read(t: f64, account: u64, conn: u64, from: u64, delivery: f64) -> At {
-    let (t, mut event) = presence(t, account, conn, 1, from, 10);
-    if let Event::Player {
-        fact: PlayerFact::Received { event, .. },
-        ..
-    } = &mut event
-    {
-        event.delivery = Some(std::time::Duration::from_secs_f64(delivery));
-    }
-    (t, event)
+    let mut at = presence(t, account, conn, 1, from, 10);
+    received_mut(&mut at).delivery = Some(std::time::Duration::from_secs_f64(delivery));
+    at
 }
 
 /// A welcome of device 1 (the player's own) or 2 (its second).
@@ -169,6 +153,18 @@ pub fn welcome_device(t: f64, account: u64, conn: u64, node: &str, device: u8) -
     } else {
         Device::Primary
     };
+    let interval = anyplay_load::api::wire::DEFAULT_PING_INTERVAL_S;
+    welcome_of(t, account, conn, node, device, interval)
+}
+
+fn welcome_of(
+    t: f64,
+    account: u64,
+    conn: u64,
+    node: &str,
+    device: Device,
+    ping_interval_s: u64,
+) -> At {
     player(
         t,
         account,
@@ -178,7 +174,7 @@ pub fn welcome_device(t: f64, account: u64, conn: u64, node: &str, device: u8) -
             node: NodeId(node.into()),
             node_index: node_index(node),
             opened: t - 0.05,
-            ping_interval_s: anyplay_load::api::wire::DEFAULT_PING_INTERVAL_S,
+            ping_interval_s,
         },
     )
 }
