@@ -151,7 +151,9 @@ async fn flood(
 }
 
 /// Spell `k`'s reader and up to [`SENDERS`] of its friends that flood it (indices into the
-/// fleet), all reserved.
+/// fleet), all reserved: of the readers tried, the one with the most free friends online
+/// (the first with [`SENDERS`]), since a flood of a few senders, each waiting for its answers,
+/// may come no faster than the reader reads.
 fn flooders(ctx: &Ctx, k: u64) -> Option<(usize, Vec<usize>)> {
     let players = ctx.fleet.players();
     let by_account: HashMap<_, usize> = players
@@ -159,7 +161,13 @@ fn flooders(ctx: &Ctx, k: u64) -> Option<(usize, Vec<usize>)> {
         .enumerate()
         .filter_map(|(i, p)| Some((p.account()?, i)))
         .collect();
+    let release = |(reader, senders): (usize, Vec<usize>)| {
+        for i in std::iter::once(reader).chain(senders) {
+            players[i].release();
+        }
+    };
     let mut rng = choices::stream(ctx.settings.seed, Purpose::SlowReaders, k);
+    let mut best: Option<(usize, Vec<usize>)> = None;
     for _ in 0..TRIES {
         let reader = pick(&mut rng, players.len())?;
         let candidate = &players[reader];
@@ -173,10 +181,17 @@ fn flooders(ctx: &Ctx, k: u64) -> Option<(usize, Vec<usize>)> {
             .filter(|&i| i != reader && players[i].is_online() && players[i].try_reserve())
             .take(SENDERS)
             .collect();
-        if !senders.is_empty() {
-            return Some((reader, senders));
+        let most = best.as_ref().map_or(0, |(_, s)| s.len());
+        if senders.len() > most {
+            if let Some(worse) = best.replace((reader, senders)) {
+                release(worse);
+            }
+        } else {
+            release((reader, senders));
         }
-        candidate.release();
+        if best.as_ref().is_some_and(|(_, s)| s.len() == SENDERS) {
+            break;
+        }
     }
-    None
+    best
 }
