@@ -141,6 +141,13 @@ fn an_upgrade_and_a_rollback_pass_and_each_node_s_versions_are_recorded() {
             "[{at: 5s, upgrade: nodes, to: candidate, gap: 1s}, {at: 25s, upgrade: node-1, to: built-in}]",
         )
         .unwrap();
+        // The shipped budgets are a release machine's; three runs at once on two cores take
+        // seconds for what takes milliseconds alone. The gates are judged the same way.
+        plan["checks"]["latency"] = serde_yaml::from_str(
+            "{e2e_login: {p99: 10s}, presence_delivery: {p99: 10s, during: outside_faults}, \
+             friends_list: {p95: 3s}}",
+        )
+        .unwrap();
         // Its riders ride through that, sooner too: a client still running at the end fails.
         for client in plan["clients"].as_sequence_mut().unwrap() {
             let cmd = client["cmd"]
