@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where the two cores went in a 50,000-player storm, from `perf record -a` (storm-watch.sh).
+"""Where the two cores went in a 50,000-player storm, from `perf record -a` (deploy/perf-storm.sh agents).
 
     perf script -i DIR/perf.data -F comm,pid,time,ip,dso | results/agents/profile/storm-cpu.py DIR SECONDS
 
