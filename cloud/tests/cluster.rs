@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::concurrency::{thirty_joins_never_overfill_four, twenty_requests_give_exactly_ten};
 use crate::events::push_presence;
-use crate::support::{End, TestCloud, TestNats, TestNode, Through, SOON};
+use crate::support::{End, Player, TestCloud, TestNats, TestNode, Through, SOON};
 
 /// The connections `node` lists for `account_id`.
 async fn listed(node: &TestNode, account_id: i64) -> Vec<Value> {
@@ -27,33 +27,66 @@ async fn listed(node: &TestNode, account_id: i64) -> Vec<Value> {
 /// lists it.
 #[tokio::test]
 async fn a_client_gone_before_its_welcome_is_shed_while_its_record_waits() {
-    use sqlx::Connection;
     let cloud = TestCloud::pair(&[]).await;
     let ann = cloud.signup("ann").await;
     let a = cloud.node(0);
-    // Ann's token held as a logout would hold it: her registration waits for it.
-    let mut sql = cloud.sql().await;
-    let mut held = sql.begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM access_tokens WHERE account_id = $1 FOR UPDATE")
-        .bind(ann.id)
-        .execute(&mut *held)
+    let mut held = shed_while_its_record_waits(&cloud, a, &ann).await;
+    sqlx::query("ROLLBACK")
+        .execute(&mut held)
         .await
-        .expect("hold ann's token");
-    let upgraded = a.try_connect(&ann).await.expect("upgraded");
-    drop(upgraded);
-    let shed = "anyplay_welcomes_shed_total";
-    let deadline = Instant::now() + SOON;
-    while a.metric(shed).await < 1.0 {
-        assert!(Instant::now() < deadline, "the gone client was not shed");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    held.rollback().await.expect("rollback");
+        .expect("rollback");
     assert!(listed(a, ann.id).await.is_empty());
     let welcomes = "anyplay_welcome_step_seconds_count{step=\"welcome\"}";
     assert_eq!(a.metric(welcomes).await, 0.0);
     // Her next connection is welcomed as usual.
     let (_events, welcome) = a.connect(&ann).await;
     assert_eq!(welcome["node"], a.id.as_str());
+}
+
+/// Holds `player`'s token as a logout would, so that its registration on `node` waits for it;
+/// connects, and leaves once the record's statement waits (it is written when the token is
+/// let go); returns when the node shed the welcome, with the token still held by the returned
+/// connection's transaction.
+async fn shed_while_its_record_waits(
+    cloud: &TestCloud,
+    node: &TestNode,
+    player: &Player,
+) -> sqlx::PgConnection {
+    let (mut held, mut sql) = (cloud.sql().await, cloud.sql().await);
+    sqlx::query("BEGIN")
+        .execute(&mut held)
+        .await
+        .expect("begin");
+    sqlx::query("SELECT 1 FROM access_tokens WHERE account_id = $1 FOR UPDATE")
+        .bind(player.id)
+        .execute(&mut held)
+        .await
+        .expect("hold the token");
+    let upgraded = node.try_connect(player).await.expect("upgraded");
+    let deadline = Instant::now() + SOON;
+    loop {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+             AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO connections%'",
+        )
+        .fetch_one(&mut sql)
+        .await
+        .expect("read");
+        if waiting > 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the record's statement never waited"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(upgraded);
+    while node.metric("anyplay_welcomes_shed_total").await < 1.0 {
+        assert!(Instant::now() < deadline, "the gone client was not shed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    held
 }
 
 /// A record left by a welcome shed after the record was written told nobody anything: the
@@ -71,46 +104,18 @@ async fn a_connection_after_a_shed_welcome_s_record_is_told_to_friends_on_node_b
 /// Ann's welcome on node A is shed while her record waits for her token, which is then let
 /// go, so the record is written after all; she connects again on node `next`.
 async fn online_after_a_shed_welcome(next: usize) {
-    use sqlx::Connection;
     let cloud = TestCloud::pair(&[]).await;
     let ann = cloud.signup("ann").await;
     let bob = cloud.signup("bob").await;
     cloud.befriend(&ann, &bob).await;
     let a = cloud.node(0);
     let (mut bob_events, _) = a.connect(&bob).await;
-    let (mut holder, mut sql) = (cloud.sql().await, cloud.sql().await);
-    let mut held = holder.begin().await.expect("begin");
-    sqlx::query("SELECT 1 FROM access_tokens WHERE account_id = $1 FOR UPDATE")
-        .bind(ann.id)
-        .execute(&mut *held)
+    let mut sql = shed_while_its_record_waits(&cloud, a, &ann).await;
+    sqlx::query("ROLLBACK")
+        .execute(&mut sql)
         .await
-        .expect("hold ann's token");
-    let upgraded = a.try_connect(&ann).await.expect("upgraded");
-    // Gone only once her record's statement waits for the token: it is written after all.
+        .expect("rollback");
     let deadline = Instant::now() + SOON;
-    loop {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
-             AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO connections%'",
-        )
-        .fetch_one(&mut sql)
-        .await
-        .expect("read");
-        if waiting > 0 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "her record's statement never waited"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    drop(upgraded);
-    while a.metric("anyplay_welcomes_shed_total").await < 1.0 {
-        assert!(Instant::now() < deadline, "the gone client was not shed");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    held.rollback().await.expect("rollback");
     loop {
         let record: Option<String> =
             sqlx::query_scalar("SELECT node FROM connections WHERE account_id = $1")
