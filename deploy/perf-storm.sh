@@ -36,6 +36,17 @@ none) graph=(-F 199) ;;
 esac
 storm=(--players 5000 --rate 250 --scenarios storm --storm drop --reconnect spec)
 
+# The newest process whose command line matches $1, once the run (pid $run) started it;
+# nothing when the run ended first.
+process_of_run() {
+    local pid=""
+    until [[ -n $pid ]] || ! kill -0 "$run" 2>/dev/null; do
+        pid=$(pgrep -n -f "$1" || true)
+        sleep 0.2
+    done
+    echo "$pid"
+}
+
 echo "perf record -a ${graph[*]} for ${seconds} s from the drop" >"$out/perf-command.txt"
 echo "before: $(cat /proc/loadavg)" >"$out/load.txt"
 case $backend in
@@ -49,23 +60,15 @@ sqlite)
 postgres)
     ANYPLAY_BIN=$bin deploy/bench-agents.sh "$out" 5000 2 0 "${storm[@]:2}" --friends 2 >/dev/null &
     run=$!
-    harness=""
     # The coordinator plays the players in its own process (no agents).
-    until [[ -n $harness ]] || ! kill -0 "$run" 2>/dev/null; do
-        harness=$(pgrep -n -f "^$bin/anyplay-load --players" || true)
-        sleep 0.2
-    done
+    harness=$(process_of_run "^$bin/anyplay-load --players")
     ;;
 agents)
     ANYPLAY_BIN=$bin deploy/bench-agents.sh "$out" 50000 4 4 --rate 100 --scenarios presence,storm \
         --storm drop --friends 2 --presence-rate 500 --presence-seconds 10 --storm-timeout 300 \
         >/dev/null &
     run=$!
-    harness=""
-    until [[ -n $harness ]] || ! kill -0 "$run" 2>/dev/null; do
-        harness=$(pgrep -n -f "^$bin/anyplay-load agent .*--name agent-1( |$)" || true)
-        sleep 0.5
-    done
+    harness=$(process_of_run "^$bin/anyplay-load agent .*--name agent-1( |$)")
     ;;
 plan)
     echo "anyplay-chaos run plans/storm.yaml --out run" >"$out/command.txt"
