@@ -7,8 +7,8 @@
 # (plans/storm.yaml, run by BIN_DIR's anyplay-chaos into OUT/run: its first drop), and once
 # the harness's open files fall by a third (the `drop`: thousands of sockets close at once),
 # records the whole machine with `perf record -a` for SECONDS (default 4, about the storm).
-# Writes OUT/perf.data, OUT/cpu-start.txt and OUT/cpu-end.txt (each process's CPU ticks
-# around the recording, for results/agents/profile/storm-cpu.py), OUT/by-process.txt (self
+# Writes OUT/perf.data, OUT/cpu-start.txt (the run's processes and their CPU ticks as the
+# recording starts, which results/agents/profile/storm-cpu.py names samples by), OUT/by-process.txt (self
 # time per command and shared object), OUT/symbols.txt (the top symbols),
 # OUT/perf-command.txt, and the run's own files (report.json, stdout.txt, command.txt,
 # load.txt). Run it alone: the profile is of everything the two cores did.
@@ -96,9 +96,12 @@ while [[ -n $harness ]] && kill -0 "$harness" 2>/dev/null; do
     n=$(open_files)
     ((n > peak)) && peak=$n
     if ((peak > 3000 && n < peak * 2 / 3)); then
+        # The recording first: listing the processes forks a few tools each, which would
+        # cost the storm's first tenths of a second.
+        perf record -a "${graph[@]}" -o "$out/perf.data" -- sleep "$seconds" 2>"$out/perf-record.txt" &
+        recording=$!
         cpu_ticks >"$out/cpu-start.txt"
-        perf record -a "${graph[@]}" -o "$out/perf.data" -- sleep "$seconds" 2>"$out/perf-record.txt"
-        cpu_ticks >"$out/cpu-end.txt"
+        wait "$recording"
         break
     fi
     sleep 0.01

@@ -412,6 +412,49 @@ pub fn markdown(summary: &Summary) -> String {
     out
 }
 
+/// Runs `case` into `out/<case>`, and once more into `out/<case>.run-2` when it missed and
+/// [`Case::attempts`] allows; the last run's row, with the details of those that missed.
+async fn run_case(
+    case: Case,
+    plans: &Plans,
+    out: &Path,
+    interrupted: &AtomicBool,
+) -> Result<Row, RunError> {
+    let mut earlier = Vec::new();
+    let mut attempt = 1;
+    loop {
+        let name = match attempt {
+            1 => case.to_string(),
+            n => format!("{case}.run-{n}"),
+        };
+        eprintln!("anyplay-chaos selftest: {name}");
+        let finished = runner::run(RunOptions {
+            plan: case.plan(plans),
+            out: Some(out.join(&name)),
+            seed: None,
+            images: Vec::new(),
+            metrics: None,
+        })
+        .await?;
+        interrupted.fetch_or(finished.interrupted, Ordering::SeqCst);
+        let mut row = judge(case, &finished.report, &finished.dir);
+        eprintln!("anyplay-chaos selftest: {name}: {}", row.result);
+        let again = row.result == Outcome::Missed
+            && attempt < case.attempts()
+            && !interrupted.load(Ordering::SeqCst);
+        if !again {
+            row.runs = attempt;
+            for detail in earlier {
+                row.detail
+                    .push_str(&format!("; an earlier run missed: {detail}"));
+            }
+            return Ok(row);
+        }
+        earlier.push(row.detail);
+        attempt += 1;
+    }
+}
+
 /// Runs the cases, `jobs` at a time, each into `out/<case>`, and writes the summary files
 /// there. After an interrupted run no further case starts; the ones running end as they do.
 /// Boxed, as `runner::run`.
@@ -432,44 +475,7 @@ pub fn run<'a>(
                         if interrupted.load(Ordering::SeqCst) {
                             return Ok(None);
                         }
-                        // The details of earlier runs that missed, for the last run's row.
-                        let mut earlier = Vec::new();
-                        let mut attempt = 1;
-                        loop {
-                            let dir = match attempt {
-                                1 => case.to_string(),
-                                n => format!("{case}.run-{n}"),
-                            };
-                            match attempt {
-                                1 => eprintln!("anyplay-chaos selftest: {case}"),
-                                n => eprintln!("anyplay-chaos selftest: {case}, run {n}"),
-                            }
-                            let finished = runner::run(RunOptions {
-                                plan: case.plan(plans),
-                                out: Some(out.join(dir)),
-                                seed: None,
-                                images: Vec::new(),
-                                metrics: None,
-                            })
-                            .await?;
-                            interrupted.fetch_or(finished.interrupted, Ordering::SeqCst);
-                            let mut row = judge(case, &finished.report, &finished.dir);
-                            eprintln!("anyplay-chaos selftest: {case}: {}", row.result);
-                            if row.result == Outcome::Missed
-                                && attempt < case.attempts()
-                                && !interrupted.load(Ordering::SeqCst)
-                            {
-                                earlier.push(row.detail);
-                                attempt += 1;
-                                continue;
-                            }
-                            row.runs = attempt;
-                            for detail in earlier {
-                                row.detail
-                                    .push_str(&format!("; an earlier run missed: {detail}"));
-                            }
-                            return Ok(Some(row));
-                        }
+                        run_case(case, plans, out, interrupted).await.map(Some)
                     };
                     async move { (order, run.await) }
                 })
