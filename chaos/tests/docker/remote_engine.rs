@@ -278,6 +278,7 @@ fn on_engine(dir: &Path, engine: &Engine, ca: &str, cert: &str, key: &str) -> Pa
         plan["services"]["nodes"]["host"] = serde_yaml::from_str("[local, remote]").unwrap();
         // A node elsewhere sees every player as one address: no per-player limits there.
         plan["load"]["rate_limits"] = false.into();
+        super::at_lighter_rates(plan);
     })
 }
 
