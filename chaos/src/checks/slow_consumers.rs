@@ -19,6 +19,8 @@
 
 use std::collections::HashMap;
 
+use anyplay_load::scenarios::slow_readers::READ_RATE;
+
 use super::conns::{Conn, Conns};
 use super::fault_table::{faults, fmt_num, Fault};
 use super::model::{Model, Relation};
@@ -38,7 +40,7 @@ pub const QUEUE: u64 = 256;
 /// point their queue was surely full before their 1013.
 pub const SOCKETS: u64 = 750;
 /// A pause this long between two reads of a reader that was behind: it was starved of time,
-/// not slow by design (it reads every 20 ms, then at full speed).
+/// not slow by design (it reads at [`READ_RATE`] a second, then at full speed).
 pub const STARVED: f64 = 2.0;
 /// How long after its spell ended a spell's close may be recorded.
 const CLOSE_AFTER: f64 = 1.0;
@@ -46,8 +48,8 @@ const CLOSE_AFTER: f64 = 1.0;
 /// renewals fail first).
 const STORE_NOTICED: f64 = 10.0;
 /// How long after its node sent it a slow reader may read a close: behind all that its queue
-/// and the sockets held, at its slow pace of 50 events a second.
-const READ_LATE: f64 = (QUEUE + SOCKETS) as f64 / 50.0;
+/// and the sockets held, at its slow pace.
+const READ_LATE: f64 = (QUEUE + SOCKETS) as f64 / READ_RATE as f64;
 /// The slow consumer's close code.
 pub const SLOW_CONSUMER: u16 = 1013;
 
@@ -618,7 +620,7 @@ mod tests {
         let result = judged(&with(&after(12.0), cut.clone()));
         assert_eq!(result.result, Verdict::Pass, "{}", result.detail);
         // Read later than a close the store's loss could have caused: judged.
-        let result = judged(&with(&after(35.0), cut));
+        let result = judged(&with(&after(40.0), cut));
         assert_eq!(result.result, Verdict::Fail, "{}", result.detail);
     }
 

@@ -26,6 +26,7 @@ use crate::measure::stats::Status;
 use crate::players::choices::{self, Purpose};
 use crate::players::shared::{Node, Shared};
 use crate::reconnect::{Break, Next, Reconnect, NO_STATUS, SIGNED_OUT};
+use crate::scenarios::slow_readers;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
@@ -33,13 +34,8 @@ const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
 /// gigabytes across thousands of players, and even 4 KiB was a fifth of an idle player's
 /// memory. A larger frame still arrives whole: the buffer grows to fit it.
 const READ_BUFFER: usize = 1024;
-/// A slow reader's pause after each event it reads (`--slow-readers`): 50 events a second,
-/// far fewer than its friends' flood brings (on a slower machine a flood came at about 150 a
-/// second: a reader of 100 a second fell behind too slowly to be surely past its queue within
-/// a plan's quiet stretch), yet enough that the cloud's every write to it finishes within its
-/// write timeout and what the sockets hold for it is read within a ping interval, so its 1013
-/// reaches it. Once surely past its queue it reads at full speed (`slow_readers`).
-const SLOW_READ_PAUSE: Duration = Duration::from_millis(20);
+/// A slow reader's pause after each event it reads (`--slow-readers`): its pace.
+const SLOW_READ_PAUSE: Duration = Duration::from_millis(1000 / slow_readers::READ_RATE);
 
 pub(crate) type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 

@@ -12,7 +12,7 @@ pub mod mixed;
 pub mod planned;
 pub mod presence;
 pub(crate) mod sessions;
-pub(crate) mod slow_readers;
+pub mod slow_readers;
 pub mod storm;
 pub mod traffic;
 
