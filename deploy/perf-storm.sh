@@ -8,10 +8,10 @@
 # the harness's open files fall by a third (the `drop`: thousands of sockets close at once),
 # records the whole machine with `perf record -a` for SECONDS (default 4, about the storm).
 # Writes OUT/perf.data, OUT/cpu-start.txt (the run's processes and their CPU ticks as the
-# recording starts, which results/agents/profile/storm-cpu.py names samples by), OUT/by-process.txt (self
-# time per command and shared object), OUT/symbols.txt (the top symbols),
-# OUT/perf-command.txt, and the run's own files (report.json, stdout.txt, command.txt,
-# load.txt). Run it alone: the profile is of everything the two cores did.
+# recording starts, which results/agents/profile/storm-cpu.py names samples by),
+# OUT/by-process.txt (self time per command and shared object), OUT/symbols.txt (the top
+# symbols), OUT/perf-command.txt, and the run's own files (report.json, stdout.txt,
+# command.txt, load.txt). Run it alone: the profile is of everything the two cores did.
 # CALL_GRAPH=dwarf records call stacks from DWARF (the release binaries keep no frame
 # pointers; heavier, so at 199 Hz) for deploy/perf-summary.py; CALL_GRAPH=none samples
 # without stacks at 199 Hz (the default of `agents`, whose minute of stacks would fill the disk).

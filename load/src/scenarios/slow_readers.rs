@@ -1,8 +1,9 @@
 //! Slow readers (`--slow-readers`): now and then a player reads its own connection slowly
-//! while a few of its friends change activity, together far faster than the player reads. The cloud's outbound queue for that connection fills, and the cloud must close
-//! it with 1013; the player then reconnects by the rule and resyncs. Each spell is one fact of
-//! the reader ([`Fact::SlowReading`]), which the chaos checks judge: the 1013 is owed, and the
-//! events that queued meanwhile are owed late, or by the resync.
+//! while a few of its friends change activity, together far faster than the player reads.
+//! The cloud's outbound queue for that connection fills, and the cloud must close it with 1013;
+//! the player then reconnects by the rule and resyncs. Each spell is one fact of the reader
+//! ([`Fact::SlowReading`]), which the chaos checks judge: the 1013 is owed, and the events
+//! that queued meanwhile are owed late, or by the resync.
 //!
 //! The share of the players is how many spells may run, spread over the run, one at a time.
 
